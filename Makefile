@@ -1,0 +1,63 @@
+# gpuhost.tuning: the two commands are `make audit` and `make test`; both set themselves up.
+SHELL := /bin/bash
+VENV := $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+COLLECTIONS := $(CURDIR)/collections
+INSTALLED := $(COLLECTIONS)/ansible_collections/gpuhost/tuning
+REPORTS ?= $(CURDIR)/gpuhost-reports
+
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+export PATH := $(BIN):$(PATH)
+
+# Debian packages the test tiers need (installed only when missing).
+UNIT_PKGS := pciutils
+INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium
+MOLECULE_PKGS :=
+
+.PHONY: help setup venv collection audit test unit integration molecule lint build clean
+
+help:
+	@echo "make audit   audit this machine read-only; reports in gpuhost-reports/"
+	@echo "make test    every test tier (unit, integration, molecule)"
+
+venv:
+	@scripts/venv.sh
+
+# The collection, installed into ./collections from this checkout (honours build_ignore).
+collection: venv
+	@$(BIN)/ansible-galaxy collection install --force -p $(COLLECTIONS) . >/dev/null
+
+setup: collection
+
+audit: setup
+	@if [ -f playbooks/audit.yml ]; then \
+	  $(BIN)/ansible-playbook -i localhost, -c local gpuhost.tuning.audit \
+	    -e ansible_python_interpreter=$(PY) -e gpuhost_audit_report_dir=$(REPORTS) && \
+	  echo "Reports: $(REPORTS)/ (index.html, summary.md, one JSON per host)"; \
+	else \
+	  echo "The audit playbook is not there yet: make audit will run gpuhost.tuning.audit on this machine, read-only."; \
+	fi
+
+test: unit integration molecule
+
+unit: setup
+	@scripts/apt-ensure.sh $(UNIT_PKGS)
+	$(BIN)/pytest -q tests/unit
+
+integration: setup
+	@scripts/apt-ensure.sh $(INTEGRATION_PKGS)
+	$(BIN)/pytest -q tests/integration
+
+molecule: setup
+	@if [ -d molecule ] && ls molecule/*/molecule.yml >/dev/null 2>&1; then scripts/molecule.sh; else echo "no molecule scenarios yet"; fi
+
+lint: venv
+	$(BIN)/ruff check plugins tests
+
+build: venv
+	$(BIN)/ansible-galaxy collection build --force --output-path build .
+
+clean:
+	rm -rf build collections tests/output .pytest_cache

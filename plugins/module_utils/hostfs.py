@@ -1,0 +1,116 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Host file access under a root.
+
+Every reader and writer in this collection resolves host paths (``/sys``, ``/proc``,
+``/etc``, ``/lib/modules``, ``/var/lib``) under a ``root``: ``/`` on a live host, a
+temporary tree in tests, an unpacked capture in an offline audit.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+import tempfile
+
+
+def host_path(root, path):
+    """Return ``path`` (absolute on the host) resolved under ``root``."""
+    root = root or "/"
+    return os.path.join(root, path.lstrip("/"))
+
+
+def read_text(path, default=None):
+    """Read a small text file, stripped. Return ``default`` when it does not exist."""
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace") as handle:
+            return handle.read().strip()
+    except (IOError, OSError) as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENODEV, errno.EINVAL):
+            return default
+        raise
+
+
+def read_int(path, default=None, base=0):
+    """Read an integer file (``0x10de``, ``-1``, ``4``); ``default`` when absent or empty."""
+    text = read_text(path)
+    if text is None or text == "":
+        return default
+    try:
+        return int(text.split()[0], base)
+    except ValueError:
+        return default
+
+
+def read_bytes(path, default=None):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except (IOError, OSError) as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return default
+        raise
+
+
+def write_in_place(path, text):
+    """Write a kernel interface file (sysfs/procfs) in place, the way the kernel expects.
+
+    Raises OSError as is; callers turn it into a message naming what was written.
+    """
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def atomic_write(path, data, mode=None, preserve=True, chmod=True):
+    """Write ``data`` (bytes or text) to ``path`` atomically.
+
+    A temporary file is created in the same folder and renamed over ``path``, so a reader
+    sees the old or the new file, never half of one. With ``preserve`` the existing file's
+    mode and owner are kept; ``chmod=False`` skips chmod/chown entirely (pmxcfs refuses
+    them). ``mode`` applies to new files (and to existing ones when ``preserve`` is off).
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    old = None
+    try:
+        old = os.stat(path)
+    except OSError:
+        old = None
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if chmod:
+            if old is not None and preserve:
+                os.chmod(tmp, old.st_mode & 0o7777)
+                try:
+                    os.chown(tmp, old.st_uid, old.st_gid)
+                except OSError:
+                    pass
+            elif mode is not None:
+                os.chmod(tmp, mode)
+            else:
+                os.chmod(tmp, 0o644)
+        os.rename(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def unified_diff_dict(path, before, after):
+    """The ``diff`` entry Ansible renders for a file change."""
+    return {
+        "before_header": path,
+        "after_header": path,
+        "before": before,
+        "after": after,
+    }

@@ -1,0 +1,27 @@
+"""Run a module's ``main()`` in-process with arguments and return its JSON result."""
+
+import contextlib
+import io
+import json
+
+from ansible.module_utils.testing import patch_module_args
+
+
+def run_module(module, args, check_mode=False, diff=False):
+    """Call ``module.main()`` as Ansible would; return the result dict.
+
+    ``module`` is the imported module file. A failure is returned (``failed: True`` and
+    ``msg``), never raised, so tests assert on what a user would see.
+    """
+    params = dict(args)
+    params["_ansible_check_mode"] = check_mode
+    params["_ansible_diff"] = diff
+    out = io.StringIO()
+    with patch_module_args(params), contextlib.redirect_stdout(out):
+        try:
+            module.main()
+        except SystemExit:
+            pass
+    text = out.getvalue().strip()
+    # The JSON document is the last line a module prints.
+    return json.loads(text.splitlines()[-1] if text else "{}")
