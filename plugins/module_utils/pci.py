@@ -1,0 +1,661 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""PCI devices under a root: sysfs attributes, config space, PCIe Device Control, MRRS.
+
+Plain Python (stdlib + hostfs): the boot-time MRRS service ships this file to hosts and
+runs it without Ansible. Everything reads ``<root>/sys/bus/pci/devices/<dddd:bb:dd.f>``;
+symlinks are resolved inside ``root`` (a capture or a test tree), never outside it.
+
+Register layout (PCI Express Base spec, Linux ``pci_regs.h``): the PCI Express capability
+(ID 0x10) is found by walking the standard capability list from the pointer at 0x34, only
+when Status bit 4 is set. Device Capabilities at cap+4, Device Control at cap+8. Device
+Control bits 14:12 are Max_Read_Request_Size (``128 << field``); bit 15 is Initiate FLR on
+an endpoint (a function reset), so it is never written as 1 on a type-0 function.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+import re
+import struct
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+    host_path,
+    read_bytes,
+    read_text,
+)
+
+SYSFS_DEVICES = "/sys/bus/pci/devices"
+LOCKDOWN = "/sys/kernel/security/lockdown"
+
+PCI_STATUS = 0x06
+PCI_STATUS_CAP_LIST = 0x10
+PCI_HEADER_TYPE = 0x0E
+PCI_CAPABILITY_LIST = 0x34
+PCI_CAP_ID_EXP = 0x10
+PCI_FIND_CAP_TTL = 48  # the kernel's own loop bound for the capability walk
+
+PCI_EXP_FLAGS = 0x02
+PCI_EXP_DEVCAP = 0x04
+PCI_EXP_DEVCTL = 0x08
+PCI_EXP_DEVSTA = 0x0A
+PCI_EXP_LNKCAP = 0x0C
+PCI_EXP_LNKCTL = 0x10
+PCI_EXP_LNKSTA = 0x12
+
+DEVCTL_MRRS_MASK = 0x7000
+DEVCTL_MRRS_SHIFT = 12
+DEVCTL_BIT15 = 0x8000  # Initiate FLR on endpoints, Bridge Config Retry Enable on PCIe-PCI bridges
+DEVCTL_MPS_MASK = 0x00E0
+DEVCTL_MPS_SHIFT = 5
+
+MRRS_SIZES = (128, 256, 512, 1024, 2048, 4096)
+
+PORT_TYPES = {
+    0x0: "endpoint",
+    0x1: "legacy_endpoint",
+    0x4: "root_port",
+    0x5: "upstream_port",
+    0x6: "downstream_port",
+    0x7: "pcie_to_pci_bridge",
+    0x8: "pci_to_pcie_bridge",
+    0x9: "rc_integrated_endpoint",
+    0xA: "rc_event_collector",
+}
+
+_ADDR_RE = re.compile(
+    r"^(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):"
+    r"(?P<dev>[0-9a-fA-F]{1,2})\.(?P<fn>[0-7])$"
+)
+_SYSFS_BDF_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_HOST_BRIDGE_RE = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}$")
+_SPEED_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s", re.IGNORECASE)
+_HEX_RE = re.compile(r"^(?:0x)?([0-9a-fA-F]+)$")
+
+
+class PciError(Exception):
+    """A PCI read or lookup failed; the message names the device and what to do."""
+
+
+class PciWriteError(PciError):
+    """A config-space write failed or did not take."""
+
+
+# ---------------------------------------------------------------------------------------
+# addresses and paths
+
+
+def normalize_address(addr):
+    """``01:00.0`` / ``0000:01:00.0`` / ``0000:01:00.0`` upper case -> ``0000:01:00.0``."""
+    text = str(addr if addr is not None else "").strip()
+    match = _ADDR_RE.match(text)
+    if not match:
+        raise ValueError(
+            "invalid PCI address %r: use domain:bus:device.function like 0000:01:00.0 "
+            "or bus:device.function like 01:00.0 (as printed by lspci -D)" % (addr,)
+        )
+    domain = int(match.group("domain") or "0", 16)
+    bus = int(match.group("bus"), 16)
+    dev = int(match.group("dev"), 16)
+    if dev > 0x1F:
+        raise ValueError("invalid PCI address %r: device number %#x is above 0x1f" % (addr, dev))
+    return "%04x:%02x:%02x.%d" % (domain, bus, dev, int(match.group("fn")))
+
+
+def is_address(name):
+    """True for a sysfs device directory name (``0000:01:00.0``)."""
+    return bool(_SYSFS_BDF_RE.match(name or ""))
+
+
+def resolve_in_root(root, path):
+    """Resolve every symlink in the host path ``path`` inside ``root``.
+
+    Relative targets are followed from the link's folder, absolute ones from ``root`` (a
+    capture's absolute links point into the capture); ``..`` stops at ``root``. Returns the
+    resolved host-absolute path (``/sys/devices/pci0000:00/...``), never outside ``root``.
+    """
+    root = os.path.abspath(root or "/")
+    pending = [p for p in path.split("/") if p]
+    done = []
+    hops = 0
+    while pending:
+        name = pending.pop(0)
+        if name == ".":
+            continue
+        if name == "..":
+            if done:
+                done.pop()
+            continue
+        candidate = os.path.join(root, *(done + [name]))
+        if os.path.islink(candidate):
+            hops += 1
+            if hops > 40:
+                raise PciError("too many levels of symlinks resolving %s under %s" % (path, root))
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                done = []
+            pending = [p for p in target.split("/") if p] + pending
+        else:
+            done.append(name)
+    return "/" + "/".join(done)
+
+
+def list_devices(root):
+    """Every PCI address in ``<root>/sys/bus/pci/devices``, sorted."""
+    folder = host_path(root, SYSFS_DEVICES)
+    try:
+        names = os.listdir(folder)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return []
+        raise
+    return sorted(n for n in names if is_address(n))
+
+
+def lockdown_state(root):
+    """The active kernel lockdown mode (``none``, ``integrity``, ``confidentiality``) or None."""
+    text = read_text(host_path(root, LOCKDOWN))
+    if not text:
+        return None
+    match = re.search(r"\[(\w+)\]", text)
+    return match.group(1) if match else text
+
+
+# ---------------------------------------------------------------------------------------
+# config space decoding (pure functions on bytes / ints)
+
+
+def _u8(buf, off):
+    return buf[off]
+
+
+def _u16(buf, off):
+    return struct.unpack_from("<H", buf, off)[0]
+
+
+def _u32(buf, off):
+    return struct.unpack_from("<I", buf, off)[0]
+
+
+def capabilities(buf, where="config space"):
+    """The standard capability list as ``[(offset, cap_id), ...]`` in chain order.
+
+    Walks from 0x34 only when Status bit 4 is set. Pointers are masked to dword alignment;
+    a pointer below 0x40, a repeated offset or more than 48 hops ends the walk (broken or
+    looping chains exist on real hardware and in captures). Raises PciError when the chain
+    points past the bytes that could be read (unprivileged reads return only 64 bytes).
+    """
+    if len(buf) < 0x40:
+        raise PciError("%s: only %d bytes of config space readable, need at least 64"
+                       % (where, len(buf)))
+    if not _u16(buf, PCI_STATUS) & PCI_STATUS_CAP_LIST:
+        return []
+    result = []
+    seen = set()
+    pos = _u8(buf, PCI_CAPABILITY_LIST) & 0xFC
+    for _ in range(PCI_FIND_CAP_TTL):
+        if pos < 0x40 or pos in seen:
+            break
+        if pos + 2 > len(buf):
+            raise PciError(
+                "%s: the capability list points to %#x but only %d bytes of config space "
+                "were readable: reading past 64 bytes needs root (run with become)"
+                % (where, pos, len(buf)))
+        seen.add(pos)
+        cap_id = _u8(buf, pos)
+        if cap_id == 0xFF:
+            break
+        result.append((pos, cap_id))
+        pos = _u8(buf, pos + 1) & 0xFC
+    return result
+
+
+def find_capability(buf, cap_id, where="config space"):
+    for pos, found in capabilities(buf, where):
+        if found == cap_id:
+            return pos
+    return None
+
+
+def extended_capabilities(buf):
+    """The extended capability list from 0x100 as ``[(offset, cap_id, version), ...]``."""
+    result = []
+    if len(buf) < 0x104:
+        return result
+    seen = set()
+    pos = 0x100
+    for _ in range((4096 - 256) // 8):
+        if pos < 0x100 or pos + 4 > len(buf) or pos in seen:
+            break
+        seen.add(pos)
+        header = _u32(buf, pos)
+        if header in (0, 0xFFFFFFFF):
+            break
+        result.append((pos, header & 0xFFFF, (header >> 16) & 0xF))
+        pos = (header >> 20) & 0xFFC
+        if not pos:
+            break
+    return result
+
+
+def size_field(size):
+    """MRRS/MPS size in bytes -> the 3-bit field (128 -> 0 ... 4096 -> 5)."""
+    try:
+        value = int(size)
+    except (TypeError, ValueError):
+        value = None
+    if value not in MRRS_SIZES:
+        raise ValueError(
+            "invalid Max Read Request Size %r: use 128, 256, 512, 1024, 2048 or 4096 (bytes)"
+            % (size,))
+    return MRRS_SIZES.index(value)
+
+
+def field_size(field):
+    """3-bit size field -> bytes; None for the reserved encodings 6 and 7."""
+    return 128 << field if 0 <= field <= 5 else None
+
+
+def decode_devctl(value):
+    """PCIe Device Control (cap+8) as a dict; sizes in bytes."""
+    value = int(value)
+    return {
+        "value": value,
+        "correctable_error_reporting": bool(value & 0x0001),
+        "nonfatal_error_reporting": bool(value & 0x0002),
+        "fatal_error_reporting": bool(value & 0x0004),
+        "unsupported_request_reporting": bool(value & 0x0008),
+        "relaxed_ordering": bool(value & 0x0010),
+        "mps": field_size((value & DEVCTL_MPS_MASK) >> DEVCTL_MPS_SHIFT),
+        "extended_tag": bool(value & 0x0100),
+        "phantom_functions": bool(value & 0x0200),
+        "aux_power_pm": bool(value & 0x0400),
+        "no_snoop": bool(value & 0x0800),
+        "mrrs": field_size((value & DEVCTL_MRRS_MASK) >> DEVCTL_MRRS_SHIFT),
+        "bridge_retry_or_flr": bool(value & DEVCTL_BIT15),
+    }
+
+
+def decode_devcap(value):
+    """PCIe Device Capabilities (cap+4) as a dict; sizes in bytes."""
+    value = int(value)
+    return {
+        "value": value,
+        "mps_supported": field_size(value & 0x7),
+        "phantom_functions_supported": (value >> 3) & 0x3,
+        "extended_tag_supported": bool(value & 0x20),
+        "role_based_error_reporting": bool(value & 0x8000),
+        "flr_capable": bool(value & (1 << 28)),
+    }
+
+
+def mrrs_devctl(devctl, size, endpoint=True):
+    """The Device Control word with MRRS set to ``size``: only bits 14:12 change.
+
+    On a type-0 function (``endpoint``) bit 15 is Initiate FLR; it is always written as 0
+    there (the spec says it reads 0, but a device or a capture reading 1 must not reset).
+    """
+    value = (int(devctl) & ~DEVCTL_MRRS_MASK & 0xFFFF) | (size_field(size) << DEVCTL_MRRS_SHIFT)
+    if endpoint:
+        value &= ~DEVCTL_BIT15
+    return value
+
+
+def parse_link_speed(text):
+    """``32.0 GT/s PCIe`` / ``8 GT/s`` / ``2.5 GT/s`` -> float; ``Unknown`` or absent -> None."""
+    if not text:
+        return None
+    match = _SPEED_RE.match(text)
+    return float(match.group(1)) if match else None
+
+
+def parse_link_width(text):
+    if text is None:
+        return None
+    try:
+        return int(text.split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def _hex_attr(text, digits):
+    if text is None:
+        return None
+    match = _HEX_RE.match(text.strip())
+    if not match:
+        return None
+    return "%0*x" % (digits, int(match.group(1), 16))
+
+
+# ---------------------------------------------------------------------------------------
+# one device
+
+
+class PciDevice(object):
+    """One PCI function under ``root``; every read goes to sysfs each time (live values)."""
+
+    def __init__(self, root, address):
+        self.root = root or "/"
+        self.address = normalize_address(address)
+        self.link_path = host_path(self.root, "%s/%s" % (SYSFS_DEVICES, self.address))
+        if not os.path.lexists(self.link_path):
+            raise PciError(
+                "PCI device %s not found: %s does not exist (list devices with lspci -D)"
+                % (self.address, self.link_path))
+        self.real = resolve_in_root(self.root, "%s/%s" % (SYSFS_DEVICES, self.address))
+        self.path = host_path(self.root, self.real)
+        if not os.path.isdir(self.path):
+            raise PciError("PCI device %s: %s resolves to %s, which is not a directory"
+                           % (self.address, self.link_path, self.path))
+
+    def __repr__(self):
+        return "PciDevice(%r)" % self.address
+
+    def __eq__(self, other):
+        return isinstance(other, PciDevice) and (self.root, self.address) == (
+            other.root, other.address)
+
+    def __hash__(self):
+        return hash((self.root, self.address))
+
+    def attr(self, name):
+        return read_text(os.path.join(self.path, name))
+
+    @property
+    def config_path(self):
+        return os.path.join(self.path, "config")
+
+    @property
+    def vendor(self):
+        return _hex_attr(self.attr("vendor"), 4)
+
+    @property
+    def device(self):
+        return _hex_attr(self.attr("device"), 4)
+
+    @property
+    def pci_class(self):
+        return _hex_attr(self.attr("class"), 6)
+
+    @property
+    def driver(self):
+        link = os.path.join(self.path, "driver")
+        if not os.path.islink(link):
+            return None
+        return os.path.basename(os.readlink(link).rstrip("/")) or None
+
+    @property
+    def numa_node(self):
+        text = self.attr("numa_node")
+        try:
+            return int(text)
+        except (TypeError, ValueError):
+            return -1
+
+    @property
+    def physfn(self):
+        """The physical function's address when this is an SR-IOV virtual function."""
+        link = os.path.join(self.path, "physfn")
+        if not os.path.islink(link):
+            return None
+        return os.path.basename(os.readlink(link).rstrip("/"))
+
+    @property
+    def link(self):
+        return {
+            "speed_gts": parse_link_speed(self.attr("current_link_speed")),
+            "width": parse_link_width(self.attr("current_link_width")),
+            "max_speed_gts": parse_link_speed(self.attr("max_link_speed")),
+            "max_width": parse_link_width(self.attr("max_link_width")),
+        }
+
+    def config(self):
+        data = read_bytes(self.config_path)
+        if data is None:
+            raise PciError("PCI device %s: no config file at %s" % (self.address, self.config_path))
+        return data
+
+    def header_type(self, buf=None):
+        buf = self.config() if buf is None else buf
+        return _u8(buf, PCI_HEADER_TYPE) & 0x7F
+
+    def capabilities(self, buf=None):
+        buf = self.config() if buf is None else buf
+        return capabilities(buf, "PCI device %s (%s)" % (self.address, self.config_path))
+
+    def pcie_cap_offset(self, buf=None):
+        buf = self.config() if buf is None else buf
+        for pos, cap_id in self.capabilities(buf):
+            if cap_id == PCI_CAP_ID_EXP:
+                if pos + 0x0C > len(buf):
+                    raise PciError(
+                        "PCI device %s: PCI Express capability at %#x lies past the %d "
+                        "readable bytes of %s: run as root" % (
+                            self.address, pos, len(buf), self.config_path))
+                return pos
+        return None
+
+    def _pcie_reg(self, off, width, buf=None):
+        buf = self.config() if buf is None else buf
+        cap = self.pcie_cap_offset(buf)
+        if cap is None:
+            return None
+        return (_u16 if width == 2 else _u32)(buf, cap + off)
+
+    @property
+    def devcap(self):
+        return self._pcie_reg(PCI_EXP_DEVCAP, 4)
+
+    @property
+    def devctl(self):
+        return self._pcie_reg(PCI_EXP_DEVCTL, 2)
+
+    @property
+    def port_type(self):
+        """``endpoint``, ``root_port``, ... from the PCIe Capabilities register, or None."""
+        flags = self._pcie_reg(PCI_EXP_FLAGS, 2)
+        if flags is None:
+            return None
+        return PORT_TYPES.get((flags >> 4) & 0xF, "type_%d" % ((flags >> 4) & 0xF))
+
+    def upstream(self):
+        """Bridges from the nearest up to the root complex (empty on a host bridge's bus).
+
+        Read off the resolved sysfs path: each parent folder named like a PCI address is a
+        bridge; ``pciDDDD:BB`` is the host bridge and ends the walk.
+        """
+        parts = [p for p in self.real.split("/") if p]
+        bridges = []
+        for name in reversed(parts[:-1]):
+            if is_address(name):
+                bridges.append(PciDevice(self.root, name))
+                continue
+            break  # pciDDDD:BB (host bridge) or anything that is not a PCI device
+        return bridges
+
+    @property
+    def on_host_bridge(self):
+        parts = [p for p in self.real.split("/") if p]
+        return len(parts) >= 2 and bool(_HOST_BRIDGE_RE.match(parts[-2]))
+
+
+# ---------------------------------------------------------------------------------------
+# selection and summaries
+
+
+def _norm_hex(value, what):
+    text = str(value).strip().lower()
+    if text.startswith("0x"):
+        text = text[2:]
+    if not text or not re.match(r"^[0-9a-f]+$", text):
+        raise ValueError("invalid %s %r: use hex digits like 10de" % (what, value))
+    return text
+
+
+def normalize_class(value):
+    """``0300`` / ``0x0302`` / ``030200`` -> lowercase hex of 4 or 6 digits."""
+    text = _norm_hex(value, "PCI class")
+    if len(text) not in (4, 6):
+        raise ValueError(
+            "invalid PCI class %r: use 4 hex digits (class and subclass, e.g. '0302') or 6 "
+            "(with prog-if, e.g. '030200'); quote it in YAML, 0300 unquoted is a number"
+            % (value,))
+    return text
+
+
+def select_devices(root, vendor="10de", classes=("0300", "0302")):
+    """Devices of ``vendor`` whose class starts with one of ``classes`` (endpoint classes:
+    ``0300`` VGA, ``0302`` 3D controller), as PciDevice, in address order."""
+    vendor = "%04x" % int(_norm_hex(vendor, "PCI vendor"), 16)
+    prefixes = tuple(normalize_class(c) for c in classes)
+    found = []
+    for address in list_devices(root):
+        dev = PciDevice(root, address)
+        if dev.vendor != vendor:
+            continue
+        klass = dev.pci_class or ""
+        if klass.startswith(prefixes):
+            found.append(dev)
+    return found
+
+
+def summary(dev):
+    """The audit schema for one device; PCIe fields are None without a PCIe capability."""
+    buf = dev.config()
+    cap = dev.pcie_cap_offset(buf)
+    mrrs = mps = mps_supported = None
+    if cap is not None:
+        devctl = decode_devctl(_u16(buf, cap + PCI_EXP_DEVCTL))
+        mrrs, mps = devctl["mrrs"], devctl["mps"]
+        mps_supported = decode_devcap(_u32(buf, cap + PCI_EXP_DEVCAP))["mps_supported"]
+    return {
+        "address": dev.address,
+        "vendor": dev.vendor,
+        "device": dev.device,
+        "class": dev.pci_class,
+        "driver": dev.driver,
+        "numa_node": dev.numa_node,
+        "max_read_request_size": mrrs,
+        "max_payload_size": mps,
+        "max_payload_size_supported": mps_supported,
+        "link": dev.link,
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# the one write this module does: Device Control bits 14:12
+
+
+def _write_config(path, offset, data):
+    """pwrite ``data`` at ``offset`` of a sysfs ``config`` file (the kernel does a word write
+    for 2 aligned bytes). The low-level writer, kept separate so tests can stand in for a
+    device that drops writes."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        written = os.pwrite(fd, data, offset)
+    finally:
+        os.close(fd)
+    if written != len(data):
+        raise OSError(errno.EIO, "short write (%d of %d bytes)" % (written, len(data)))
+
+
+def _denied_message(dev, detail):
+    mode = lockdown_state(dev.root)
+    text = read_text(host_path(dev.root, LOCKDOWN))
+    msg = "PCI device %s: writing Device Control in %s was refused (%s). " % (
+        dev.address, dev.config_path, detail)
+    if mode and mode != "none":
+        msg += ("The kernel is in lockdown mode %r (%s reads %r), which forbids PCI config "
+                "writes from user space: boot without lockdown (e.g. disable Secure Boot "
+                "enforcement or set lockdown=none) to change MRRS. " % (mode, LOCKDOWN, text))
+    elif text is not None:
+        msg += "Kernel lockdown is off (%s reads %r). " % (LOCKDOWN, text)
+    else:
+        msg += "If the kernel is locked down (%s), PCI config writes are refused. " % LOCKDOWN
+    msg += "Config-space writes need root (CAP_SYS_ADMIN): run with become."
+    return msg
+
+
+def setpci_args(dev, value, mask, setpci="setpci"):
+    """The setpci command for a masked Device Control write, against ``dev.root``'s sysfs."""
+    return [
+        setpci, "-A", "linux-sysfs", "-O",
+        "sysfs.path=%s" % host_path(dev.root, "/sys/bus/pci"),
+        "-s", dev.address, "CAP_EXP+8.w=%04x:%04x" % (value, mask),
+    ]
+
+
+def plan_mrrs(dev, size):
+    """What a write would do, without writing: a dict with ``pcie`` False when the device has
+    no PCI Express capability, else devctl before/after and sizes in bytes."""
+    buf = dev.config()
+    cap = dev.pcie_cap_offset(buf)
+    if cap is None:
+        return {"pcie": False}
+    before = _u16(buf, cap + PCI_EXP_DEVCTL)
+    endpoint = (_u8(buf, PCI_HEADER_TYPE) & 0x7F) == 0
+    after = mrrs_devctl(before, size, endpoint)
+    return {
+        "pcie": True,
+        "cap": cap,
+        "endpoint": endpoint,
+        "devctl_before": before,
+        "devctl_after": after,
+        "before": decode_devctl(before)["mrrs"],
+        "after": decode_devctl(after)["mrrs"],
+        "changed": (before & DEVCTL_MRRS_MASK) != (after & DEVCTL_MRRS_MASK),
+    }
+
+
+def set_mrrs(dev, size, method="sysfs", runner=None):
+    """Set Max Read Request Size of ``dev`` to ``size`` bytes; write only bits 14:12.
+
+    Returns the plan dict (see ``plan_mrrs``) with ``devctl_after``/``after`` as read back.
+    No write when the field already holds ``size``. Raises PciWriteError naming the device
+    when the write is refused (lockdown, privileges) or did not take; ValueError for a bad
+    size; PciError when the device has no PCI Express capability.
+    """
+    size_field(size)
+    if method not in ("sysfs", "setpci"):
+        raise ValueError("invalid method %r: use sysfs or setpci" % (method,))
+    plan = plan_mrrs(dev, size)
+    if not plan["pcie"]:
+        raise PciError("PCI device %s has no PCI Express capability: no Max Read Request Size"
+                       % dev.address)
+    if not plan["changed"]:
+        return plan
+    cap, value = plan["cap"], plan["devctl_after"]
+    if method == "sysfs":
+        try:
+            _write_config(dev.config_path, cap + PCI_EXP_DEVCTL, struct.pack("<H", value))
+        except (IOError, OSError) as exc:
+            if exc.errno in (errno.EPERM, errno.EACCES, errno.EROFS):
+                raise PciWriteError(_denied_message(dev, exc.strerror or str(exc)))
+            raise PciWriteError("PCI device %s: writing %s at %#x failed: %s" % (
+                dev.address, dev.config_path, cap + PCI_EXP_DEVCTL, exc))
+    else:
+        if runner is None:
+            raise ValueError("method setpci needs a runner")
+        mask = DEVCTL_MRRS_MASK | (DEVCTL_BIT15 if plan["endpoint"] else 0)
+        binary = runner.which("setpci")
+        if not binary:
+            raise PciWriteError("setpci not found: install pciutils, or use method sysfs")
+        _rc, _out, err = runner.run(setpci_args(dev, value & mask, mask, binary))
+        # setpci exits 0 even when the write failed; it only warns on stderr.
+        if err and re.search(r"Operation not permitted|Permission denied", err):
+            raise PciWriteError(_denied_message(dev, "setpci: %s" % err.strip()))
+    buf = dev.config()
+    got = _u16(buf, cap + PCI_EXP_DEVCTL)
+    plan["devctl_after"] = got
+    plan["after"] = decode_devctl(got)["mrrs"]
+    if (got & DEVCTL_MRRS_MASK) != (value & DEVCTL_MRRS_MASK):
+        raise PciWriteError(
+            "PCI device %s: Max Read Request Size did not take: wanted %s bytes, read back %s "
+            "bytes (Device Control %#06x, wrote %#06x, reads %#06x). The device ignores the "
+            "write (QEMU's emulated PCIe devices keep 128) or its driver reset it."
+            % (dev.address, size, plan["after"], plan["devctl_before"], value, got))
+    return plan
