@@ -1,0 +1,543 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""DKMS: parse ``dkms status``, read the DKMS tree offline, build and install a module.
+
+Layout of the tree (dkms 2.x/3.x, checked against dkms 3.0.10 on Debian 12):
+
+- ``/var/lib/dkms/<name>/<ver>/source`` -> ``/usr/src/<name>-<ver>``: the module is *added*;
+- ``/var/lib/dkms/<name>/<ver>/<kernel>/<arch>/module/<mod>.ko[.xz|.zst]``: *built*;
+- ``/var/lib/dkms/<name>/kernel-<kernel>-<arch>`` -> ``<ver>/<kernel>/<arch>`` (relative
+  link): *installed*; the copies live in ``/lib/modules/<kernel>/updates/dkms/`` on Debian,
+  Ubuntu and Proxmox (dkms overrides ``DEST_MODULE_LOCATION`` there), elsewhere in
+  ``DEST_MODULE_LOCATION``.
+- ``/var/lib/dkms/<name>/original_module/<kernel>/<arch>``: in-tree modules dkms moved away.
+
+dkms decides the state from these paths, and so do ``tree_status`` (for offline audits) and
+``ensure`` (which never trusts an exit code alone).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
+from ansible_collections.gpuhost.tuning.plugins.module_utils.kernel import (
+    has_headers,
+    headers_dir,
+    headers_package,
+    kernel_sort_key,
+    resolve_under,
+)
+
+DKMS_TREE = "/var/lib/dkms"
+MODULE_SUFFIXES = (".ko", ".ko.xz", ".ko.zst", ".ko.gz")
+# dkms installs here on Debian, Ubuntu and Proxmox whatever dkms.conf says
+DEBIAN_DEST = "/updates/dkms"
+STATE_RANK = {None: 0, "added": 1, "built": 2, "installed": 3}
+WANTED_STATES = ("built", "installed")
+
+_WARNING_RE = re.compile(r"\(([^()]*)\)")
+_KERNEL_DIR_RE = re.compile(r"^[0-9]+\..*")
+
+
+class DkmsError(Exception):
+    """A DKMS step failed; the message says what, where, and what to do."""
+
+    def __init__(self, msg, **details):
+        super(DkmsError, self).__init__(msg)
+        self.details = details
+
+
+def version_key(version):
+    """Sort key for module versions (``590.48.01`` > ``580.159.04`` > ``470.57.02``)."""
+    return kernel_sort_key(version)
+
+
+# --------------------------------------------------------------------------- dkms status
+
+
+def parse_status_line(line):
+    """Parse one ``dkms status`` line; None for blank or unrecognised lines.
+
+    Formats: ``nvidia/590.48.01, 6.14.11-5-bpo12-pve, x86_64: installed`` (dkms >= 2.8.6),
+    ``nvidia, 470.57.02, 5.10.0-8-amd64, x86_64: installed`` (dkms <= 2.8.5),
+    ``nvidia/590.48.01: added``, ``nvidia, 470.57.02: added``, each optionally followed by
+    warnings in parentheses.
+    """
+    line = line.strip()
+    if not line or ": " not in line and not line.endswith(":"):
+        return None
+    if line.startswith(("Error!", "Warning!", "Deprecated")):
+        return None
+    ids, _, rest = line.partition(": ")
+    fields = [f.strip() for f in ids.split(",")]
+    if "/" in fields[0]:
+        name, _, version = fields[0].partition("/")
+        others = fields[1:]
+    else:
+        if len(fields) < 2:
+            return None
+        name, version = fields[0], fields[1]
+        others = fields[2:]
+    kernel = others[0] if len(others) >= 1 else None
+    arch = others[1] if len(others) >= 2 else None
+    rest = rest.strip()
+    warnings = [w.strip() for w in _WARNING_RE.findall(rest)]
+    state_text = _WARNING_RE.sub("", rest).strip()
+    state = state_text.split()[0] if state_text else None
+    if not name or not version or not state:
+        return None
+    return {
+        "name": name,
+        "version": version,
+        "kernel": kernel,
+        "arch": arch,
+        "state": state,
+        "warning": "; ".join(warnings) if warnings else None,
+        "warnings": warnings,
+    }
+
+
+def parse_status(text):
+    """Parse ``dkms status`` output (both formats) into a list of entries:
+    ``{name, version, kernel, arch, state, warning, warnings}``. ``kernel``/``arch`` are None
+    for ``added``; ``warning`` joins the parenthesised warnings with ``; `` (None if none)."""
+    entries = []
+    for line in (text or "").splitlines():
+        entry = parse_status_line(line)
+        if entry is not None:
+            entries.append(entry)
+    return entries
+
+
+def find_entry(entries, name, version, kernel, arch=None):
+    """The entry for one module/version/kernel (and arch when given), else None."""
+    for entry in entries:
+        if (entry["name"] == name and entry["version"] == version
+                and entry["kernel"] == kernel and (arch is None or entry["arch"] == arch)):
+            return entry
+    return None
+
+
+def state_for(entries, name, version, kernel, arch=None):
+    """``installed``, ``built``, ``added`` (known but not built for that kernel) or None."""
+    entry = find_entry(entries, name, version, kernel, arch)
+    if entry is not None:
+        return entry["state"]
+    for entry in entries:
+        if entry["name"] == name and entry["version"] == version:
+            return "added"
+    return None
+
+
+# --------------------------------------------------------------------------- dkms.conf
+
+_CONF_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?=(.*)$")
+
+
+def _unquote(value):
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    return value.split("#", 1)[0].strip()
+
+
+def parse_conf(text, kernel=None):
+    """The few dkms.conf keys the offline reader needs: PACKAGE_NAME, PACKAGE_VERSION and,
+    per module index, BUILT_MODULE_NAME, DEST_MODULE_NAME, DEST_MODULE_LOCATION.
+
+    Returns ``{"package_name", "package_version", "modules": [{"built", "dest",
+    "location"}]}``. dkms.conf is a shell script; plain assignments are what real ones use.
+    """
+    scalars = {}
+    arrays = {}
+    for line in (text or "").splitlines():
+        match = _CONF_RE.match(line)
+        if not match:
+            continue
+        key, index, value = match.group(1), match.group(2), _unquote(match.group(3))
+        if index is None:
+            scalars[key] = value
+            if key in ("BUILT_MODULE_NAME", "DEST_MODULE_NAME", "DEST_MODULE_LOCATION"):
+                arrays.setdefault(key, {})[0] = value
+        else:
+            arrays.setdefault(key, {})[int(index)] = value
+    subs = {
+        "PACKAGE_NAME": scalars.get("PACKAGE_NAME", ""),
+        "PACKAGE_VERSION": scalars.get("PACKAGE_VERSION", ""),
+        "kernelver": kernel or "",
+    }
+
+    def expand(value):
+        for key, sub in subs.items():
+            value = value.replace("${%s}" % key, sub).replace("$%s" % key, sub)
+        return value
+
+    built = arrays.get("BUILT_MODULE_NAME", {})
+    if not built and subs["PACKAGE_NAME"]:
+        built = {0: subs["PACKAGE_NAME"]}
+    modules = []
+    for index in sorted(built):
+        name = expand(built[index])
+        modules.append({
+            "built": name,
+            "dest": expand(arrays.get("DEST_MODULE_NAME", {}).get(index, name)),
+            "location": expand(arrays.get("DEST_MODULE_LOCATION", {}).get(index, "")),
+        })
+    return {
+        "package_name": subs["PACKAGE_NAME"],
+        "package_version": subs["PACKAGE_VERSION"],
+        "modules": modules,
+    }
+
+
+def read_conf(root, name, version, kernel=None):
+    """Parsed dkms.conf of an added module (through its ``source`` link), or None."""
+    path = resolve_under(root, "%s/%s/%s/source/dkms.conf" % (DKMS_TREE, name, version))
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace") as handle:
+            return parse_conf(handle.read(), kernel)
+    except (IOError, OSError, TypeError):
+        return None
+
+
+# --------------------------------------------------------------------------- tree reader
+
+
+def _find_ko(folder, module):
+    for suffix in MODULE_SUFFIXES:
+        path = os.path.join(folder, module + suffix)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _listdir(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _built_names(root, name, version, kernel, arch):
+    """Module names dkms expects in the built tree (dkms.conf; else what is there)."""
+    conf = read_conf(root, name, version, kernel)
+    if conf and conf["modules"]:
+        return [m["dest"] for m in conf["modules"]], conf
+    folder = host_path(root, "%s/%s/%s/%s/%s/module" % (DKMS_TREE, name, version, kernel, arch))
+    names = []
+    for entry in _listdir(folder):
+        for suffix in MODULE_SUFFIXES:
+            if entry.endswith(suffix):
+                names.append(entry[: -len(suffix)])
+                break
+    return names, conf
+
+
+def _dest_locations(conf_module):
+    locations = [DEBIAN_DEST]
+    if conf_module and conf_module.get("location"):
+        locations.append("/" + conf_module["location"].strip("/"))
+    for extra in ("/updates", "/extra", "/kernel/drivers/video"):
+        if extra not in locations:
+            locations.append(extra)
+    return locations
+
+
+def installed_modules(root, name, version, kernel):
+    """Host paths of the ``.ko`` files (``.ko``, ``.ko.xz``, ``.ko.zst``) this DKMS module
+    has under ``/lib/modules/<kernel>``: ``/updates/dkms`` first, then the dkms.conf
+    ``DEST_MODULE_LOCATION``. Module names come from dkms.conf, else from the built tree."""
+    conf = read_conf(root, name, version, kernel)
+    if conf and conf["modules"]:
+        wanted = conf["modules"]
+    else:
+        arches = _listdir(host_path(root, "%s/%s/%s/%s" % (DKMS_TREE, name, version, kernel)))
+        names = []
+        for arch in arches:
+            names.extend(_built_names(root, name, version, kernel, arch)[0])
+        wanted = [{"dest": n, "location": ""} for n in sorted(set(names))]
+    found = []
+    lib = host_path(root, "/lib/modules/%s" % kernel)
+    for module in wanted:
+        for location in _dest_locations(module):
+            path = _find_ko(lib + location, module["dest"])
+            if path:
+                found.append("/" + os.path.relpath(path, os.path.abspath(root or "/")))
+                break
+    return found
+
+
+def _same_bytes(path_a, path_b):
+    try:
+        with open(path_a, "rb") as a, open(path_b, "rb") as b:
+            return a.read() == b.read()
+    except (IOError, OSError):
+        return False
+
+
+def tree_status(root="/"):
+    """What ``dkms status`` would print, read from ``/var/lib/dkms`` under ``root`` without
+    running dkms. Same entries as ``parse_status`` plus ``modules`` (installed ``.ko`` host
+    paths, for installed entries). Warnings mirror dkms 3.0: ``original_module exists``,
+    ``WARNING! Missing some built modules!``, ``WARNING! Diff between built and installed
+    module!`` (also when the installed copy is missing)."""
+    tree = host_path(root, DKMS_TREE)
+    entries = []
+    for name in _listdir(tree):
+        mod_dir = os.path.join(tree, name)
+        if not os.path.isdir(mod_dir) or os.path.islink(mod_dir):
+            continue
+        versions = [v for v in _listdir(mod_dir)
+                    if not v.startswith("kernel-") and v != "original_module"
+                    and os.path.isdir(os.path.join(mod_dir, v))]
+        for version in sorted(versions, key=version_key):
+            vdir = os.path.join(mod_dir, version)
+            source = os.path.join(vdir, "source")
+            if not (os.path.islink(source) or os.path.isdir(source)):
+                continue
+            built_any = False
+            kernels = [k for k in _listdir(vdir)
+                       if _KERNEL_DIR_RE.match(k) and os.path.isdir(os.path.join(vdir, k))]
+            for kernel in sorted(kernels, key=kernel_sort_key):
+                for arch in _listdir(os.path.join(vdir, kernel)):
+                    entry = _tree_entry(root, name, version, kernel, arch)
+                    if entry is not None:
+                        built_any = True
+                        entries.append(entry)
+            if not built_any:
+                entries.append({"name": name, "version": version, "kernel": None,
+                                "arch": None, "state": "added", "warning": None,
+                                "warnings": [], "modules": []})
+    return entries
+
+
+def _tree_entry(root, name, version, kernel, arch):
+    base = host_path(root, "%s/%s/%s/%s/%s" % (DKMS_TREE, name, version, kernel, arch))
+    module_dir = os.path.join(base, "module")
+    if not os.path.isdir(module_dir):
+        return None
+    names, conf = _built_names(root, name, version, kernel, arch)
+    if not names:
+        return None
+    built = {n: _find_ko(module_dir, n) for n in names}
+    if not all(built.values()):
+        # dkms: is_module_built fails, the kernel does not show at all
+        return None
+    link = host_path(root, "%s/%s/kernel-%s-%s" % (DKMS_TREE, name, kernel, arch))
+    installed = False
+    if os.path.islink(link):
+        target = resolve_under(root, "%s/%s/kernel-%s-%s" % (DKMS_TREE, name, kernel, arch))
+        installed = target is not None and os.path.realpath(target) == os.path.realpath(base)
+    warnings = []
+    if os.path.isdir(host_path(root, "%s/%s/original_module/%s/%s"
+                               % (DKMS_TREE, name, kernel, arch))):
+        warnings.append("original_module exists")
+    modules = []
+    if installed:
+        conf_modules = {m["dest"]: m for m in (conf or {}).get("modules", [])}
+        lib = host_path(root, "/lib/modules/%s" % kernel)
+        for module in names:
+            dest = None
+            for location in _dest_locations(conf_modules.get(module)):
+                dest = _find_ko(lib + location, module)
+                if dest:
+                    break
+            if dest:
+                modules.append("/" + os.path.relpath(dest, os.path.abspath(root or "/")))
+            if not dest or not _same_bytes(built[module], dest):
+                warnings.append("WARNING! Diff between built and installed module!")
+    return {
+        "name": name,
+        "version": version,
+        "kernel": kernel,
+        "arch": arch,
+        "state": "installed" if installed else "built",
+        "warning": "; ".join(warnings) if warnings else None,
+        "warnings": warnings,
+        "modules": modules,
+    }
+
+
+def known_versions(entries, name):
+    """Versions of ``name`` in status entries, newest last."""
+    return sorted({e["version"] for e in entries if e["name"] == name}, key=version_key)
+
+
+# --------------------------------------------------------------------------- build/install
+
+
+def status(runner, name=None, version=None, kernel=None, dkms="dkms"):
+    """Run ``dkms status`` (optionally narrowed) and parse it."""
+    args = [dkms, "status"]
+    if name:
+        args += ["-m", name]
+        if version:
+            args += ["-v", version]
+    if kernel:
+        args += ["-k", kernel]
+    _rc, out, _err = runner.run(args, hint="is dkms installed?")
+    return parse_status(out)
+
+
+def headers_error(root, kernel):
+    """The message for missing headers (None when the headers are there)."""
+    if has_headers(root, kernel):
+        return None
+    build = "/lib/modules/%s/build" % kernel
+    detail = ""
+    path = host_path(root, build)
+    if os.path.islink(path):
+        target = os.readlink(path)
+        if headers_dir(root, kernel) is None:
+            detail = " (dangling link to %s)" % target
+        else:
+            detail = " (%s has no include/)" % target
+    return "headers for kernel %s not found at %s%s: install %s" % (
+        kernel, build, detail, headers_package(kernel))
+
+
+def plan(state_before, name, version, kernel, state, dkms="dkms", arch=None):
+    """Commands needed to go from ``state_before`` to ``state``."""
+    target = ["-m", name, "-v", version, "-k", kernel if not arch else "%s/%s" % (kernel, arch)]
+    commands = []
+    if STATE_RANK.get(state_before, 0) < STATE_RANK["built"]:
+        commands.append([dkms, "build"] + target)
+    if state == "installed" and state_before != "installed":
+        commands.append([dkms, "install"] + target)
+    return commands
+
+
+def _tail(text, lines=15):
+    text = (text or "").strip()
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _missing_modules(root, name, version, kernel):
+    conf = read_conf(root, name, version, kernel)
+    expected = [m["dest"] for m in conf["modules"]] if conf and conf["modules"] else []
+    found = installed_modules(root, name, version, kernel)
+    have = set()
+    for path in found:
+        base = os.path.basename(path)
+        for suffix in MODULE_SUFFIXES:
+            if base.endswith(suffix):
+                have.add(base[: -len(suffix)])
+    missing = [m for m in expected if m not in have]
+    return found, missing
+
+
+def ensure(runner, root, name, version=None, kernel=None, state="installed", check_mode=False,
+           dkms="dkms", arch=None):
+    """Make sure ``name``/``version`` is built (or installed) for ``kernel``.
+
+    Validates everything first (dkms on the real root, version known, headers present),
+    then runs ``dkms build`` / ``dkms install`` as needed and judges the result by
+    ``dkms status`` for that kernel and the ``.ko`` files, never by exit codes alone.
+    Raises DkmsError. Returns ``{changed, name, version, kernel, commands, status_before,
+    status_after, state_before, state_after, modules}``.
+    """
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.kernel import newest_kernel
+
+    if state not in WANTED_STATES:
+        raise DkmsError("state must be one of %s, not %s" % (", ".join(WANTED_STATES), state))
+    if os.path.abspath(root or "/") != "/":
+        raise DkmsError(
+            "dkms_build needs root=/ (got %s): dkms runs on the real host only; it reads "
+            "/lib/modules/<kernel>/build and runs the module's build scripts there. "
+            "Use gpuhost.tuning's audit (dkms.tree_status) to read a captured tree" % root)
+    if kernel is None:
+        kernel = newest_kernel(root)
+        if kernel is None:
+            raise DkmsError("no kernel found under /lib/modules or /boot: pass kernel")
+    everything = status(runner, name, dkms=dkms)
+    if version is None:
+        versions = known_versions(everything, name)
+        if not versions:
+            raise DkmsError(
+                "dkms does not know module %s (dkms status -m %s printed nothing): install its "
+                "package or run dkms add" % (name, name))
+        version = versions[-1]
+    before = status(runner, name, version, kernel, dkms=dkms)
+    state_before = state_for(before, name, version, kernel, arch)
+    if state_before is None:
+        source = "/usr/src/%s-%s" % (name, version)
+        if not os.path.isfile(host_path(root, source + "/dkms.conf")):
+            raise DkmsError(
+                "dkms does not know %s/%s and %s/dkms.conf does not exist: install the module "
+                "source or pick a version from: %s" % (
+                    name, version, source,
+                    ", ".join(known_versions(everything, name)) or "(none)"))
+    result = {
+        "changed": False,
+        "name": name,
+        "version": version,
+        "kernel": kernel,
+        "commands": [],
+        "status_before": before,
+        "status_after": before,
+        "state_before": state_before,
+        "state_after": state_before,
+        "modules": [],
+    }
+    commands = plan(state_before, name, version, kernel, state, dkms=dkms, arch=arch)
+    if state == "installed" and not commands:
+        found, missing = _missing_modules(root, name, version, kernel)
+        result["modules"] = found
+        if missing or not found:
+            raise DkmsError(
+                "dkms status says %s/%s is installed for %s but %s missing under "
+                "/lib/modules/%s: run dkms install --force -m %s -v %s -k %s" % (
+                    name, version, kernel,
+                    ", ".join(missing) if missing else "its .ko files are", kernel,
+                    name, version, kernel), **result)
+        return result
+    if not commands:
+        result["modules"] = installed_modules(root, name, version, kernel)
+        return result
+    error = headers_error(root, kernel)
+    if error:
+        raise DkmsError(error, **result)
+    result["commands"] = commands
+    result["changed"] = True
+    if check_mode:
+        result["state_after"] = state
+        return result
+    outputs = []
+    for command in commands:
+        rc, out, err = runner.run(command, check=False)
+        outputs.append({"cmd": command, "rc": rc, "stdout": out, "stderr": err})
+        after = status(runner, name, version, kernel, dkms=dkms)
+        now = state_for(after, name, version, kernel, arch)
+        result["status_after"] = after
+        result["state_after"] = now
+        needed = "built" if command[1] == "build" else "installed"
+        if STATE_RANK.get(now, 0) < STATE_RANK[needed]:
+            text = (err or "") + "\n" + (out or "")
+            if "cannot be found" in text and "headers" in text:
+                msg = headers_error(root, kernel) or (
+                    "headers for kernel %s not usable: install %s"
+                    % (kernel, headers_package(kernel)))
+            else:
+                msg = "%s exited %s but dkms status for %s/%s on %s says %s" % (
+                    " ".join(command), rc, name, version, kernel, now or "nothing")
+            detail = _tail(err) or _tail(out)
+            if detail:
+                msg += ": " + detail
+            result["outputs"] = outputs
+            raise DkmsError(msg, **result)
+    result["outputs"] = outputs
+    if state == "installed":
+        found, missing = _missing_modules(root, name, version, kernel)
+        result["modules"] = found
+        if missing or not found:
+            raise DkmsError(
+                "dkms install for %s/%s on %s reported installed but %s missing under "
+                "/lib/modules/%s" % (name, version, kernel,
+                                     ", ".join(missing) if missing else "the .ko files are",
+                                     kernel), **result)
+    return result
