@@ -644,7 +644,10 @@ def set_mrrs(dev, size, method="sysfs", runner=None):
         binary = runner.which("setpci")
         if not binary:
             raise PciWriteError("setpci not found: install pciutils, or use method sysfs")
-        _rc, _out, err = runner.run(setpci_args(dev, value & mask, mask, binary))
+        try:
+            _rc, _out, err = runner.run(setpci_args(dev, value & mask, mask, binary))
+        except Exception as exc:  # the runner's CommandError (command, rc, stderr)
+            raise PciWriteError("PCI device %s: %s" % (dev.address, exc))
         # setpci exits 0 even when the write failed; it only warns on stderr.
         if err and re.search(r"Operation not permitted|Permission denied", err):
             raise PciWriteError(_denied_message(dev, "setpci: %s" % err.strip()))
@@ -659,3 +662,117 @@ def set_mrrs(dev, size, method="sysfs", runner=None):
             "write (QEMU's emulated PCIe devices keep 128) or its driver reset it."
             % (dev.address, size, plan["after"], plan["devctl_before"], value, got))
     return plan
+
+
+# ---------------------------------------------------------------------------------------
+# the whole job: select, plan, write, read back, report (module and boot-time service)
+
+
+def _hex16(value):
+    return None if value is None else "0x%04x" % value
+
+
+def resolve_targets(root, devices=None, vendor="10de", classes=("0300", "0302"),
+                    include_upstream=True):
+    """``[(PciDevice, role)]``: the listed (or selected) endpoints, then every bridge between
+    them and their root complex, each once (a listed device keeps role ``endpoint``).
+
+    Every address is checked before anything is written: ValueError for a malformed one,
+    PciError naming all addresses that do not exist.
+    """
+    if devices:
+        addresses = []
+        for addr in devices:
+            norm = normalize_address(addr)
+            if norm not in addresses:
+                addresses.append(norm)
+        missing = [a for a in addresses
+                   if not os.path.lexists(host_path(root, "%s/%s" % (SYSFS_DEVICES, a)))]
+        if missing:
+            raise PciError(
+                "PCI device%s not found under %s: %s (list devices with lspci -D; nothing "
+                "was written)" % ("s" if len(missing) > 1 else "",
+                                  host_path(root, SYSFS_DEVICES), ", ".join(missing)))
+        endpoints = [PciDevice(root, a) for a in addresses]
+    else:
+        endpoints = select_devices(root, vendor, classes)
+    targets = [(dev, "endpoint") for dev in endpoints]
+    seen = set(dev.address for dev in endpoints)
+    if include_upstream:
+        for dev in endpoints:
+            for bridge in dev.upstream():
+                if bridge.address not in seen:
+                    seen.add(bridge.address)
+                    targets.append((bridge, "upstream"))
+    return targets
+
+
+def tune_mrrs(root, size=4096, devices=None, vendor="10de", classes=("0300", "0302"),
+              include_upstream=True, state="present", method="sysfs", runner=None,
+              check_mode=False):
+    """Set (``present``) or report (``query``) MRRS on the selected devices and their bridges.
+
+    Validates everything first (size, addresses, config spaces readable), then writes each
+    device that needs it, trying all of them even when one fails. Returns a dict:
+    ``changed``, ``devices`` (one entry per device: ``address, role, vendor, device, before,
+    after, devctl_before, devctl_after`` and ``skipped_reason`` or ``error`` when set),
+    ``failed`` (addresses whose write failed or did not take).
+    """
+    size_field(size)
+    if state not in ("present", "query"):
+        raise ValueError("invalid state %r: use present or query" % (state,))
+    if method not in ("sysfs", "setpci"):
+        raise ValueError("invalid method %r: use sysfs or setpci" % (method,))
+    targets = resolve_targets(root, devices, vendor, classes, include_upstream)
+    planned = []
+    for dev, role in targets:
+        entry = {"address": dev.address, "role": role, "vendor": dev.vendor,
+                 "device": dev.device, "before": None, "after": None,
+                 "devctl_before": None, "devctl_after": None}
+        plan = None
+        if dev.physfn:
+            entry["skipped_reason"] = (
+                "SR-IOV virtual function of %s: its Max Read Request Size field is reserved; "
+                "set it on the physical function" % dev.physfn)
+        else:
+            plan = plan_mrrs(dev, size)  # raises PciError before any write
+            if not plan["pcie"]:
+                entry["skipped_reason"] = ("no PCI Express capability (conventional PCI "
+                                           "function): it has no Max Read Request Size")
+                plan = None
+            else:
+                entry["before"] = plan["before"]
+                entry["devctl_before"] = _hex16(plan["devctl_before"])
+                if state == "query":
+                    entry["after"] = plan["before"]
+                    entry["devctl_after"] = _hex16(plan["devctl_before"])
+                else:
+                    entry["after"] = plan["after"]
+                    entry["devctl_after"] = _hex16(plan["devctl_after"])
+        planned.append((dev, entry, plan))
+    changed = False
+    failed = []
+    for dev, entry, plan in planned:
+        if plan is None or state == "query" or not plan["changed"]:
+            continue
+        if check_mode:
+            changed = True
+            continue
+        try:
+            done = set_mrrs(dev, size, method=method, runner=runner)
+        except (PciError, OSError) as exc:
+            entry["error"] = str(exc)
+            failed.append(dev.address)
+            try:
+                now = dev.devctl
+            except (PciError, OSError):
+                now = None
+            if now is not None:
+                entry["after"] = decode_devctl(now)["mrrs"]
+                entry["devctl_after"] = _hex16(now)
+                changed = changed or now != plan["devctl_before"]
+            continue
+        entry["after"] = done["after"]
+        entry["devctl_after"] = _hex16(done["devctl_after"])
+        changed = True
+    return {"changed": changed, "devices": [e for _d, e, _p in planned], "failed": failed}
