@@ -315,6 +315,8 @@ def set_states(root, selection, disabled, cpus=None, check_mode=False):
     changed = []
     unchanged = []
     failures = []
+    todo = []
+    # Read every file first: a missing one fails before anything is written.
     for cpu in sorted(selection):
         if cpus is not None and cpu not in cpus:
             continue
@@ -323,23 +325,27 @@ def set_states(root, selection, disabled, cpus=None, check_mode=False):
             current = read_text(path)
             if current is None:
                 failures.append("cpu%d %s: %s is missing" % (cpu, state["name"], path))
-                continue
-            if (current != "0") == bool(disabled):
+            elif (current != "0") == bool(disabled):
                 unchanged.append((cpu, state["name"]))
-                continue
-            changed.append((cpu, state["name"]))
-            if check_mode:
-                continue
-            try:
-                write_in_place(path, value)
-            except (IOError, OSError) as exc:
-                failures.append("cpu%d %s: writing %s to %s failed: %s"
-                                % (cpu, state["name"], value, path, exc))
-                continue
-            after = read_text(path)
-            if after is None or (after != "0") != bool(disabled):
-                failures.append("cpu%d %s: wrote %s to %s but it reads back %r"
-                                % (cpu, state["name"], value, path, after))
+            else:
+                todo.append((cpu, state["name"], path))
+    if failures:
+        raise CpuError("cpuidle state files missing, nothing written: %s (CPU went offline?)"
+                       % "; ".join(failures[:10]))
+    for cpu, name, path in todo:
+        changed.append((cpu, name))
+        if check_mode:
+            continue
+        try:
+            write_in_place(path, value)
+        except (IOError, OSError) as exc:
+            failures.append("cpu%d %s: writing %s to %s failed: %s"
+                            % (cpu, name, value, path, exc))
+            continue
+        after = read_text(path)
+        if after is None or (after != "0") != bool(disabled):
+            failures.append("cpu%d %s: wrote %s to %s but it reads back %r"
+                            % (cpu, name, value, path, after))
     if failures:
         shown = failures[:10]
         more = len(failures) - len(shown)
