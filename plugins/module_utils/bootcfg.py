@@ -1,0 +1,618 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The kernel command line a host boots with: parse, edit, and find the file it lives in.
+
+Backends:
+
+- ``systemd-boot``: ``/etc/kernel/cmdline``, one line, read by ``proxmox-boot-tool`` (Proxmox
+  VE with ESPs listed in ``/etc/kernel/proxmox-boot-uuids``) and by ``kernel-install``. For
+  proxmox-boot-tool it must hold ``root=`` (missing file: it falls back to /proc/cmdline).
+- ``grub``: ``GRUB_CMDLINE_LINUX_DEFAULT`` in ``/etc/default/grub``, possibly overridden
+  by ``/etc/default/grub.d/*.cfg`` (sourced after it, in name order; the last assignment
+  wins, and a drop-in may extend it with ``$GRUB_CMDLINE_LINUX_DEFAULT``). Parameters
+  already in ``GRUB_CMDLINE_LINUX`` are replaced or removed there; new ones go to the
+  effective ``GRUB_CMDLINE_LINUX_DEFAULT``. Every other byte is kept.
+
+Nothing here runs the refresh (``proxmox-boot-tool refresh``, ``update-grub``,
+``kernel-install``): callers report ``refresh_required`` and the command.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+    atomic_write,
+    host_path,
+    read_text,
+)
+
+KERNEL_CMDLINE = "/etc/kernel/cmdline"
+PBT_UUIDS = "/etc/kernel/proxmox-boot-uuids"
+GRUB_DEFAULT = "/etc/default/grub"
+GRUB_D = "/etc/default/grub.d"
+GRUB_VARS = ("GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
+LOADER_CONFS = ("/boot/efi/loader/loader.conf", "/efi/loader/loader.conf",
+                "/boot/loader/loader.conf")
+BACKENDS = ("auto", "systemd-boot", "grub")
+
+
+class BootConfigError(Exception):
+    """The boot configuration cannot be read or edited as asked."""
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+def tokenize(cmdline):
+    """Split a command line like the kernel does: on whitespace, except inside double
+    quotes (``param="a b"`` is one token). Tokens keep their quotes."""
+    tokens = []
+    current = []
+    quoted = False
+    for char in cmdline or "":
+        if char == '"':
+            quoted = not quoted
+            current.append(char)
+        elif char.isspace() and not quoted:
+            if current:
+                tokens.append("".join(current))
+                current = []
+        else:
+            current.append(char)
+    if quoted:
+        raise BootConfigError("unbalanced double quote in kernel command line: %s" % cmdline)
+    if current:
+        tokens.append("".join(current))
+    return tokens
+
+
+def split_token(token):
+    """``(name, value)``; value None for a flag; quotes around the value are removed
+    (``a="b c"`` -> ``("a", "b c")``), as is a quote around the whole token."""
+    if token.startswith('"') and token.endswith('"') and len(token) >= 2:
+        token = token[1:-1]
+    name, sep, value = token.partition("=")
+    if not sep:
+        return name, None
+    if len(value) >= 2 and value.startswith('"') and value.endswith('"'):
+        value = value[1:-1]
+    return name, value
+
+
+def norm_name(name):
+    """Parameter names compare with ``-`` and ``_`` as the same (kernel ``parameq``)."""
+    return (name or "").replace("-", "_")
+
+
+def parse(cmdline):
+    """List of ``(name, value)`` in order (value None for flags)."""
+    return [split_token(t) for t in tokenize(cmdline)]
+
+
+def get(cmdline, name):
+    """The last value of ``name`` (what the kernel uses), True for a flag, None if absent."""
+    found = None
+    for key, value in parse(cmdline):
+        if norm_name(key) == norm_name(name):
+            found = True if value is None else value
+    return found
+
+
+def has_root(cmdline):
+    return any(key == "root" for key, _v in parse(cmdline))
+
+
+def format_value(value):
+    """Ansible/YAML value -> kernel text: True -> flag (None), numbers as strings."""
+    if value is True:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def format_param(name, value):
+    text = format_value(value)
+    if text is None:
+        return name
+    if any(c.isspace() for c in text) and not (text.startswith('"') and text.endswith('"')):
+        text = '"%s"' % text
+    return "%s=%s" % (name, text)
+
+
+def _matches_absent(token, spec):
+    name, value = split_token(token)
+    spec_name, sep, spec_value = spec.partition("=")
+    if norm_name(name) != norm_name(spec_name):
+        return False
+    if not sep:
+        return True
+    return (value or "") == spec_value.strip('"')
+
+
+def validate(params, absent):
+    """Refuse edits that can only be mistakes; raise BootConfigError."""
+    params = params or {}
+    absent = absent or []
+    for name in params:
+        if not name or any(c.isspace() or c in "\"'" for c in str(name)) or "=" in str(name):
+            raise BootConfigError("invalid kernel parameter name %r" % name)
+    for spec in absent or []:
+        if not spec or any(c.isspace() for c in spec.split("=", 1)[0]):
+            raise BootConfigError("invalid kernel parameter in absent: %r" % spec)
+        if spec.split("=", 1)[0] == "root":
+            raise BootConfigError("refusing to remove root= from the kernel command line: the "
+                                  "host would not find its root file system")
+    for name, value in params.items():
+        if name in absent:
+            raise BootConfigError("%s is both in params and in absent" % name)
+        if isinstance(value, (dict,)):
+            raise BootConfigError("value of %s must be a string, number, true, false/null or "
+                                  "a list, not a mapping" % name)
+
+
+def apply(cmdline, params=None, absent=None, add=True):
+    """Return ``cmdline`` with ``params`` set and ``absent`` removed.
+
+    ``params``: name -> value; True makes a flag (``quiet``), False/None removes, numbers
+    become strings, a list sets repeated parameters (``console``) in that order. A present
+    parameter is replaced where it stands (later duplicates are dropped); a new one goes to
+    the end (before a ``--`` that starts init's arguments). ``absent``: names, or
+    ``name=value`` to remove only that pair. With ``add=False`` nothing new is added (used
+    for GRUB_CMDLINE_LINUX, where only present parameters are touched). Everything not asked
+    about is kept in order; when nothing changes the string is returned as is.
+    """
+    params = dict(params or {})
+    absent = list(absent or [])
+    validate(params, absent)
+    tokens = tokenize(cmdline)
+    try:
+        dash = tokens.index("--")
+        head, tail = tokens[:dash], tokens[dash:]
+    except ValueError:
+        head, tail = tokens, []
+    wanted = {}
+    for name, value in params.items():
+        if value is None or value is False:
+            absent.append(name)
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        wanted[norm_name(name)] = [format_param(name, v) for v in values if v is not False
+                                   and v is not None]
+    out = []
+    placed = set()
+    for token in head:
+        name = norm_name(split_token(token)[0])
+        if any(_matches_absent(token, spec) for spec in absent):
+            continue
+        if name in wanted:
+            if name not in placed:
+                out.extend(wanted[name])
+                placed.add(name)
+            continue
+        out.append(token)
+    if add:
+        for name, new in wanted.items():
+            if name not in placed:
+                out.extend(new)
+    result = out + tail
+    if result == tokens:
+        return cmdline
+    return " ".join(result)
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def parse_pbt_status(text):
+    """Modes from ``proxmox-boot-tool status``: list of ``(uuid, mode)``, mode ``uefi``
+    (systemd-boot) or ``grub``."""
+    found = []
+    for line in (text or "").splitlines():
+        match = re.match(r"^\s*(\S+) is configured with: (\w+)", line)
+        if match:
+            found.append((match.group(1), match.group(2)))
+    return found
+
+
+def _exists(root, path):
+    return os.path.exists(host_path(root, path))
+
+
+def boot_tool(root="/"):
+    """Which tool turns the configuration into boot entries: ``proxmox-boot-tool``,
+    ``kernel-install`` (systemd-boot without Proxmox), ``grub`` or ``unknown``."""
+    if _exists(root, PBT_UUIDS):
+        return "proxmox-boot-tool"
+    if _exists(root, KERNEL_CMDLINE) or any(_exists(root, p) for p in LOADER_CONFS):
+        return "kernel-install"
+    if _exists(root, GRUB_DEFAULT) or _exists(root, "/boot/grub/grub.cfg"):
+        return "grub"
+    return "unknown"
+
+
+def detect_backend(root="/", runner=None):
+    """``{"backend": "systemd-boot"|"grub", "tool": ..., "reason": ...}``.
+
+    ``/etc/kernel/proxmox-boot-uuids`` or ``/etc/kernel/cmdline`` present: systemd-boot
+    (proxmox-boot-tool or kernel-install), else GRUB. On the live host (``root=/`` with a
+    ``runner``), ``proxmox-boot-tool status`` decides, since proxmox-boot-tool also
+    manages GRUB ESPs (legacy BIOS); offline, a proxmox-boot-tool host without
+    ``/etc/kernel/cmdline`` and without ``/sys/firmware/efi`` is taken as GRUB.
+    """
+    tool = boot_tool(root)
+    if tool == "proxmox-boot-tool":
+        if runner is not None and os.path.abspath(root or "/") == "/" and runner.which(
+                "proxmox-boot-tool"):
+            rc, out, _err = runner.run(["proxmox-boot-tool", "status"], check=False)
+            modes = {mode for _uuid, mode in parse_pbt_status(out)} if rc == 0 else set()
+            if modes == {"grub"}:
+                return {"backend": "grub", "tool": tool,
+                        "reason": "proxmox-boot-tool status: ESPs configured with grub"}
+            if "uefi" in modes:
+                return {"backend": "systemd-boot", "tool": tool,
+                        "reason": "proxmox-boot-tool status: ESPs configured with uefi"}
+        if _exists(root, KERNEL_CMDLINE) or os.path.isdir(host_path(root, "/sys/firmware/efi")):
+            return {"backend": "systemd-boot", "tool": tool,
+                    "reason": "%s present" % PBT_UUIDS}
+        return {"backend": "grub", "tool": tool,
+                "reason": "%s present, booted without EFI: proxmox-boot-tool manages GRUB"
+                          % PBT_UUIDS}
+    if tool == "kernel-install":
+        return {"backend": "systemd-boot", "tool": tool,
+                "reason": "%s or a systemd-boot loader.conf present" % KERNEL_CMDLINE}
+    return {"backend": "grub", "tool": "grub" if tool == "grub" else "unknown",
+            "reason": "no %s and no %s" % (PBT_UUIDS, KERNEL_CMDLINE)}
+
+
+def refresh_commands(backend, tool, kernels=None):
+    """What the user must run after an edit (never run here)."""
+    if tool == "proxmox-boot-tool":
+        return [["proxmox-boot-tool", "refresh"]]
+    if backend == "grub":
+        return [["update-grub"]]
+    return [["kernel-install", "add", k, "/boot/vmlinuz-%s" % k] for k in (kernels or [])] or [
+        ["kernel-install", "add", "<kernel>", "/boot/vmlinuz-<kernel>"]]
+
+
+# --------------------------------------------------------------------------- systemd-boot
+
+
+def proc_cmdline_base(root):
+    """/proc/cmdline without what the boot loader adds (``BOOT_IMAGE=``, ``initrd=``)."""
+    text = read_text(host_path(root, "/proc/cmdline")) or ""
+    tokens = [t for t in tokenize(text)
+              if split_token(t)[0] not in ("BOOT_IMAGE", "initrd")]
+    return " ".join(tokens)
+
+
+def plan_systemd_boot(root, params, absent, tool="proxmox-boot-tool"):
+    path = host_path(root, KERNEL_CMDLINE)
+    raw = None
+    if os.path.isfile(path):
+        with open(path, "r", encoding="utf-8") as handle:
+            raw = handle.read()
+    if raw is not None:
+        lines = [line for line in raw.splitlines() if line.strip()]
+        if len(lines) > 1:
+            raise BootConfigError(
+                "%s holds %d non-empty lines; it must be one line: fix it by hand first"
+                % (KERNEL_CMDLINE, len(lines)))
+        before = lines[0].strip() if lines else ""
+        source = KERNEL_CMDLINE
+    else:
+        before = proc_cmdline_base(root)
+        source = "/proc/cmdline (%s missing)" % KERNEL_CMDLINE
+    after = apply(before, params, absent)
+    if tool == "proxmox-boot-tool" and not has_root(after):
+        raise BootConfigError(
+            "the new %s would have no root= parameter (%r): proxmox-boot-tool boots with it "
+            "as is and the host would not find its root file system; put root=... in it "
+            "(see /proc/cmdline)" % (KERNEL_CMDLINE, after))
+    content_after = after + "\n"
+    changed = raw is None or (after != before)
+    if raw is not None and after == before:
+        content_after = raw
+    return {
+        "before": before,
+        "after": after,
+        "source": source,
+        "files": [{
+            "path": KERNEL_CMDLINE,
+            "content_before": raw if raw is not None else "",
+            "content_after": content_after,
+            "changed": changed,
+            "exists": raw is not None,
+        }],
+    }
+
+
+# --------------------------------------------------------------------------- GRUB
+
+_ASSIGN_RE = re.compile(
+    r"^(?P<lead>\s*(?:export\s+)?(?P<var>GRUB_CMDLINE_LINUX(?:_DEFAULT)?)=)"
+    r"(?P<value>\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s#;\"']*)(?P<trail>.*)$")
+
+
+def _unquote_shell(value):
+    """-> (text, style) for a single shell word as written in /etc/default/grub."""
+    if value.startswith('"'):
+        inner = value[1:-1]
+        return re.sub(r'\\(["\\$`])', r"\1", inner), '"'
+    if value.startswith("'"):
+        return value[1:-1], "'"
+    return value, ""
+
+
+def _quote_shell(text, style):
+    if style == "'" and "'" not in text:
+        return "'%s'" % text
+    if style == "" and text and not re.search(r"[\s\"'\\;#`]", text):
+        return text
+    # double quotes: escape what the shell would otherwise eat; keep $VAR references
+    return '"%s"' % re.sub(r'(["\\`])', r"\\\1", text)
+
+
+def grub_files(root):
+    """``/etc/default/grub`` then the ``grub.d/*.cfg`` drop-ins in the order GRUB sources
+    them (host paths that exist)."""
+    files = []
+    if os.path.isfile(host_path(root, GRUB_DEFAULT)):
+        files.append(GRUB_DEFAULT)
+    folder = host_path(root, GRUB_D)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        names = []
+    for name in names:
+        if name.endswith(".cfg") and os.path.isfile(os.path.join(folder, name)):
+            files.append("%s/%s" % (GRUB_D, name))
+    return files
+
+
+def grub_assignments(text):
+    """``[(line_index, var, value_text, style, match)]`` for the cmdline variables."""
+    found = []
+    lines = text.splitlines(True)
+    for index, line in enumerate(lines):
+        if line.lstrip().startswith("#"):
+            continue
+        match = _ASSIGN_RE.match(line.rstrip("\r\n"))
+        if not match:
+            if re.match(r"^\s*(?:export\s+)?GRUB_CMDLINE_LINUX(?:_DEFAULT)?=", line):
+                raise BootConfigError(
+                    "cannot parse %r (multi-line or unbalanced quotes): edit it by hand"
+                    % line.strip())
+            continue
+        value, style = _unquote_shell(match.group("value"))
+        found.append((index, match.group("var"), value, style, match))
+    return found
+
+
+def _expand(value, env):
+    return re.sub(r"\$\{?(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)\}?",
+                  lambda m: env.get(m.group(1), ""), value)
+
+
+def grub_effective(root, files_text=None, files=None):
+    """Effective ``{GRUB_CMDLINE_LINUX, GRUB_CMDLINE_LINUX_DEFAULT}`` after sourcing every
+    file in order (``files``: host paths, default those that exist)."""
+    env = {var: "" for var in GRUB_VARS}
+    for path in files if files is not None else grub_files(root):
+        text = (files_text or {}).get(path)
+        if text is None:
+            with open(host_path(root, path), "r", encoding="utf-8") as handle:
+                text = handle.read()
+        for _i, var, value, _s, _m in grub_assignments(text):
+            env[var] = " ".join(_expand(value, env).split())
+    return env
+
+
+def _grub_cmdline(env):
+    return " ".join(p for p in (env["GRUB_CMDLINE_LINUX"], env["GRUB_CMDLINE_LINUX_DEFAULT"])
+                    if p)
+
+
+def _live_assignments(files, texts):
+    """``{(path, line_index)}`` of the assignments that reach the kernel: an assignment
+    that does not extend its variable (``$VAR``) makes every earlier one of that variable
+    dead text."""
+    live = {var: [] for var in GRUB_VARS}
+    for path in files:
+        for index, var, value, _s, _m in grub_assignments(texts[path]):
+            if not re.search(r"\$\{?%s\}?(?![A-Z_])" % var, value):
+                live[var] = []
+            live[var].append((path, index))
+    return {key for keys in live.values() for key in keys}, live
+
+
+def plan_grub(root, params, absent, grub_file=None):
+    """Edit the GRUB files. Present parameters are replaced or removed where they stand in
+    the assignments that reach the kernel; new ones go to the last (effective)
+    ``GRUB_CMDLINE_LINUX_DEFAULT`` assignment, or to ``grub_file`` (a drop-in, created
+    extending the variable when it has no assignment)."""
+    files = grub_files(root)
+    texts = {}
+    for path in files:
+        with open(host_path(root, path), "r", encoding="utf-8") as handle:
+            texts[path] = handle.read()
+    if grub_file and not grub_file.startswith("/"):
+        grub_file = "%s/%s" % (GRUB_D, grub_file)
+    if grub_file and grub_file not in texts:
+        if not grub_file.startswith(GRUB_D + "/") or not grub_file.endswith(".cfg"):
+            raise BootConfigError("grub_file %s must be %s or a %s/*.cfg drop-in"
+                                  % (grub_file, GRUB_DEFAULT, GRUB_D))
+        texts[grub_file] = ""
+        files = sorted(set(files + [grub_file]), key=lambda p: (p != GRUB_DEFAULT, p))
+    if not files:
+        raise BootConfigError("no %s and no %s/*.cfg under %s: is GRUB installed?"
+                              % (GRUB_DEFAULT, GRUB_D, root))
+    before = _grub_cmdline(grub_effective(root, texts, [f for f in files if texts[f]]))
+    live, by_var = _live_assignments(files, texts)
+    # names already present in what reaches the kernel are edited in place, not added
+    present = set()
+    for path, index in live:
+        for entry in grub_assignments(texts[path]):
+            if entry[0] == index:
+                present.update(norm_name(n) for n, _v in parse(entry[2]))
+    to_add = {n: v for n, v in (params or {}).items() if norm_name(n) not in present}
+    to_edit = {n: v for n, v in (params or {}).items() if norm_name(n) in present}
+    if grub_file:
+        target = grub_file
+        target_index = None
+        for entry in grub_assignments(texts[grub_file]):
+            if entry[1] == "GRUB_CMDLINE_LINUX_DEFAULT":
+                target_index = entry[0]
+    elif by_var["GRUB_CMDLINE_LINUX_DEFAULT"]:
+        target, target_index = by_var["GRUB_CMDLINE_LINUX_DEFAULT"][-1]
+    else:
+        target, target_index = files[-1] if GRUB_DEFAULT not in files else GRUB_DEFAULT, None
+    new_texts = {}
+    for path in files:
+        text = texts[path]
+        lines = text.splitlines(True)
+        for index, _var, value, style, match in grub_assignments(text):
+            is_target = path == target and index == target_index
+            if (path, index) not in live and not is_target:
+                continue
+            new_value = apply(value, to_edit, absent, add=False)
+            if is_target:
+                new_value = apply(new_value, to_add, [], add=True)
+            if new_value == value:
+                continue
+            line = lines[index]
+            ending = line[len(line.rstrip("\r\n")):]
+            lines[index] = "%s%s%s%s" % (match.group("lead"), _quote_shell(new_value, style),
+                                         match.group("trail"), ending)
+        if path == target and target_index is None and to_add:
+            extra = apply("$GRUB_CMDLINE_LINUX_DEFAULT", to_add, [])
+            if lines and not lines[-1].endswith("\n"):
+                lines[-1] += "\n"
+            if not text:
+                lines.append("# Kernel parameters set by gpuhost.tuning.kernel_cmdline\n")
+            lines.append("GRUB_CMDLINE_LINUX_DEFAULT=%s\n" % _quote_shell(extra, '"'))
+        new_texts[path] = "".join(lines)
+    after = _grub_cmdline(grub_effective(root, new_texts, files))
+    result_files = []
+    for path in files:
+        result_files.append({
+            "path": path,
+            "content_before": texts[path],
+            "content_after": new_texts[path],
+            "changed": new_texts[path] != texts[path],
+            "exists": os.path.isfile(host_path(root, path)),
+        })
+    return {"before": before, "after": after, "source": target, "files": result_files}
+
+
+def verify(cmdline, params, absent, where):
+    """Raise when ``cmdline`` does not carry what was asked (e.g. a later GRUB drop-in
+    overrides the file edited)."""
+    for name, value in (params or {}).items():
+        if value is None or value is False:
+            if get(cmdline, name) is not None:
+                raise BootConfigError("%s would still be set in the effective command line "
+                                      "(%s): %s" % (name, where, cmdline))
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        text = format_value(values[-1])
+        got = get(cmdline, name)
+        if (text is None and got is not True) or (text is not None and got != text):
+            raise BootConfigError(
+                "%s=%s would not reach the kernel: the effective command line from %s would "
+                "be %r; a later assignment overrides it (pass grub_file to edit that one)"
+                % (name, text, where, cmdline))
+    for spec in absent or []:
+        if any(_matches_absent(t, spec) for t in tokenize(cmdline)):
+            raise BootConfigError("%s would still be in the effective command line (%s): %s"
+                                  % (spec, where, cmdline))
+
+
+# --------------------------------------------------------------------------- both
+
+
+def plan(root, params=None, absent=None, backend="auto", runner=None, grub_file=None):
+    """Everything an edit would do, nothing written: ``{backend, tool, reason, before, after,
+    changed, files: [{path, content_before, content_after, changed, exists}],
+    refresh_required, refresh_commands}``."""
+    if backend not in BACKENDS:
+        raise BootConfigError("backend must be one of %s" % ", ".join(BACKENDS))
+    detected = detect_backend(root, runner)
+    if backend == "auto":
+        backend = detected["backend"]
+        tool = detected["tool"]
+        reason = detected["reason"]
+    else:
+        reason = "backend=%s requested" % backend
+        tool = detected["tool"]
+        if backend == "systemd-boot" and tool not in ("proxmox-boot-tool", "kernel-install"):
+            tool = "kernel-install"
+        if backend == "grub" and tool == "kernel-install":
+            tool = "grub"
+    validate(params, absent)
+    if backend == "systemd-boot":
+        result = plan_systemd_boot(root, params, absent, tool=tool)
+    else:
+        result = plan_grub(root, params, absent, grub_file=grub_file)
+    verify(result["after"], params, absent,
+           ", ".join(f["path"] for f in result["files"]))
+    changed = any(f["changed"] for f in result["files"])
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.kernel import (
+        installed_kernels,
+    )
+    result.update({
+        "backend": backend,
+        "tool": tool,
+        "reason": reason,
+        "changed": changed,
+        "refresh_required": changed,
+        "refresh_commands": refresh_commands(backend, tool, installed_kernels(root))
+        if changed else [],
+    })
+    return result
+
+
+def write(root, planned):
+    """Write the files of a ``plan`` atomically, keeping mode and owner; read them back."""
+    for entry in planned["files"]:
+        if not entry["changed"]:
+            continue
+        path = host_path(root, entry["path"])
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        atomic_write(path, entry["content_after"], mode=0o644)
+        with open(path, "r", encoding="utf-8") as handle:
+            if handle.read() != entry["content_after"]:
+                raise BootConfigError("%s did not read back as written" % entry["path"])
+
+
+def configured_cmdline(root="/", runner=None):
+    """The command line the next boot entries will carry (None when unknown): the content
+    of ``/etc/kernel/cmdline`` for systemd-boot, the effective GRUB variables for GRUB."""
+    return read_config(root, runner)["cmdline"]
+
+
+def read_config(root="/", runner=None):
+    """``{backend, tool, reason, cmdline, source}`` for the audit."""
+    detected = detect_backend(root, runner)
+    cmdline = None
+    source = None
+    try:
+        if detected["backend"] == "systemd-boot":
+            text = read_text(host_path(root, KERNEL_CMDLINE))
+            if text is not None:
+                cmdline, source = " ".join(text.split()), KERNEL_CMDLINE
+            else:
+                cmdline = proc_cmdline_base(root) or None
+                source = "/proc/cmdline (%s missing)" % KERNEL_CMDLINE
+        elif grub_files(root):
+            cmdline = _grub_cmdline(grub_effective(root))
+            source = ", ".join(grub_files(root))
+    except (BootConfigError, OSError, UnicodeDecodeError):
+        cmdline = None
+    detected.update({"cmdline": cmdline, "source": source})
+    return detected
