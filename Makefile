@@ -14,7 +14,7 @@ export PATH := $(BIN):$(PATH)
 # Debian packages the test tiers need (installed only when missing).
 UNIT_PKGS := pciutils
 INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium
-MOLECULE_PKGS :=
+MOLECULE_PKGS := podman runc mmdebstrap
 
 .PHONY: help setup venv collection audit test unit integration molecule lint build clean
 
@@ -51,6 +51,7 @@ integration: setup
 	$(BIN)/pytest -q tests/integration
 
 molecule: setup
+	@scripts/apt-ensure.sh $(MOLECULE_PKGS)
 	@if [ -d molecule ] && ls molecule/*/molecule.yml >/dev/null 2>&1; then scripts/molecule.sh; else echo "no molecule scenarios yet"; fi
 
 lint: venv
