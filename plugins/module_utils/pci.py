@@ -716,7 +716,7 @@ def tune_mrrs(root, size=4096, devices=None, vendor="10de", classes=("0300", "03
     device that needs it, trying all of them even when one fails. Returns a dict:
     ``changed``, ``devices`` (one entry per device: ``address, role, vendor, device, before,
     after, devctl_before, devctl_after`` and ``skipped_reason`` or ``error`` when set),
-    ``failed`` (addresses whose write failed or did not take).
+    ``failed_devices`` (addresses whose write failed or did not take).
     """
     size_field(size)
     if state not in ("present", "query"):
@@ -775,4 +775,5 @@ def tune_mrrs(root, size=4096, devices=None, vendor="10de", classes=("0300", "03
         entry["after"] = done["after"]
         entry["devctl_after"] = _hex16(done["devctl_after"])
         changed = True
-    return {"changed": changed, "devices": [e for _d, e, _p in planned], "failed": failed}
+    return {"changed": changed, "devices": [e for _d, e, _p in planned],
+            "failed_devices": failed}

@@ -193,7 +193,7 @@ devices:
       after: 4096
       devctl_before: "0x293f"
       devctl_after: "0x593f"
-failed:
+failed_devices:
   description: Addresses of the devices whose write failed or did not take.
   returned: always
   type: list
@@ -245,17 +245,17 @@ def main():
             classes=p["classes"], include_upstream=p["include_upstream"], state=p["state"],
             method=p["method"], runner=Runner(module), check_mode=module.check_mode)
     except (ValueError, PciError, OSError) as exc:
-        module.fail_json(msg=str(exc), changed=False, devices=[], failed=[])
+        module.fail_json(msg=str(exc), changed=False, devices=[], failed_devices=[])
     if not result["devices"] and not p["devices"]:
         module.warn("no PCI device matched vendor %s and classes %s under %s"
                     % (p["vendor"], ", ".join(p["classes"]), p["root"]))
     if module._diff:
         result["diff"] = _diff(result["devices"])
-    if result["failed"]:
+    if result["failed_devices"]:
         errors = [d["error"] for d in result["devices"] if d.get("error")]
         result["msg"] = ("Max Read Request Size not set on %d of %d devices: %s. %s"
-                         % (len(result["failed"]), len(result["devices"]),
-                            ", ".join(result["failed"]), " ".join(errors)))
+                         % (len(result["failed_devices"]), len(result["devices"]),
+                            ", ".join(result["failed_devices"]), " ".join(errors)))
         module.fail_json(**result)
     module.exit_json(**result)
 
