@@ -30,6 +30,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.kernel import (
     headers_dir,
     headers_package,
     kernel_sort_key,
+    newest_kernel,
     resolve_under,
 )
 
@@ -432,24 +433,27 @@ def _missing_modules(root, name, version, kernel):
 
 
 def ensure(runner, root, name, version=None, kernel=None, state="installed", check_mode=False,
-           dkms="dkms", arch=None):
+           dkms=None, arch=None):
     """Make sure ``name``/``version`` is built (or installed) for ``kernel``.
 
-    Validates everything first (dkms on the real root, version known, headers present),
-    then runs ``dkms build`` / ``dkms install`` as needed and judges the result by
-    ``dkms status`` for that kernel and the ``.ko`` files, never by exit codes alone.
-    Raises DkmsError. Returns ``{changed, name, version, kernel, commands, status_before,
-    status_after, state_before, state_after, modules}``.
+    Validates everything first (version known, headers present), then runs ``dkms build`` /
+    ``dkms install`` as needed and judges the result by ``dkms status`` for that kernel and
+    the ``.ko`` files, never by exit codes alone. ``dkms``: the program; with a ``root``
+    other than ``/`` it is required and must act on that root (a wrapper running
+    ``chroot <root> dkms``), since dkms itself only knows the real ``/``.
+    Raises DkmsError. Returns ``{changed, name, version, kernel, headers_package, commands,
+    status_before, status_after, state_before, state_after, modules}``.
     """
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.kernel import newest_kernel
-
     if state not in WANTED_STATES:
         raise DkmsError("state must be one of %s, not %s" % (", ".join(WANTED_STATES), state))
-    if os.path.abspath(root or "/") != "/":
+    if os.path.abspath(root or "/") != "/" and not dkms:
         raise DkmsError(
-            "dkms_build needs root=/ (got %s): dkms runs on the real host only; it reads "
-            "/lib/modules/<kernel>/build and runs the module's build scripts there. "
-            "Use gpuhost.tuning's audit (dkms.tree_status) to read a captured tree" % root)
+            "dkms_build needs root=/ (got %s): dkms reads /var/lib/dkms, /usr/src and "
+            "/lib/modules/<kernel>/build of the real host and runs depmod there. For another "
+            "root pass executable: a wrapper that runs dkms inside it (chroot %s dkms \"$@\"). "
+            "To read a captured tree offline use dkms.tree_status (the audit does)"
+            % (root, root))
+    dkms = dkms or "dkms"
     if kernel is None:
         kernel = newest_kernel(root)
         if kernel is None:
@@ -477,6 +481,7 @@ def ensure(runner, root, name, version=None, kernel=None, state="installed", che
         "name": name,
         "version": version,
         "kernel": kernel,
+        "headers_package": headers_package(kernel),
         "commands": [],
         "status_before": before,
         "status_after": before,
