@@ -1,0 +1,330 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: host_audit
+short_description: Read-only audit of a GPU host (PCIe, CPU, sysctls, kernel, DKMS, NVIDIA, LXC)
+version_added: "0.1.0"
+description:
+  - Reads sysfs, procfs and files under O(root) in one call and returns the facts and the
+    ranked findings against the wanted values (role C(gpuhost.tuning.common) passes them).
+  - Never writes and never runs a command, so it audits a live host and an unpacked capture
+    (playbook C(gpuhost.tuning.capture)) the same way.
+  - A missing file is a fact (null or empty), never a failure; a reader that fails
+    unexpectedly is reported as an C(audit_error) finding and the rest of the audit goes on.
+  - "Finding ids (stable):
+    C(dkms_missing_for_kernel) (critical),
+    C(gpu_no_driver), C(pcie_mrrs), C(pcie_link_degraded), C(numa_balancing),
+    C(cpuidle_deep_state), C(lxc_stale_majors), C(lxc_gpu_majors_missing),
+    C(kernel_headers_missing) (high),
+    C(cpufreq_driver), C(sysctl), C(nvidia_uvm_hmm), C(reboot_pending), C(audit_error) (medium),
+    C(boot_param), C(lxc_onboot), C(nvidia_peermem_not_loaded) (low),
+    C(pcie_unreadable), C(nvidia_peermem_unavailable) (info).
+    Some ids take another severity by context; see RV(audit.findings)."
+author:
+  - gpuhost.tuning developers
+options:
+  root:
+    description: Root under which every host path is read (C(/) on a live host).
+    type: path
+    default: /
+  gpu_vendor:
+    description: PCI vendor ID of the GPUs (hex, no C(0x)).
+    type: str
+    default: "10de"
+  gpu_classes:
+    description: PCI classes (class and subclass, hex) that count as GPUs.
+    type: list
+    elements: str
+    default: ["0300", "0302"]
+  mrrs_size:
+    description: Wanted PCIe Max Read Request Size (bytes) of GPUs and their bridges.
+    type: int
+    default: 4096
+    choices: [128, 256, 512, 1024, 2048, 4096]
+  cpuidle_deeper_than:
+    description: Idle states with a higher exit latency than this named state should be disabled.
+    type: str
+    default: C1
+  sysctl:
+    description: Wanted sysctl values (key to value as a string).
+    type: dict
+    default: {}
+  cpufreq_drivers_wanted:
+    description: cpufreq scaling drivers that count as right.
+    type: list
+    elements: str
+    default: ["amd-pstate-epp", "amd-pstate", "intel_pstate"]
+  boot_params:
+    description: Wanted kernel command-line parameters (name to value; V(true) for a flag).
+    type: dict
+    default: {}
+  nvidia_uvm_disable_hmm:
+    description: Whether C(nvidia_uvm) should load with C(uvm_disable_hmm=1).
+    type: bool
+    default: true
+  lxc_gpu_drivers:
+    description: Character-device drivers GPU containers must be allowed.
+    type: list
+    elements: str
+    default: [nvidia, nvidia-uvm, nvidia-caps]
+  lxc_config_dir:
+    description: Folder of the Proxmox container configs.
+    type: path
+    default: /etc/pve/lxc
+  host:
+    description: Inventory name of the host, used in the remedies (C(-l <host>)).
+    type: str
+  record_files:
+    description:
+      - Also return RV(files_read), every path under O(root) the audit read, listed or
+        checked (what a capture must hold).
+    type: bool
+    default: false
+notes:
+  - Check mode is the same read-only run; C(changed) is always false.
+  - Run as root (C(become)) on a live host; without root, PCI config space is only 64 bytes
+    readable and the PCIe fields come back null with a C(pcie_unreadable) finding.
+seealso:
+  - module: gpuhost.tuning.audit_report
+  - module: gpuhost.tuning.host_capture
+"""
+
+EXAMPLES = r"""
+- name: Audit this GPU host
+  gpuhost.tuning.host_audit:
+    sysctl:
+      kernel.numa_balancing: "0"
+  register: result
+
+- name: Audit an unpacked capture of another host
+  gpuhost.tuning.host_audit:
+    root: /srv/captures/gpu07
+    mrrs_size: 4096
+  delegate_to: localhost
+
+- name: Show the worst finding
+  ansible.builtin.debug:
+    msg: "{{ result.audit.findings | first | default('nothing found') }}"
+"""
+
+RETURN = r"""
+audit:
+  description: Facts and findings of the host.
+  returned: always
+  type: dict
+  contains:
+    kernel:
+      description:
+        - C(running) release (C(/proc/sys/kernel/osrelease), else C(/proc/version)),
+          C(cmdline) (C(/proc/cmdline)), C(installed) kernels (C(/lib/modules), C(/boot)),
+          C(newest), C(pinned) (proxmox-boot-tool pin), C(next_boot) (pinned, else newest),
+          C(running_installed), C(headers) (release to bool), C(configured_cmdline) and its
+          C(configured_cmdline_source), C(boot_tool) (C(proxmox-boot-tool), C(kernel-install),
+          C(grub) or null), C(boot_backend).
+      type: dict
+      returned: always
+      sample: {"running": "6.8.12-9-pve", "newest": "6.14.11-5-bpo12-pve",
+               "next_boot": "6.14.11-5-bpo12-pve",
+               "headers": {"6.8.12-9-pve": true, "6.14.11-5-bpo12-pve": false},
+               "boot_tool": "proxmox-boot-tool"}
+    cpu:
+      description:
+        - C(vendor), C(model_name), C(cppc), C(hypervisor), C(online) CPU count;
+          C(cpuidle) C({driver, governor, states}) with each state's C(name), C(desc),
+          C(latency_us), C(cpus), C(cpus_disabled) (counts) and C(cpus_enabled_list);
+          C(cpufreq) C({driver, drivers, governors, epp, boost}); C(amd_pstate_status).
+        - C(cpuidle.driver) is null without a cpuidle folder (VMs); C(cpufreq.driver) is
+          null without cpufreq.
+      type: dict
+      returned: always
+    sysctl:
+      description: C(values) (key to string, null when the kernel lacks the key) for every
+        key of O(sysctl); C(transparent_hugepage) C({enabled, defrag}).
+      type: dict
+      returned: always
+      sample: {"values": {"kernel.numa_balancing": "1"},
+               "transparent_hugepage": {"enabled": "madvise", "defrag": "madvise"}}
+    gpus:
+      description:
+        - Every GPU (O(gpu_vendor), O(gpu_classes)) by address, each with C(address),
+          C(vendor), C(device), C(class), C(driver), C(numa_node), C(max_read_request_size),
+          C(max_payload_size), C(max_payload_size_supported) (bytes; null without a
+          readable PCIe capability), C(link) C({speed_gts, width, max_speed_gts,
+          max_width}), C(error) (why config space could not be read, else null),
+          C(on_host_bridge), and C(upstream), the same fields for every bridge above it,
+          nearest first.
+      type: list
+      elements: dict
+      returned: always
+    nvidia:
+      description: C(driver_version) (C(/proc/driver/nvidia/version)), C(modules_loaded)
+        (nvidia* and ib_core from C(/proc/modules)), C(uvm_disable_hmm) (bool or null when
+        nvidia_uvm is not loaded), C(uvm_disable_hmm_raw), C(uvm_disable_hmm_configured)
+        (modprobe.d), C(uvm_options_files), C(nvidia_peermem) and C(ib_core), each
+        C({loaded, available}) (available as a .ko for the running kernel; null when its
+        module folder is absent).
+      type: dict
+      returned: always
+    char_devices:
+      description: Character device name to major (int) from C(/proc/devices), the first
+        major of names registered twice.
+      type: dict
+      returned: always
+      sample: {"nvidia-frontend": 195, "nvidia-uvm": 509, "nvidia-caps": 238}
+    dkms:
+      description: DKMS modules read from C(/var/lib/dkms) and C(/lib/modules) without
+        running dkms, each C({name, version, kernel, arch, state, warning}); C(state) is
+        C(installed), C(built) or C(added) (C(kernel) null).
+      type: list
+      elements: dict
+      returned: always
+    lxc:
+      description: Every container config in O(lxc_config_dir), each C({vmid, path, onboot,
+        gpu, allowed_majors, stale_majors, missing_majors}); C(stale_majors) are allowed
+        character majors C(/proc/devices) does not register any more.
+      type: list
+      elements: dict
+      returned: always
+    errors:
+      description: Readers that failed unexpectedly, each C({section, error}).
+      type: list
+      elements: dict
+      returned: always
+    findings:
+      description:
+        - Ranked worst first (severity, then the field story's order with C(pcie_mrrs)
+          first among the high ones, then subject).
+        - Each C({id, severity, subject, current, expected, remedy, reboot_required}) and
+          sometimes C(detail). C(severity) is one of C(critical), C(high), C(medium),
+          C(low), C(info).
+        - "C(dkms_missing_for_kernel) critical: the kernel that boots next (subject) lacks
+          an installed build of a DKMS module the running kernel has."
+        - "C(pcie_mrrs) high: one per GPU and per upstream bridge (subject: PCI address)
+          below O(mrrs_size)."
+        - "C(pcie_link_degraded) high: current link width or speed below the maximum; low
+          when an nvidia-driven GPU idles at 2.5 GT/s (its power-saving state)."
+        - "C(gpu_no_driver) high: a GPU with no driver bound."
+        - "C(numa_balancing) high: C(kernel.numa_balancing) off its wanted value."
+        - "C(cpuidle_deep_state) high: subject names the state (C(C2)) still enabled on
+          some CPU while deeper than O(cpuidle_deeper_than)."
+        - "C(lxc_stale_majors) high: subject C(lxc <vmid>); allowed majors no longer
+          registered. C(lxc_gpu_majors_missing) high: a GPU container lacks the current
+          major of a driver of O(lxc_gpu_drivers). C(lxc_onboot) low: GPU container not
+          started on boot."
+        - "C(kernel_headers_missing) high for the next-boot kernel, medium for the running
+          one (only when DKMS modules exist)."
+        - "C(cpufreq_driver) medium: acpi-cpufreq where amd-pstate (AMD) or intel_pstate
+          is possible."
+        - "C(sysctl) medium or low: one per key off its wanted value (C(net.core.rmem_max)
+          and C(wmem_max) count as right when larger)."
+        - "C(nvidia_uvm_hmm) medium: nvidia_uvm loaded without uvm_disable_hmm=1, or not
+          loaded and not configured in modprobe.d."
+        - "C(reboot_pending) medium: subject C(kernel) (a newer or pinned kernel will boot)
+          or C(cmdline) (configured parameters not running)."
+        - "C(boot_param) low: a wanted boot parameter missing from the configured command
+          line (CPU-specific ones only on matching bare-metal CPUs)."
+        - "C(nvidia_peermem_unavailable) info: ib_core absent, so GPUDirect RDMA does not
+          apply (not a problem). C(nvidia_peermem_not_loaded) low when ib_core is there."
+        - "C(pcie_unreadable) info: config space not readable (not root)."
+        - "C(audit_error) medium: a reader failed; subject is the fact section."
+      type: list
+      elements: dict
+      returned: always
+      sample: [{"id": "pcie_mrrs", "severity": "high", "subject": "0000:01:00.0",
+                "current": "512 bytes", "expected": "4096 bytes",
+                "remedy": "setpci -s 0000:01:00.0 CAP_EXP+8.w=5000:7000 (now); ...",
+                "reboot_required": false}]
+    checks:
+      description: Per check (matrix column of the reports) C({label, status, count,
+        note}); C(status) is the worst severity of its findings, C(ok) or C(n/a).
+      type: dict
+      returned: always
+    collected_at:
+      description: UTC time the audit started (ISO 8601).
+      type: str
+      returned: always
+    duration_s:
+      description: Seconds the audit took on the host.
+      type: float
+      returned: always
+    root:
+      description: The O(root) audited.
+      type: str
+      returned: always
+worst:
+  description: Severity of the worst finding, or C(none).
+  returned: always
+  type: str
+  sample: critical
+counts:
+  description: Number of findings per severity.
+  returned: always
+  type: dict
+  sample: {"critical": 1, "high": 21, "medium": 6, "low": 9, "info": 1}
+files_read:
+  description: Every path (host-absolute) read, listed or checked, with how
+    (C(read), C(list), C(stat)); only with O(record_files).
+  returned: when O(record_files) is true
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
+
+WANTED_KEYS = ("gpu_vendor", "gpu_classes", "mrrs_size", "cpuidle_deeper_than", "sysctl",
+               "cpufreq_drivers_wanted", "boot_params", "nvidia_uvm_disable_hmm",
+               "lxc_gpu_drivers", "lxc_config_dir", "host")
+
+
+def argument_spec():
+    return dict(
+        root=dict(type="path", default="/"),
+        gpu_vendor=dict(type="str", default="10de"),
+        gpu_classes=dict(type="list", elements="str", default=["0300", "0302"]),
+        mrrs_size=dict(type="int", default=4096, choices=[128, 256, 512, 1024, 2048, 4096]),
+        cpuidle_deeper_than=dict(type="str", default="C1"),
+        sysctl=dict(type="dict", default={}),
+        cpufreq_drivers_wanted=dict(type="list", elements="str",
+                                    default=["amd-pstate-epp", "amd-pstate", "intel_pstate"]),
+        boot_params=dict(type="dict", default={}),
+        nvidia_uvm_disable_hmm=dict(type="bool", default=True),
+        lxc_gpu_drivers=dict(type="list", elements="str",
+                             default=["nvidia", "nvidia-uvm", "nvidia-caps"]),
+        lxc_config_dir=dict(type="path", default="/etc/pve/lxc"),
+        host=dict(type="str"),
+        record_files=dict(type="bool", default=False),
+    )
+
+
+def summarize(findings):
+    counts = dict((name, 0) for name in audit_mod.SEVERITIES)
+    for item in findings:
+        counts[item["severity"]] = counts.get(item["severity"], 0) + 1
+    worst = findings[0]["severity"] if findings else "none"
+    return counts, worst
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    params = module.params
+    wanted = dict((key, params[key]) for key in WANTED_KEYS)
+    recorder = audit_mod.ReadRecorder(params["root"]) if params["record_files"] else None
+    result = audit_mod.audit(params["root"], wanted, recorder=recorder)
+    counts, worst = summarize(result["findings"])
+    out = dict(changed=False, audit=result, counts=counts, worst=worst)
+    if recorder is not None:
+        out["files_read"] = recorder.paths
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()
