@@ -204,3 +204,27 @@ def test_cpufreq_absent(tmp_path):
     info = cpu.cpufreq_info(cpufix.no_cpuidle(tmp_path))
     assert info["driver"] is None and info["governors"] is None
     assert info["available_governors"] is None and info["amd_pstate_status"] is None
+
+
+def test_cpu_module_util_runs_without_ansible(tmp_path):
+    """The boot-time service ships cpu.py + hostfs.py to hosts: no ansible import allowed."""
+    import shutil
+    import subprocess
+    import sys
+    utils = os.path.join(os.path.dirname(cpu.__file__))
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for name in ("cpu.py", "hostfs.py"):
+        shutil.copy(os.path.join(utils, name), str(flat / name))
+    root = cpufix.epyc_cpus(tmp_path / "host", threads=4)
+    code = ("import sys; sys.path.insert(0, '.'); import cpu; "
+            "s = cpu.select_states(%r, names=['C2']); "
+            "cpu.set_states(%r, s, True); "
+            "print(cpu.format_cpu_list(cpu.summarize_states(%r)[2]['cpus_disabled'])); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'ansible' "
+            "or m.startswith('ansible_collections.'))); print(cpu.host_path.__module__)"
+            % (root, root, root))
+    out = subprocess.run([sys.executable, "-I", "-c", code], cwd=str(flat),
+                         capture_output=True, text=True, check=True, env={"PYTHONPATH": ""})
+    # C2 disabled on all 4 CPUs, nothing from ansible loaded, the flat hostfs used
+    assert out.stdout.split("\n")[:3] == ["0-3", "[]", "hostfs"]

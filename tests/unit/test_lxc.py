@@ -180,3 +180,14 @@ def test_list_configs(tmp_path):
     assert [vmid for vmid, _path in found] == [129, 130]
     assert found[0][1].endswith("/etc/pve/lxc/129.conf")
     assert lxc.list_configs(str(tmp_path / "none")) == []
+
+
+def test_stale_rule_in_equals_form_is_removed_byte_exactly():
+    text = ("arch: amd64\nlxc.cgroup2.devices.allow = c 504:* rwm\n"
+            "lxc.cgroup2.devices.allow: c 195:* rwm\nswap: 0\n")
+    sync = lxc.sync_device_rules(lxc.LxcConfig.parse(text), AFTER, DRIVERS)
+    assert sync["removed"] == ["c 504:* rwm"]
+    assert sync["plan"].new_text() == (
+        "arch: amd64\nlxc.cgroup2.devices.allow: c 195:* rwm\n"
+        "lxc.cgroup2.devices.allow: c 509:* rwm\nlxc.cgroup2.devices.allow: c 238:* rwm\n"
+        "swap: 0\n")
