@@ -39,8 +39,8 @@ options:
         null removes the parameter; numbers are written as numbers; a list sets a repeated
         parameter (C(console)) in that order. Dotted names such as
         C(processor.max_cstate) are fine.
-      - Quote YAML words that YAML reads as booleans - C(mitigations: "off") - or the
-        parameter is removed.
+      - Quote values YAML reads as booleans (C(off), C(no), C(false)) - write
+        C(mitigations) as the string C("off") - or the parameter is removed.
     type: dict
     default: {}
   absent:
