@@ -192,6 +192,9 @@ def capabilities(buf, where="config space"):
     if len(buf) < 0x40:
         raise PciError("%s: only %d bytes of config space readable, need at least 64"
                        % (where, len(buf)))
+    if _u16(buf, 0) == 0xFFFF:
+        raise PciError("%s: config space reads all ones: the device does not respond (fell "
+                       "off the bus, powered off or being reset); check dmesg" % where)
     if not _u16(buf, PCI_STATUS) & PCI_STATUS_CAP_LIST:
         return []
     result = []

@@ -206,6 +206,7 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import (  # noqa: E402
     MRRS_SIZES,
     PciError,
+    lockdown_state,
     tune_mrrs,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
@@ -249,6 +250,10 @@ def main():
     if not result["devices"] and not p["devices"]:
         module.warn("no PCI device matched vendor %s and classes %s under %s"
                     % (p["vendor"], ", ".join(p["classes"]), p["root"]))
+    mode = lockdown_state(p["root"])
+    if module.check_mode and result["changed"] and mode not in (None, "none"):
+        module.warn("the kernel is in lockdown mode %r: the PCI config writes this run plans "
+                    "will be refused (EPERM)" % mode)
     if module._diff:
         result["diff"] = _diff(result["devices"])
     if result["failed_devices"]:

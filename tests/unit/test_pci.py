@@ -248,6 +248,14 @@ def test_walk_loop_guard_and_bad_pointers(seed):
     assert dev.pcie_cap_offset() == 0x78
 
 
+def test_device_off_the_bus_is_an_error(seed):
+    root, info = seed
+    gpu = info["gpus"][5]
+    fx.write_config(root, gpu, b"\xff" * 4096)
+    with pytest.raises(pci.PciError, match="0000:82:00.0.*all ones"):
+        pci.PciDevice(root, gpu).pcie_cap_offset()
+
+
 def test_status_bit4_clear_means_no_capabilities(seed):
     root, info = seed
     gpu = info["gpus"][0]

@@ -61,6 +61,14 @@ def test_check_mode_writes_nothing(seed, snapshot_tree):
     assert snapshot_tree(root) == before
 
 
+def test_check_mode_warns_about_lockdown(seed):
+    root, _info = seed
+    fx.set_lockdown(root, "integrity")
+    result = run_module(module, {"root": root}, check_mode=True)
+    assert result["changed"] is True
+    assert "lockdown mode 'integrity'" in str(result.get("warnings"))
+
+
 def test_query_reports_and_writes_nothing(seed, snapshot_tree):
     root, _info = seed
     before = snapshot_tree(root)
