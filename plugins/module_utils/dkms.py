@@ -546,3 +546,38 @@ def ensure(runner, root, name, version=None, kernel=None, state="installed", che
                                      ", ".join(missing) if missing else "the .ko files are",
                                      kernel), **result)
     return result
+
+
+def coverage(root="/", names=None, entries=None):
+    """For every installed kernel and every DKMS module (``names``, default all the tree
+    knows), the newest version's state there - the reboot gate: a kernel the host may boot
+    whose NVIDIA module is not installed leaves the GPUs without a driver.
+
+    Returns a list of ``{kernel, name, version, state, warning, headers, headers_package,
+    ok}`` sorted by kernel then name; ``ok`` is True when the state is ``installed`` with
+    no warning. ``entries`` defaults to ``tree_status(root)`` (pass parsed ``dkms status``
+    output on a live host).
+    """
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.kernel import installed_kernels
+
+    entries = tree_status(root) if entries is None else entries
+    wanted = sorted(set(names) if names else {e["name"] for e in entries})
+    out = []
+    for release in installed_kernels(root):
+        for name in wanted:
+            versions = known_versions(entries, name)
+            version = versions[-1] if versions else None
+            entry = find_entry(entries, name, version, release) if version else None
+            state = entry["state"] if entry else ("added" if version else None)
+            warning = entry["warning"] if entry else None
+            out.append({
+                "kernel": release,
+                "name": name,
+                "version": version,
+                "state": state,
+                "warning": warning,
+                "headers": has_headers(root, release),
+                "headers_package": headers_package(release),
+                "ok": state == "installed" and not warning,
+            })
+    return out

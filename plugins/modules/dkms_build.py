@@ -256,6 +256,10 @@ def main():
         module.fail_json(msg=str(exc), changed=bool(details.get("outputs")), **details)
     except CommandError as exc:
         module.fail_json(msg=str(exc), name=params["name"])
+    for entry in result["status_after"]:
+        if entry["kernel"] == result["kernel"] and entry["warning"]:
+            module.warn("dkms status for %s/%s on %s: %s" % (
+                entry["name"], entry["version"], entry["kernel"], entry["warning"]))
     module.exit_json(**result)
 
 

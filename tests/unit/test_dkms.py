@@ -131,3 +131,22 @@ def test_installed_modules_none_for_new_kernel(tmp_path):
     fx.seed(tmp_path)
     assert dkms.installed_modules(str(tmp_path), "nvidia", "590.48.01",
                                   "6.14.11-5-bpo12-pve") == []
+
+
+def test_coverage_flags_the_seed_near_miss(tmp_path):
+    fx.seed(tmp_path)
+    rows = dkms.coverage(str(tmp_path))
+    assert [(r["kernel"], r["name"], r["version"], r["state"], r["ok"], r["headers"])
+            for r in rows] == [
+        ("6.8.12-9-pve", "nvidia", "590.48.01", "installed", True, True),
+        ("6.14.11-5-bpo12-pve", "nvidia", "590.48.01", "added", False, False),
+    ]
+    assert rows[1]["headers_package"] == "proxmox-headers-6.14.11-5-bpo12-pve"
+
+
+def test_coverage_from_live_status_entries(tmp_path):
+    fx.seed(tmp_path)
+    live = dkms.parse_status("nvidia/590.48.01, 6.8.12-9-pve, x86_64: installed\n"
+                             "nvidia/590.48.01, 6.14.11-5-bpo12-pve, x86_64: built\n")
+    rows = dkms.coverage(str(tmp_path), names=["nvidia"], entries=live)
+    assert [r["state"] for r in rows] == ["installed", "built"]

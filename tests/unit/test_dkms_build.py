@@ -191,3 +191,13 @@ def test_newest_of_several_versions(host, tmp_path):
 def test_other_root_without_executable_fails(host):
     result = run_module(dkms_build, {"name": "nvidia", "root": str(host)})
     assert result["failed"] and result["msg"].startswith("dkms_build needs root=/")
+
+
+def test_status_warning_is_passed_on(host, tmp_path):
+    fake = fx.fake_dkms(tmp_path / "bin", host,
+                        warning_suffix=" (WARNING! Diff between built and installed module!)")
+    result = _run(host, fake, kernel=RUNNING)
+    assert result["changed"] is False
+    assert result["status_after"][0]["warning"] == (
+        "WARNING! Diff between built and installed module!")
+    assert any("Diff between built and installed" in w for w in result["warnings"])
