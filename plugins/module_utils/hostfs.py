@@ -80,7 +80,14 @@ def atomic_write(path, data, mode=None, preserve=True, chmod=True):
         old = os.stat(path)
     except OSError:
         old = None
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=folder)
+    if chmod:
+        fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp",
+                                   dir=folder)
+    else:
+        # No chmod/chown allowed (pmxcfs): create the temp file with the old file's mode
+        # (or ``mode``) so a plain filesystem keeps it too; the umask still applies.
+        create_mode = (old.st_mode & 0o777) if old is not None else (mode or 0o644)
+        fd, tmp = _create_temp(folder, os.path.basename(path), create_mode)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -104,6 +111,17 @@ def atomic_write(path, data, mode=None, preserve=True, chmod=True):
         except OSError:
             pass
         raise
+
+
+def _create_temp(folder, name, create_mode):
+    for attempt in range(100):
+        tmp = os.path.join(folder, ".%s.%d.%d.tmp" % (name, os.getpid(), attempt))
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, create_mode), tmp
+        except OSError as exc:
+            if exc.errno != errno.EEXIST:
+                raise
+    raise OSError(errno.EEXIST, "no free temporary file name in %s" % folder)
 
 
 def unified_diff_dict(path, before, after):
