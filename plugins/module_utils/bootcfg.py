@@ -240,15 +240,14 @@ def detect_backend(root="/", runner=None):
     """``{"backend": "systemd-boot"|"grub", "tool": ..., "reason": ...}``.
 
     ``/etc/kernel/proxmox-boot-uuids`` or ``/etc/kernel/cmdline`` present: systemd-boot
-    (proxmox-boot-tool or kernel-install), else GRUB. On the live host (``root=/`` with a
-    ``runner``), ``proxmox-boot-tool status`` decides, since proxmox-boot-tool also
+    (proxmox-boot-tool or kernel-install), else GRUB. With a ``runner`` (pass one only for
+    the live host, ``root=/``), ``proxmox-boot-tool status`` decides, since proxmox-boot-tool also
     manages GRUB ESPs (legacy BIOS); offline, a proxmox-boot-tool host without
     ``/etc/kernel/cmdline`` and without ``/sys/firmware/efi`` is taken as GRUB.
     """
     tool = boot_tool(root)
     if tool == "proxmox-boot-tool":
-        if runner is not None and os.path.abspath(root or "/") == "/" and runner.which(
-                "proxmox-boot-tool"):
+        if runner is not None and runner.which("proxmox-boot-tool"):
             rc, out, _err = runner.run(["proxmox-boot-tool", "status"], check=False)
             modes = {mode for _uuid, mode in parse_pbt_status(out)} if rc == 0 else set()
             if modes == {"grub"}:
@@ -295,7 +294,7 @@ def plan_systemd_boot(root, params, absent, tool="proxmox-boot-tool"):
     path = host_path(root, KERNEL_CMDLINE)
     raw = None
     if os.path.isfile(path):
-        with open(path, "r", encoding="utf-8") as handle:
+        with open(path, "r", encoding="utf-8", newline="") as handle:
             raw = handle.read()
     if raw is not None:
         lines = [line for line in raw.splitlines() if line.strip()]
@@ -406,7 +405,7 @@ def grub_effective(root, files_text=None, files=None):
     for path in files if files is not None else grub_files(root):
         text = (files_text or {}).get(path)
         if text is None:
-            with open(host_path(root, path), "r", encoding="utf-8") as handle:
+            with open(host_path(root, path), "r", encoding="utf-8", newline="") as handle:
                 text = handle.read()
         for _i, var, value, _s, _m in grub_assignments(text):
             env[var] = " ".join(_expand(value, env).split())
@@ -439,7 +438,7 @@ def plan_grub(root, params, absent, grub_file=None):
     files = grub_files(root)
     texts = {}
     for path in files:
-        with open(host_path(root, path), "r", encoding="utf-8") as handle:
+        with open(host_path(root, path), "r", encoding="utf-8", newline="") as handle:
             texts[path] = handle.read()
     if grub_file and not grub_file.startswith("/"):
         grub_file = "%s/%s" % (GRUB_D, grub_file)
@@ -585,7 +584,7 @@ def write(root, planned):
         path = host_path(root, entry["path"])
         os.makedirs(os.path.dirname(path), exist_ok=True)
         atomic_write(path, entry["content_after"], mode=0o644)
-        with open(path, "r", encoding="utf-8") as handle:
+        with open(path, "r", encoding="utf-8", newline="") as handle:
             if handle.read() != entry["content_after"]:
                 raise BootConfigError("%s did not read back as written" % entry["path"])
 

@@ -215,3 +215,65 @@ def test_write_keeps_mode(tmp_path):
     bootcfg.write(str(tmp_path), planned)
     assert open(path).read() == PVE + " nmi_watchdog=0\n"
     assert os.stat(path).st_mode & 0o777 == 0o600
+
+
+class _PbtRunner:
+    """Stands in for Runner on a live Proxmox host: answers proxmox-boot-tool status."""
+
+    def __init__(self, out, rc=0):
+        self.out, self.rc, self.calls = out, rc, []
+
+    def which(self, name):
+        return "/usr/sbin/" + name
+
+    def run(self, args, check=True, ok_rcs=(0,), hint=None):
+        self.calls.append(list(args))
+        return self.rc, self.out, ""
+
+
+def test_detect_backend_asks_proxmox_boot_tool_when_given_a_runner(tmp_path):
+    boot.proxmox_systemd_boot(tmp_path)
+    runner = _PbtRunner("System currently booted with uefi\n"
+                        "9B2E-4F1C is configured with: grub (versions: 6.8.12-9-pve)\n")
+    got = bootcfg.detect_backend(str(tmp_path), runner)
+    assert (got["backend"], got["tool"]) == ("grub", "proxmox-boot-tool")
+    assert runner.calls == [["proxmox-boot-tool", "status"]]
+    runner = _PbtRunner("9B2E-4F1C is configured with: uefi (versions: 6.8.12-9-pve)\n")
+    assert bootcfg.detect_backend(str(tmp_path), runner)["backend"] == "systemd-boot"
+    # status failing (exit 2: no ESPs configured) falls back to the files
+    assert bootcfg.detect_backend(str(tmp_path), _PbtRunner("", rc=2))["backend"] == (
+        "systemd-boot")
+
+
+def test_grub_unquoted_and_empty_values_get_quoted(tmp_path):
+    path = boot.debian_grub(tmp_path)
+    text = open(path).read().replace('GRUB_CMDLINE_LINUX_DEFAULT="quiet"',
+                                     "GRUB_CMDLINE_LINUX_DEFAULT=quiet")
+    open(path, "w").write(text)
+    planned = bootcfg.plan(str(tmp_path), {"nmi_watchdog": 0})
+    new = planned["files"][0]["content_after"]
+    assert 'GRUB_CMDLINE_LINUX_DEFAULT="quiet nmi_watchdog=0"\n' in new
+    planned = bootcfg.plan(str(tmp_path), {}, ["quiet"])
+    assert 'GRUB_CMDLINE_LINUX_DEFAULT=""\n' in planned["files"][0]["content_after"]
+
+
+def test_grub_escaped_inner_quotes_survive(tmp_path):
+    path = boot.debian_grub(tmp_path)
+    text = open(path).read().replace(
+        'GRUB_CMDLINE_LINUX_DEFAULT="quiet"',
+        'GRUB_CMDLINE_LINUX_DEFAULT="quiet dyndbg=\\"module nvidia +p\\""')
+    open(path, "w").write(text)
+    planned = bootcfg.plan(str(tmp_path), {"nmi_watchdog": 0})
+    assert planned["before"] == 'quiet dyndbg="module nvidia +p"'
+    assert ('GRUB_CMDLINE_LINUX_DEFAULT="quiet dyndbg=\\"module nvidia +p\\" nmi_watchdog=0"\n'
+            in planned["files"][0]["content_after"])
+
+
+def test_grub_crlf_line_endings_kept(tmp_path):
+    path = boot.debian_grub(tmp_path)
+    data = open(path).read().replace("\n", "\r\n")
+    open(path, "w", newline="").write(data)
+    planned = bootcfg.plan(str(tmp_path), {"nmi_watchdog": 0})
+    after = planned["files"][0]["content_after"]
+    assert after.count("\r\n") == data.count("\r\n")
+    assert 'GRUB_CMDLINE_LINUX_DEFAULT="quiet nmi_watchdog=0"\r\n' in after
