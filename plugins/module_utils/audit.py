@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import builtins
+import gzip
 import hashlib
 import io
 import os
@@ -1110,8 +1111,10 @@ class CaptureBuilder(object):
                 self._add_file(child, st, None)
 
     def write(self, fileobj, manifest=None):
-        """Write the tar.gz (entries sorted so parents come first) to ``fileobj``."""
-        with tarfile.open(fileobj=fileobj, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        """Write the tar.gz (entries sorted so parents come first) to ``fileobj``; the gzip
+        header carries no time stamp, so the same tree packs to the same bytes."""
+        with gzip.GzipFile(fileobj=fileobj, mode="wb", mtime=0) as gz, tarfile.open(
+                fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for rel in sorted(self.entries):
                 kind, mode, mtime, data = self.entries[rel]
                 info = tarfile.TarInfo(rel)
@@ -1137,7 +1140,6 @@ class CaptureBuilder(object):
                 info = tarfile.TarInfo(".gpuhost-capture.json")
                 info.size = len(data)
                 info.mode = 0o644
-                info.mtime = int(time.time())
                 tar.addfile(info, io.BytesIO(data))
 
 
@@ -1150,3 +1152,42 @@ def capture(root, wanted=None):
     for path in sorted(recorded):
         builder.add(path, recorded[path])
     return builder, result, recorded
+
+
+def text_lines(items, limit=8):
+    """Ranked findings as short log lines; findings of one id with the same values and the
+    same remedy (up to their subject) collapse into one line listing the subjects."""
+    groups = []
+    index = {}
+    for f in items:
+        subject = str(f["subject"])
+        template = f["remedy"].replace(subject, "<subject>") if subject else f["remedy"]
+        key = (f["id"], f["severity"], f["current"], f["expected"], template)
+        if key not in index:
+            index[key] = len(groups)
+            groups.append({"finding": f, "subjects": [], "template": template})
+        groups[index[key]]["subjects"].append(subject)
+    lines = []
+    for group in groups:
+        f = group["finding"]
+        subjects = group["subjects"]
+        shown = ", ".join(subjects[:limit])
+        if len(subjects) > limit:
+            shown += ", ... (%d more)" % (len(subjects) - limit)
+        count = " x%d" % len(subjects) if len(subjects) > 1 else ""
+        remedy = group["template"] if len(subjects) > 1 else f["remedy"]
+        lines.append("%-8s %s%s [%s]: %s (want %s)%s. Fix: %s" % (
+            f["severity"].upper(), f["id"], count, shown, f["current"], f["expected"],
+            " [reboot]" if f.get("reboot_required") else "", remedy))
+    return lines or ["no findings"]
+
+
+def headline(items):
+    """``worst high: 1 critical, 21 high`` or ``no findings``."""
+    if not items:
+        return "no findings"
+    counts = dict((name, 0) for name in SEVERITIES)
+    for f in items:
+        counts[f["severity"]] += 1
+    return "worst %s: %s" % (items[0]["severity"], ", ".join(
+        "%d %s" % (counts[s], s) for s in SEVERITIES if counts[s]))

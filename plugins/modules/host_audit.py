@@ -269,6 +269,17 @@ counts:
   returned: always
   type: dict
   sample: {"critical": 1, "high": 21, "medium": 6, "low": 9, "info": 1}
+headline:
+  description: One line with the worst severity and the counts.
+  returned: always
+  type: str
+  sample: "worst critical: 1 critical, 21 high, 6 medium, 9 low, 1 info"
+lines:
+  description: The ranked findings as readable log lines (same id and values grouped).
+  returned: always
+  type: list
+  elements: str
+  sample: ["HIGH     pcie_mrrs x16 [0000:00:01.1, ...]: 512 bytes (want 4096 bytes). Fix: ..."]
 files_read:
   description: Every path (host-absolute) read, listed or checked, with how
     (C(read), C(list), C(stat)); only with O(record_files).
@@ -320,7 +331,9 @@ def main():
     recorder = audit_mod.ReadRecorder(params["root"]) if params["record_files"] else None
     result = audit_mod.audit(params["root"], wanted, recorder=recorder)
     counts, worst = summarize(result["findings"])
-    out = dict(changed=False, audit=result, counts=counts, worst=worst)
+    out = dict(changed=False, audit=result, counts=counts, worst=worst,
+               lines=audit_mod.text_lines(result["findings"]),
+               headline=audit_mod.headline(result["findings"]))
     if recorder is not None:
         out["files_read"] = recorder.paths
     module.exit_json(**out)

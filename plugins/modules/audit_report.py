@@ -1,0 +1,147 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: audit_report
+short_description: Write the audit reports (JSON per host, Markdown summary, HTML page)
+version_added: "0.1.0"
+description:
+  - Renders the results of M(gpuhost.tuning.host_audit) for many hosts into O(dest)
+    C(<host>.json) (V({schema: 1, host, collected_at, facts, findings, checks})),
+    C(summary.md) (hosts x severity counts, then every finding) and C(index.html) (one
+    self-contained page, inline CSS, no script, no network: a hosts x checks matrix
+    coloured by worst severity, then each host's facts, findings and GPU table).
+  - Meant to run once on the controller (C(run_once) and C(delegate_to localhost)).
+  - Files are written atomically and only when their content changed.
+author:
+  - gpuhost.tuning developers
+options:
+  audits:
+    description: Inventory host name to its C(audit) result from M(gpuhost.tuning.host_audit).
+    type: dict
+    required: true
+  dest:
+    description: Folder for the reports; created when missing.
+    type: path
+    required: true
+  generated_at:
+    description: Time stamp printed in the summaries (default the controller's UTC time).
+    type: str
+  mrrs_size:
+    description: Wanted MRRS, for highlighting GPU table cells below it.
+    type: int
+    default: 4096
+notes:
+  - In check mode nothing is written; RV(files) still lists what would be.
+"""
+
+EXAMPLES = r"""
+- name: Write the audit reports on the controller
+  gpuhost.tuning.audit_report:
+    audits: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts
+              | map('extract', hostvars, ['__audit', 'audit']))) }}"
+    dest: "{{ playbook_dir }}/gpuhost-reports"
+  run_once: true
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+files:
+  description: Paths of the report files (written or unchanged).
+  returned: always
+  type: list
+  elements: str
+  sample: ["/srv/reports/gpu01.json", "/srv/reports/summary.md", "/srv/reports/index.html"]
+written:
+  description: Paths whose content changed (or would in check mode).
+  returned: always
+  type: list
+  elements: str
+index:
+  description: Path of C(index.html).
+  returned: always
+  type: str
+summary:
+  description: Per host C({worst, critical, high, medium, low, info}).
+  returned: always
+  type: dict
+  sample: {"gpu01": {"worst": "critical", "critical": 1, "high": 21, "medium": 6,
+           "low": 9, "info": 1}}
+"""
+
+import os  # noqa: E402
+import time  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import report  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
+    atomic_write,
+)
+
+
+def write_reports(dest, audits, generated_at, mrrs_size, check_mode=False):
+    files = report.report_files(audits, generated_at, mrrs_size)
+    if not check_mode and not os.path.isdir(dest):
+        os.makedirs(dest)
+    paths = []
+    written = []
+    for name in sorted(files):
+        path = os.path.join(dest, name)
+        data = files[name].encode("utf-8")
+        paths.append(path)
+        try:
+            with open(path, "rb") as handle:
+                same = handle.read() == data
+        except (IOError, OSError):
+            same = False
+        if same:
+            continue
+        written.append(path)
+        if not check_mode:
+            atomic_write(path, data, mode=0o644)
+    return paths, written
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            audits=dict(type="dict", required=True),
+            dest=dict(type="path", required=True),
+            generated_at=dict(type="str"),
+            mrrs_size=dict(type="int", default=4096),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    audits = params["audits"]
+    bad = [host for host, value in audits.items()
+           if not isinstance(value, dict) or "findings" not in value]
+    if bad:
+        module.fail_json(msg="audit_report: no audit result for %s (pass the 'audit' value "
+                             "host_audit returned for each host)" % ", ".join(sorted(bad)))
+    generated = params["generated_at"] or time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime())
+    try:
+        paths, written = write_reports(params["dest"], audits, generated, params["mrrs_size"],
+                                       module.check_mode)
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="audit_report: cannot write reports in %s: %s (pick a writable "
+                             "folder with gpuhost_audit_report_dir)" % (params["dest"], exc))
+    summary = {}
+    for host, audit in audits.items():
+        entry = report.counts(audit["findings"])
+        entry["worst"] = report.worst(audit["findings"])
+        summary[host] = entry
+    module.exit_json(changed=bool(written), files=paths, written=written,
+                     index=os.path.join(params["dest"], "index.html"), summary=summary)
+
+
+if __name__ == "__main__":
+    main()
