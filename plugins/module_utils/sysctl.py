@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import os
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     host_path,
@@ -39,7 +40,21 @@ def read_many(root, keys):
 
 
 class SysctlWriteError(Exception):
-    pass
+    """A sysctl write failed or did not take.
+
+    ``kind`` says why, so callers can tell a key this kernel or container does not let us
+    set (``missing``, ``readonly``: report as skipped) from a real failure (``denied``: not
+    root; ``mismatch``: the value did not read back; ``error``: the kernel refused the value).
+    """
+
+    def __init__(self, msg, kind="error", key=None):
+        super(SysctlWriteError, self).__init__(msg)
+        self.kind = kind
+        self.key = key
+
+
+# Kinds of SysctlWriteError that mean "this kernel/container does not let us set it".
+SKIP_KINDS = ("missing", "readonly")
 
 
 def write_sysctl(root, key, value):
@@ -53,16 +68,80 @@ def write_sysctl(root, key, value):
         write_in_place(path, "%s\n" % normalize(value))
     except (IOError, OSError) as exc:
         if exc.errno == errno.ENOENT:
-            raise SysctlWriteError("%s: the kernel has no such key (%s missing)" % (key, path))
+            raise SysctlWriteError("%s: the kernel has no such key (%s missing)" % (key, path),
+                                   "missing", key)
+        if exc.errno == errno.EACCES and hasattr(os, "geteuid") and os.geteuid() != 0:
+            raise SysctlWriteError("%s: permission denied writing %s: run as root (become: true)"
+                                   % (key, path), "denied", key)
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
             raise SysctlWriteError(
                 "%s: not writable here (%s); in a container the host kernel owns it"
-                % (key, exc.strerror)
-            )
-        raise SysctlWriteError("%s: write failed: %s" % (key, exc))
+                % (key, exc.strerror), "readonly", key)
+        raise SysctlWriteError("%s: write failed: %s" % (key, exc), "error", key)
     now = read_sysctl(root, key)
     if now != normalize(value):
-        raise SysctlWriteError("%s: wrote %s but reads back %s" % (key, normalize(value), now))
+        raise SysctlWriteError("%s: wrote %s but reads back %s" % (key, normalize(value), now),
+                               "mismatch", key)
+
+
+def at_least_value(current, wanted):
+    """``current`` when both are integers and ``current >= wanted`` (a buffer ceiling already
+    larger than wanted is kept), else ``wanted``; both normalized."""
+    wanted = normalize(wanted)
+    if current is None:
+        return wanted
+    try:
+        if int(current) >= int(wanted):
+            return normalize(current)
+    except ValueError:
+        pass
+    return wanted
+
+
+def _writable(path):
+    """A check-mode guess at whether a write would be allowed (read-only mounts included)."""
+    return os.access(path, os.W_OK)
+
+
+def apply_values(root, values, at_least=(), check_mode=False):
+    """Set every key of ``values`` now, each read back; never stop at the first problem.
+
+    Keys are validated first (ValueError before anything is written). Returns one dict per
+    key, in the order given: ``key``, ``before``, ``wanted`` (after ``at_least``), ``after``
+    and ``status``: ``ok`` (already right), ``changed`` (written, or would be in check mode),
+    ``skipped`` (the kernel or container does not let us set it: missing key, read-only
+    /proc/sys; with ``reason``) or ``failed`` (with ``reason``: not root, refused value, or
+    the value did not read back on a writable kernel).
+    """
+    for key in values:
+        key_path(root, key)
+    results = []
+    for key, value in values.items():
+        path = key_path(root, key)
+        before = read_sysctl(root, key)
+        wanted = at_least_value(before, value) if key in at_least else normalize(value)
+        entry = {"key": key, "before": before, "wanted": wanted, "after": before}
+        if before is None:
+            entry.update(status="skipped",
+                         reason="%s: the kernel has no such key (%s missing)" % (key, path))
+        elif before == wanted:
+            entry["status"] = "ok"
+        elif check_mode:
+            if _writable(path):
+                entry.update(status="changed", after=wanted)
+            else:
+                entry.update(status="skipped",
+                             reason="%s: not writable here (%s); in a container the host "
+                                    "kernel owns it" % (key, path))
+        else:
+            try:
+                write_sysctl(root, key, wanted)
+                entry.update(status="changed", after=wanted)
+            except SysctlWriteError as exc:
+                entry.update(status="skipped" if exc.kind in SKIP_KINDS else "failed",
+                             reason=str(exc), after=read_sysctl(root, key))
+        results.append(entry)
+    return results
 
 
 def render_conf(values, header=None):

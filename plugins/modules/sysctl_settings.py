@@ -1,0 +1,281 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: sysctl_settings
+short_description: Set many sysctls now and persist them in one sysctl.d file we own
+version_added: "0.1.0"
+description:
+  - Writes every key of O(values) to C(/proc/sys) under O(root) and reads each one back, in
+    one call (no per-key task loop).
+  - Persists them in O(path), a file this module owns whole (it holds exactly O(values) and
+    nothing else), written atomically (temporary file in the same folder, then rename).
+  - A key the kernel or container does not let it set (the key does not exist, or
+    C(/proc/sys) is read-only as in an LXC container) is reported in RV(skipped) with the
+    reason and is not a failure. A key that does not read back the wanted value on a
+    writable kernel, or a value the kernel refuses, is a failure; every other key is still
+    set and reported.
+  - With O(state=absent) the file is removed; live values are left as they are (restore
+    them with M(gpuhost.tuning.tuning_snapshot)).
+author:
+  - gpuhost.tuning developers
+options:
+  values:
+    description:
+      - Wanted values, key (dotted, as C(sysctl) prints it) to value. Multi-field values
+        (C(net.ipv4.tcp_rmem)) are compared with whitespace collapsed.
+      - Required with O(state=present).
+    type: dict
+  at_least:
+    description:
+      - Keys where a current value larger than the wanted one counts as right and is kept
+        (live and in the file), such as buffer ceilings (C(net.core.rmem_max)).
+    type: list
+    elements: str
+    default: []
+  path:
+    description: The sysctl.d file owned by this module (host path, resolved under O(root)).
+    type: path
+    default: /etc/sysctl.d/99-gpuhost-tuning.conf
+  apply:
+    description: Also set the values now (otherwise only the file is written).
+    type: bool
+    default: true
+  state:
+    description: C(present) writes the file and applies the values; C(absent) removes the file.
+    type: str
+    choices: [present, absent]
+    default: present
+  root:
+    description: Host root the paths are resolved under (C(/) on a live host, a tree in tests).
+    type: path
+    default: /
+notes:
+  - Check mode reports what would change (file and values) and writes nothing; a key that
+    is not writable here is reported as skipped in check mode too.
+  - Needs root (C(become)) on a live host; without it every write is a failure, not a skip.
+seealso:
+  - module: gpuhost.tuning.tuning_snapshot
+  - module: gpuhost.tuning.host_audit
+"""
+
+EXAMPLES = r"""
+- name: Apply and persist the GPU host sysctls
+  gpuhost.tuning.sysctl_settings:
+    values:
+      kernel.numa_balancing: "0"
+      net.core.rmem_max: "16777216"
+      vm.swappiness: "10"
+    at_least: [net.core.rmem_max]
+
+- name: Remove the persisted file (revert)
+  gpuhost.tuning.sysctl_settings:
+    state: absent
+"""
+
+RETURN = r"""
+path:
+  description: The sysctl.d file, as a host path.
+  returned: always
+  type: str
+  sample: /etc/sysctl.d/99-gpuhost-tuning.conf
+file_changed:
+  description: Whether the file was (or in check mode would be) written or removed.
+  returned: always
+  type: bool
+values:
+  description: One entry per key of O(values), in order.
+  returned: when O(state=present)
+  type: list
+  elements: dict
+  contains:
+    key:
+      description: The sysctl key.
+      type: str
+    before:
+      description: Value before this run (whitespace collapsed); null when the key does not exist.
+      type: str
+    wanted:
+      description: The value wanted (the current one when O(at_least) keeps a larger value).
+      type: str
+    after:
+      description: Value read back after this run (the planned value in check mode).
+      type: str
+    status:
+      description: C(ok), C(changed), C(skipped) or C(failed).
+      type: str
+    reason:
+      description: Why a key was skipped or failed.
+      type: str
+      returned: when status is skipped or failed
+  sample: [{"key": "kernel.numa_balancing", "before": "1", "wanted": "0", "after": "0",
+            "status": "changed"}]
+changed_keys:
+  description: Keys written now (or in check mode, that would be).
+  returned: always
+  type: list
+  elements: str
+skipped:
+  description: Keys this kernel or container does not let us set, each C({key, reason}).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - key: kernel.numa_balancing
+      reason: "kernel.numa_balancing: not writable here (Read-only file system); in a
+        container the host kernel owns it"
+failed_keys:
+  description: Keys whose write failed or did not read back the wanted value.
+  returned: always
+  type: list
+  elements: str
+"""
+
+# Imports follow the documentation blocks (Ansible module layout), hence E402.
+import os  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
+    atomic_write,
+    host_path,
+    read_bytes,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.sysctl import (  # noqa: E402
+    apply_values,
+    at_least_value,
+    key_path,
+    normalize,
+    read_sysctl,
+    render_conf,
+)
+
+HEADER = ("Managed by gpuhost.tuning (sysctl_settings, role tune): the whole file is "
+          "rewritten on every run.\nChange gpuhost_sysctl instead of editing here; "
+          "ansible-playbook gpuhost.tuning.revert removes it.")
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            values=dict(type="dict"),
+            at_least=dict(type="list", elements="str", default=[]),
+            path=dict(type="path", default="/etc/sysctl.d/99-gpuhost-tuning.conf"),
+            apply=dict(type="bool", default=True),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            root=dict(type="path", default="/"),
+        ),
+        required_if=[("state", "present", ("values",))],
+        supports_check_mode=True,
+    )
+
+
+def validate(values):
+    """Keys and values checked before anything is written; ValueError names every bad one."""
+    bad = []
+    clean = {}
+    for key, value in values.items():
+        try:
+            key_path("/", key)
+        except ValueError as exc:
+            bad.append(str(exc))
+            continue
+        if value is None or isinstance(value, (dict, list)) or normalize(value) == "":
+            bad.append("%s: value %r is not a sysctl value (use a string like \"0\")"
+                       % (key, value))
+            continue
+        if isinstance(value, bool):
+            value = int(value)
+        clean[key] = normalize(value)
+    if bad:
+        raise ValueError("invalid sysctl values, nothing written: %s" % "; ".join(bad))
+    return clean
+
+
+def file_values(root, values, at_least):
+    """What the file should hold: wanted values, a larger current one kept for at_least keys."""
+    out = {}
+    for key in sorted(values):
+        value = values[key]
+        if key in at_least:
+            value = at_least_value(read_sysctl(root, key), value)
+        out[key] = value
+    return out
+
+
+def run(module):
+    p = module.params
+    root = p["root"]
+    path = host_path(root, p["path"])
+    old = read_bytes(path)
+    old_text = None if old is None else old.decode("utf-8", "replace")
+    result = dict(changed=False, path=p["path"], file_changed=False, changed_keys=[],
+                  skipped=[], failed_keys=[])
+    diffs = []
+    if p["state"] == "absent":
+        if old is not None:
+            result["file_changed"] = result["changed"] = True
+            diffs.append(dict(before_header=p["path"], after_header=p["path"],
+                              before=old_text, after=""))
+            if not module.check_mode:
+                os.unlink(path)
+        result["diff"] = diffs
+        return result
+    values = validate(p["values"])
+    at_least = set(p["at_least"])
+    content = render_conf(file_values(root, values, at_least), header=HEADER)
+    if old_text != content:
+        result["file_changed"] = True
+        diffs.append(dict(before_header=p["path"] if old is not None else "/dev/null",
+                          after_header=p["path"], before=old_text or "", after=content))
+        if not module.check_mode:
+            folder = os.path.dirname(path)
+            if not os.path.isdir(folder):
+                os.makedirs(folder, 0o755)
+            atomic_write(path, content, mode=0o644, preserve=False)
+    entries = []
+    if p["apply"]:
+        entries = apply_values(root, values, at_least=at_least, check_mode=module.check_mode)
+    result["values"] = entries
+    result["changed_keys"] = [e["key"] for e in entries if e["status"] == "changed"]
+    result["skipped"] = [dict(key=e["key"], reason=e["reason"]) for e in entries
+                         if e["status"] == "skipped"]
+    result["failed_keys"] = [e["key"] for e in entries if e["status"] == "failed"]
+    changed_values = [e for e in entries if e["status"] == "changed"]
+    if changed_values:
+        diffs.append(dict(
+            before_header="sysctl (live)", after_header="sysctl (live)",
+            before="".join("%s = %s\n" % (e["key"], e["before"]) for e in changed_values),
+            after="".join("%s = %s\n" % (e["key"], e["after"]) for e in changed_values)))
+    result["changed"] = bool(result["file_changed"] or changed_values)
+    result["diff"] = diffs
+    return result
+
+
+def main():
+    module = build_module()
+    try:
+        result = run(module)
+    except (ValueError, OSError) as exc:
+        module.fail_json(msg=str(exc))
+    if not module._diff:
+        result.pop("diff", None)
+    for item in result["skipped"]:
+        module.warn("sysctl skipped: %s" % item["reason"])
+    if result["failed_keys"]:
+        reasons = [e["reason"] for e in result["values"] if e["status"] == "failed"]
+        result["msg"] = ("sysctl values not set on %d of %d keys: %s. %s" % (
+            len(result["failed_keys"]), len(result["values"]), ", ".join(result["failed_keys"]),
+            " ".join(reasons)))
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
