@@ -1,0 +1,163 @@
+"""Report rendering and the three audit modules, run as Ansible runs them."""
+
+import base64
+import io
+import json
+import os
+import re
+import tarfile
+
+import pytest
+from fixtures import hosts
+from modrun import run_module
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, report
+from ansible_collections.gpuhost.tuning.plugins.modules import (
+    audit_report,
+    host_audit,
+    host_capture,
+)
+
+
+WANTED = hosts.common_wanted()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    audits = {}
+    for name, build in (("pve-gpu01", hosts.seed_host), ("pve-gpu02", hosts.tuned_host),
+                        ("h200-vm", hosts.vm_host)):
+        root = tmp_path_factory.mktemp(name)
+        build(root)
+        audits[name] = audit.audit(str(root), dict(WANTED, host=name))
+    return audits
+
+
+def test_host_document_schema(fleet):
+    doc = report.host_document("pve-gpu01", fleet["pve-gpu01"])
+    assert doc["schema"] == 1 and doc["host"] == "pve-gpu01"
+    assert set(doc) >= {"schema", "host", "collected_at", "facts", "findings"}
+    assert set(doc["facts"]) >= {"kernel", "cpu", "sysctl", "gpus", "nvidia", "char_devices",
+                                 "dkms", "lxc"}
+    assert "findings" not in doc["facts"]
+    assert json.loads(report.render_json(doc)) == doc
+
+
+def test_markdown_counts_and_every_finding(fleet):
+    docs = [report.host_document(h, a) for h, a in fleet.items()]
+    text = report.render_markdown(docs, "2025-06-01 10:00:00Z")
+    lines = text.splitlines()
+    # hosts worst first with their severity counts
+    rows = [ln for ln in lines if ln.startswith("| pve-") or ln.startswith("| h200")]
+    assert rows[0].startswith("| pve-gpu01 | critical | 1 | 21 |")
+    finding_rows = [ln for ln in lines if ln.count("|") >= 9 and "`" in ln]
+    assert len(finding_rows) == sum(len(a["findings"]) for a in fleet.values())
+    assert "| pve-gpu02 | info | 0 | 0 | 0 | 0 | 1 |" in text
+
+
+def test_markdown_escapes_pipes():
+    item = {"id": "pcie_link_degraded", "severity": "high", "subject": "0000:01:00.0",
+            "current": "x8 of x16", "expected": "x16",
+            "remedy": "lspci -vv -s 0000:01:00.0 | grep -E 'LnkCap|LnkSta'",
+            "reboot_required": False}
+    doc = report.host_document("h", {"findings": [item], "checks": {}})
+    text = report.render_markdown([doc])
+    row = [ln for ln in text.splitlines() if "pcie_link_degraded" in ln][0]
+    assert "\\| grep -E 'LnkCap\\|LnkSta'" in row
+    assert len(re.findall(r"(?<!\\)\|", row)) == 9  # 8 columns, nothing split
+
+
+def test_html_is_self_contained_with_a_matrix_row_per_host(fleet):
+    docs = [report.host_document(h, a) for h, a in fleet.items()]
+    page = report.render_html(docs, "now")
+    assert "<script" not in page.lower()
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
+    assert "<style>" in page
+    matrix = page.split('<table class="matrix">')[1].split("</table>")[0]
+    rows = re.findall(r'<td class="host"><a href="#host-([^"]+)">', matrix)
+    assert rows == ["pve-gpu01", "h200-vm", "pve-gpu02"]  # worst first
+    for host in fleet:
+        assert 'id="host-%s"' % host in page
+    # the seed's 8 GPUs and its root ports are in its GPU table, MRRS 512 marked bad
+    assert page.count('<span class="bad">512</span>') == 16
+    assert 'class="s-critical"' in matrix
+
+
+def test_html_escapes_text():
+    item = {"id": "sysctl", "severity": "low", "subject": "<b>x</b>", "current": "a&b",
+            "expected": "\"q\"", "remedy": "echo <script>", "reboot_required": False}
+    page = report.render_html([report.host_document("<host>", {"findings": [item]})])
+    assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
+    assert "echo <script>" not in page
+
+
+def test_report_files_names(fleet):
+    files = report.report_files(fleet, "now")
+    assert set(files) == {"pve-gpu01.json", "pve-gpu02.json", "h200-vm.json", "summary.md",
+                          "index.html"}
+    assert report.safe_name("../evil/host") == "_evil_host"
+
+
+# --- modules
+
+
+def test_host_audit_module(tmp_path):
+    hosts.seed_host(tmp_path)
+    args = dict((k, v) for k, v in WANTED.items())
+    args["root"] = str(tmp_path)
+    result = run_module(host_audit, args, check_mode=True)
+    assert result["changed"] is False and "failed" not in result
+    assert result["worst"] == "critical"
+    assert result["counts"]["high"] == len([f for f in result["audit"]["findings"]
+                                            if f["severity"] == "high"])
+    assert result["headline"].startswith("worst critical")
+    assert "files_read" not in result
+    recorded = run_module(host_audit, dict(args, record_files=True))
+    assert recorded["files_read"]["/proc/sys/kernel/numa_balancing"] == "read"
+    assert recorded["files_read"]["/var/lib/dkms"] == "list"
+
+
+def test_audit_report_module_writes_once(tmp_path, fleet):
+    dest = tmp_path / "reports"
+    args = {"audits": fleet, "dest": str(dest), "generated_at": "fixed"}
+    first = run_module(audit_report, args)
+    assert first["changed"] is True and "failed" not in first
+    assert sorted(os.listdir(dest)) == ["h200-vm.json", "index.html", "pve-gpu01.json",
+                                        "pve-gpu02.json", "summary.md"]
+    doc = json.loads((dest / "pve-gpu01.json").read_text())
+    assert doc["schema"] == 1 and doc["findings"][0]["id"] == "dkms_missing_for_kernel"
+    again = run_module(audit_report, args)
+    assert again["changed"] is False and again["written"] == []
+    assert first["summary"]["pve-gpu01"]["worst"] == "critical"
+
+
+def test_audit_report_check_mode_writes_nothing(tmp_path, fleet):
+    dest = tmp_path / "reports"
+    result = run_module(audit_report, {"audits": fleet, "dest": str(dest)}, check_mode=True)
+    assert result["changed"] is True and not dest.exists()
+
+
+def test_audit_report_rejects_missing_audit(tmp_path):
+    result = run_module(audit_report, {"audits": {"gpu9": {"msg": "unreachable"}},
+                                       "dest": str(tmp_path)})
+    assert result["failed"] is True and "gpu9" in result["msg"]
+
+
+def test_host_capture_module_collect_and_write(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    hosts.vm_host(src)
+    collected = run_module(host_capture, {"root": str(src), "sysctl": WANTED["sysctl"]})
+    assert "failed" not in collected and collected["files"] > 20
+    data = base64.b64decode(collected["archive"])
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        names = tar.getnames()
+    assert ".gpuhost-capture.json" in names
+    assert "sys/bus/pci/devices/0000:00:10.0" in names
+    dest = tmp_path / "out" / "vm-capture.tar.gz"
+    written = run_module(host_capture, {"archive": collected["archive"], "dest": str(dest)})
+    assert written["changed"] is True and dest.read_bytes() == data
+    again = run_module(host_capture, {"archive": collected["archive"], "dest": str(dest)})
+    assert again["changed"] is False
+    bad = run_module(host_capture, {"archive": "not base64!", "dest": str(dest)})
+    assert bad["failed"] is True
