@@ -15,6 +15,7 @@ export PATH := $(BIN):$(PATH)
 UNIT_PKGS := pciutils
 INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium
 MOLECULE_PKGS := podman runc mmdebstrap
+LAB_PKGS := qemu-system-x86 qemu-utils ovmf mtools dosfstools mmdebstrap e2fsprogs fdisk openssh-client
 
 .PHONY: help setup venv collection audit test unit integration molecule lint build clean
 
@@ -62,3 +63,9 @@ build: venv
 
 clean:
 	rm -rf build collections tests/output .pytest_cache
+
+# VM lab (issue 7): a real reboot into a new kernel under QEMU/TCG; see lab/README.md.
+.PHONY: lab
+lab: setup
+	@scripts/apt-ensure.sh $(LAB_PKGS)
+	lab/run.sh
