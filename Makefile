@@ -15,6 +15,8 @@ export PATH := $(BIN):$(PATH)
 UNIT_PKGS := pciutils
 INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium
 MOLECULE_PKGS := podman runc mmdebstrap
+# The fleet benchmark (make bench; not part of make test): sshd per namespace, ip netns.
+BENCH_PKGS := openssh-server openssh-client iproute2
 LAB_PKGS := qemu-system-x86 qemu-utils ovmf mtools dosfstools mmdebstrap e2fsprogs fdisk openssh-client
 
 .PHONY: help setup venv collection audit test unit integration molecule lint build clean
@@ -54,6 +56,14 @@ integration: setup
 molecule: setup
 	@scripts/apt-ensure.sh $(MOLECULE_PKGS)
 	@if [ -d molecule ] && ls molecule/*/molecule.yml >/dev/null 2>&1; then scripts/molecule.sh; else echo "no molecule scenarios yet"; fi
+
+# Fleet benchmark: N namespace hosts with sshd on this machine; bench/RESULTS.md, results.json,
+# wall_time.png. Not part of make test. BENCH_SIZES="1 8 32" BENCH_FORKS=8 BENCH_REPEAT=3.
+.PHONY: bench
+bench: setup
+	@scripts/apt-ensure.sh $(BENCH_PKGS)
+	@$(BIN)/pip install -q --disable-pip-version-check -r bench/requirements.txt
+	bench/run.sh
 
 lint: venv
 	$(BIN)/ruff check plugins tests

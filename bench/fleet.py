@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, gpuhost.tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Host trees and inventory for the benchmark fleet (called by bench/run.sh).
+
+  fleet.py trees RUN N        seed host tree built once (tests/fixtures/hosts.py seed_host)
+                              into RUN/seed, then copied fresh to RUN/hosts/hNNN/root, 1..N
+  fleet.py inventory RUN N    RUN/inventory-N.ini: hNNN at its namespace address, root login
+                              with the run's client key, /usr/bin/python3, gpuhost_root
+"""
+
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+
+from fixtures.hosts import seed_host  # noqa: E402
+
+SUBNET = os.environ.get("BENCH_SUBNET", "10.250.0")
+
+
+def host_name(index):
+    return "h%03d" % index
+
+
+def host_address(index):
+    """Host i (1-based) at SUBNET.(i+1); SUBNET.1 is the controller's bridge."""
+    return "%s.%d" % (SUBNET, index + 1)
+
+
+def trees(run, count):
+    seed = os.path.join(run, "seed")
+    if not os.path.isdir(seed):
+        seed_host(seed)
+    for index in range(1, count + 1):
+        host_dir = os.path.join(run, "hosts", host_name(index))
+        root = os.path.join(host_dir, "root")
+        os.makedirs(host_dir, exist_ok=True)
+        if os.path.lexists(root):
+            subprocess.run(["rm", "-rf", root], check=True)
+        subprocess.run(["cp", "-a", seed, root], check=True)
+
+
+def inventory(run, count):
+    ssh = os.path.join(run, "ssh")
+    lines = ["[bench]"]
+    for index in range(1, count + 1):
+        name = host_name(index)
+        lines.append("%s ansible_host=%s gpuhost_root=%s" % (
+            name, host_address(index), os.path.join(run, "hosts", name, "root")))
+    common = ("-F /dev/null -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes "
+              "-o UserKnownHostsFile=%s" % os.path.join(ssh, "known_hosts"))
+    lines += [
+        "",
+        "[bench:vars]",
+        "ansible_user=root",
+        "ansible_port=22",
+        "ansible_python_interpreter=/usr/bin/python3",
+        "ansible_ssh_private_key_file=%s" % os.path.join(ssh, "client_ed25519"),
+        "ansible_ssh_common_args='%s'" % common,
+        "",
+    ]
+    path = os.path.join(run, "inventory-%d.ini" % count)
+    with open(path, "w") as handle:
+        handle.write("\n".join(lines))
+    print(path)
+
+
+def main(argv):
+    if len(argv) != 4 or argv[1] not in ("trees", "inventory"):
+        sys.exit(__doc__)
+    run, count = os.path.abspath(argv[2]), int(argv[3])
+    (trees if argv[1] == "trees" else inventory)(run, count)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

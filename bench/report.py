@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, gpuhost.tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Summarise bench/out/measurements.jsonl (+ the bench_stats files) into bench/results.json,
+bench/RESULTS.md and bench/wall_time.png. Called at the end of bench/run.sh; can be re-run on
+an existing bench/out: `python bench/report.py --out bench/out --sizes "1 8 32" --forks 8`.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+LABELS = [
+    ("ping", "floor: ansible all -m ansible.builtin.ping"),
+    ("audit", "audit (gpuhost.tuning.audit)"),
+    ("tune_first", "tune, first run (gpuhost.tuning.tune)"),
+    ("tune_again", "tune again, nothing to change"),
+    ("audit_check", "audit --check"),
+]
+TARGETS = {"audit": 1.5, "tune_again": 2.5}  # at most this many times the floor, per host
+
+
+def machine():
+    def cmd(args):
+        try:
+            out = subprocess.run(args, capture_output=True, text=True, check=False)
+            return (out.stdout + out.stderr).strip().splitlines()[0]
+        except (OSError, IndexError):
+            return "unknown"
+
+    model = "unknown"
+    with open("/proc/cpuinfo") as handle:
+        for line in handle:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as handle:
+        mem_kib = int(handle.readline().split()[1])
+    try:
+        from ansible.release import __version__ as ansible_core
+    except ImportError:
+        ansible_core = "unknown"
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
+        "cpu_model": model,
+        "ram_gib": round(mem_kib / 1024.0 / 1024.0, 1),
+        "kernel": platform.release(),
+        "os": cmd(["sh", "-c", ". /etc/os-release && echo $PRETTY_NAME"]),
+        "controller_python": platform.python_version(),
+        "hosts_python": cmd(["/usr/bin/python3", "--version"]),
+        "ansible_core": ansible_core,
+        "openssh": cmd(["ssh", "-V"]),
+    }
+
+
+def load_stats(out, ident):
+    path = os.path.join(out, ident + ".stats.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def summarise(out, records):
+    """One entry per (n, label): medians over the repeats, task counts from the stats."""
+    groups = {}
+    for rec in records:
+        groups.setdefault((rec["n"], rec["label"]), []).append(rec)
+    rows = {}
+    for (n, label), recs in sorted(groups.items()):
+        walls = sorted(r["seconds"] for r in recs)
+        median_rec = min(recs, key=lambda r: abs(r["seconds"] - statistics.median(walls)))
+        stats = load_stats(out, median_rec["log"])
+        tasks_per_host = changed = items = None
+        top = []
+        if stats and stats["hosts"]:
+            per_host = [c["ok"] + c["failed"] + c["skipped"] + c["unreachable"]
+                        for c in stats["hosts"].values()]
+            tasks_per_host = round(statistics.mean(per_host), 2)
+            items = round(statistics.mean(c["items"] for c in stats["hosts"].values()), 2)
+            changed = sum(c["changed"] for c in stats["hosts"].values())
+            top = sorted(stats["tasks"], key=lambda t: -t["seconds"])[:5]
+            top = [{"task": t["name"], "seconds": t["seconds"]} for t in top]
+        rows[(n, label)] = {
+            "n": n, "label": label, "repeats": len(recs),
+            "wall_s": round(statistics.median(walls), 3),
+            "wall_min_s": walls[0], "wall_max_s": walls[-1],
+            "per_host_s": round(statistics.median(walls) / n, 4),
+            "controller_cpu_s": round(statistics.median(r["controller_cpu"] for r in recs), 3),
+            "hosts_cpu_s": round(statistics.median(r["hosts_cpu"] for r in recs), 3),
+            "load_before": round(statistics.median(r["load_before"] for r in recs), 2),
+            "failed_runs": sum(1 for r in recs if r["rc"] != 0),
+            "tasks_per_host": tasks_per_host,
+            "loop_items_per_host": items,
+            "changed_total": changed,
+            "slowest_tasks": top,
+        }
+    for (n, _label), row in rows.items():
+        floor = rows.get((n, "ping"))
+        if floor:
+            row["ratio_to_floor"] = round(row["wall_s"] / floor["wall_s"], 2)
+            cpu = row["controller_cpu_s"] + row["hosts_cpu_s"]
+            floor_cpu = floor["controller_cpu_s"] + floor["hosts_cpu_s"]
+            row["cpu_ratio_to_floor"] = round(cpu / floor_cpu, 2) if floor_cpu else None
+    return rows
+
+
+def marginal(rows, sizes):
+    """Cost of one more host between consecutive N: (wall(N2) - wall(N1)) / (N2 - N1)."""
+    result = {}
+    for label, _ in LABELS:
+        points = [(n, rows[(n, label)]["wall_s"]) for n in sizes if (n, label) in rows]
+        steps = []
+        for (n1, w1), (n2, w2) in zip(points, points[1:], strict=False):
+            steps.append({"from": n1, "to": n2, "per_host_s": round((w2 - w1) / (n2 - n1), 4)})
+        if len(points) >= 2:
+            xs = [p[0] for p in points]
+            ys = [p[1] for p in points]
+            mx, my = statistics.mean(xs), statistics.mean(ys)
+            sxx = sum((x - mx) ** 2 for x in xs)
+            slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+            intercept = my - slope * mx
+            ss_tot = sum((y - my) ** 2 for y in ys)
+            ss_res = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
+            fit = {"fixed_s": round(intercept, 3), "per_host_s": round(slope, 4),
+                   "r2": round(1 - ss_res / ss_tot, 4) if ss_tot else 1.0}
+            result[label] = {"steps": steps, "linear_fit": fit}
+    return result
+
+
+def verdicts(rows, margins, sizes):
+    out = []
+    big = max(sizes)
+    for label, limit in TARGETS.items():
+        row = rows.get((big, label))
+        if not row or "ratio_to_floor" not in row:
+            out.append({"target": "%s <= %.1fx floor per host" % (label, limit),
+                        "met": None, "why": "not measured"})
+            continue
+        m_label = margins.get(label, {}).get("linear_fit", {}).get("per_host_s")
+        m_floor = margins.get("ping", {}).get("linear_fit", {}).get("per_host_s")
+        m_ratio = round(m_label / m_floor, 2) if m_label and m_floor else None
+        out.append({
+            "target": "%s <= %.1fx floor per host" % (label, limit),
+            "at_n": big, "ratio": row["ratio_to_floor"], "marginal_ratio": m_ratio,
+            "met": row["ratio_to_floor"] <= limit,
+        })
+    return out
+
+
+def markdown(info, rows, margins, checks, sizes, forks):
+    lines = [
+        "# Fleet benchmark results",
+        "",
+        "Produced by `make bench` (bench/run.sh); do not edit by hand.",
+        "",
+        "Machine: %(cores)s cores (%(cpu_model)s), %(ram_gib)s GiB RAM, %(os)s, kernel "
+        "%(kernel)s; controller Python %(controller_python)s, hosts %(hosts_python)s, "
+        "ansible-core %(ansible_core)s, %(openssh)s. Date: %(date)s." % info,
+        "",
+        "Fleet: every host is a network namespace with its own sshd and its own seed host tree "
+        "(tests/fixtures/hosts.py `seed_host`), all on this one machine: the hosts' module "
+        "runs and the controller share its %s cores. forks=%d, pipelining on, ControlPersist "
+        "60s, gather_facts false, `ansible_python_interpreter=/usr/bin/python3`. Each run "
+        "starts cold (fresh ssh control sockets). Wall time is the median of the repeats; "
+        "CPU is the controller's (ansible and its children) plus the hosts' (everything the "
+        "sshd's ran), so it does not depend on other load on the machine." % (
+            info["cores"], forks),
+        "",
+        "| N | run | wall s | per host s | x floor | CPU s (ctl + hosts) | x floor CPU "
+        "| tasks/host | changed | load |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in sizes:
+        for label, _ in LABELS:
+            row = rows.get((n, label))
+            if not row:
+                continue
+            lines.append("| %d | %s%s | %.2f | %.3f | %s | %.1f + %.1f | %s | %s | %s | %.1f |" % (
+                n, label, " (FAILED %d)" % row["failed_runs"] if row["failed_runs"] else "",
+                row["wall_s"], row["per_host_s"], row.get("ratio_to_floor", "-"),
+                row["controller_cpu_s"], row["hosts_cpu_s"],
+                row.get("cpu_ratio_to_floor", "-"),
+                row["tasks_per_host"] if row["tasks_per_host"] is not None else "-",
+                row["changed_total"] if row["changed_total"] is not None else "-",
+                row["load_before"]))
+    lines += ["", "Runs: " + "; ".join("`%s` = %s" % item for item in LABELS), ""]
+    lines += ["## Growth with N (least-squares fit of wall time = fixed + per host x N)", "",
+              "| run | fixed s | per host s | x floor per host | R^2 | per host between sizes |",
+              "|---|---:|---:|---:|---:|---|"]
+    floor_slope = margins.get("ping", {}).get("linear_fit", {}).get("per_host_s")
+    for label, _ in LABELS:
+        if label not in margins:
+            continue
+        fit = margins[label]["linear_fit"]
+        ratio = ("%.2f" % (fit["per_host_s"] / floor_slope)) if floor_slope else "-"
+        steps = ", ".join("%d->%d: %.3f" % (s["from"], s["to"], s["per_host_s"])
+                          for s in margins[label]["steps"])
+        lines.append("| %s | %.2f | %.3f | %s | %.3f | %s |" % (
+            label, fit["fixed_s"], fit["per_host_s"], ratio, fit["r2"], steps))
+    lines += ["", "## Targets", ""]
+    for check in checks:
+        if check["met"] is None:
+            lines.append("- %s: not measured" % check["target"])
+        else:
+            lines.append("- %s: %s at N=%d (%.2fx wall; %sx marginal per host)" % (
+                check["target"], "met" if check["met"] else "MISSED", check["at_n"],
+                check["ratio"], check["marginal_ratio"]))
+    big = max(sizes)
+    lines += ["", "## Slowest tasks at N=%d (seconds from task start to last host result)" % big,
+              ""]
+    for label, _ in LABELS:
+        row = rows.get((big, label))
+        if row and row["slowest_tasks"]:
+            lines.append("- %s: " % label + "; ".join(
+                "%s %.2f" % (t["task"], t["seconds"]) for t in row["slowest_tasks"]))
+    lines.append("")
+    return "\n".join(lines)
+
+
+def plot(rows, sizes, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for label, _title in LABELS:
+        pts = [(n, rows[(n, label)]) for n in sizes if (n, label) in rows]
+        if not pts:
+            continue
+        ax1.plot([p[0] for p in pts], [p[1]["wall_s"] for p in pts], marker="o", label=label)
+        ax2.plot([p[0] for p in pts],
+                 [p[1]["controller_cpu_s"] + p[1]["hosts_cpu_s"] for p in pts],
+                 marker="o", label=label)
+    ax1.set_title("Wall time against fleet size")
+    ax2.set_title("CPU time (controller + hosts)")
+    for ax in (ax1, ax2):
+        ax.set_xlabel("hosts (N)")
+        ax.set_ylabel("seconds")
+        ax.set_xticks(sizes)
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=os.path.join(HERE, "out"))
+    parser.add_argument("--sizes", default="1 8 32")
+    parser.add_argument("--forks", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dest", default=HERE)
+    args = parser.parse_args()
+    with open(os.path.join(args.out, "measurements.jsonl")) as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    measured = sorted({r["n"] for r in records})
+    sizes = [n for n in (int(s) for s in args.sizes.split()) if n in measured]
+    info = machine()
+    rows = summarise(args.out, records)
+    margins = marginal(rows, sizes)
+    checks = verdicts(rows, margins, sizes)
+    result = {
+        "machine": info, "forks": args.forks, "sizes": sizes, "repeat": args.repeat,
+        "settings": {"pipelining": True, "ssh_args": "-C -o ControlMaster=auto "
+                     "-o ControlPersist=60s", "gather_facts": False,
+                     "ansible_python_interpreter": "/usr/bin/python3", "cold_start": True},
+        "runs": [rows[key] for key in sorted(rows, key=lambda k: (k[0], [
+            lbl for lbl, _ in LABELS].index(k[1])))],
+        "growth": margins, "targets": checks, "raw": records,
+    }
+    with open(os.path.join(args.dest, "results.json"), "w") as handle:
+        json.dump(result, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    with open(os.path.join(args.dest, "RESULTS.md"), "w") as handle:
+        handle.write(markdown(info, rows, margins, checks, sizes, args.forks))
+    plot(rows, sizes, os.path.join(args.dest, "wall_time.png"))
+    sys.stdout.write(markdown(info, rows, margins, checks, sizes, args.forks))
+
+
+if __name__ == "__main__":
+    main()

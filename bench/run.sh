@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Fleet benchmark (make bench): N simulated GPU hosts on this machine, each a network namespace
+# running its own sshd on its own address with its own seed host tree as gpuhost_root; the
+# controller runs in a namespace of its own, so this machine's interfaces, addresses and routes
+# are never touched. For each N: wall time of the ping floor, audit, tune (first run and again),
+# audit --check. Results: bench/results.json, bench/RESULTS.md, bench/wall_time.png; logs and
+# per-run stats in bench/out/. Everything (sshd, namespaces, trees, keys) is removed on exit,
+# failure and Ctrl-C included.
+#
+# Settings (environment): BENCH_SIZES="1 8 32" BENCH_FORKS=8 BENCH_REPEAT=3
+#   BENCH_SUBNET=10.250.0 (a /24 that exists only inside the benchmark's namespaces)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(dirname "$HERE")
+SIZES=${BENCH_SIZES:-"1 8 32"}
+FORKS=${BENCH_FORKS:-8}
+REPEAT=${BENCH_REPEAT:-3}
+export BENCH_SUBNET=${BENCH_SUBNET:-10.250.0}
+PY=$REPO/.venv/bin/python
+OUT=$HERE/out
+TAG=gpb$$                     # namespace names: $TAG-ctl (controller), $TAG-hNNN (hosts)
+CTL=$TAG-ctl
+RUN=""
+MADE_RUN_SSHD=0
+
+log() { printf '%s bench: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+teardown() {
+  local rc=$? pid ns
+  trap - EXIT INT TERM
+  set +e
+  if [ -n "$RUN" ]; then
+    for pidfile in "$RUN"/hosts/*/sshd.pid; do
+      [ -f "$pidfile" ] && pid=$(cat "$pidfile") && kill "$pid" 2>/dev/null
+    done
+  fi
+  # Anything still running inside our namespaces was started by this run (ssh control
+  # masters, sshd session processes): end it by pid, then delete the namespaces.
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$TAG-"); do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null; done
+  done
+  sleep 0.3
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$TAG-"); do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+    ip netns del "$ns"
+  done
+  [ -n "$RUN" ] && rm -rf "$RUN"
+  [ "$MADE_RUN_SSHD" = 1 ] && rmdir /run/sshd 2>/dev/null
+  log "torn down (namespaces $TAG-*, sshd, trees, keys)"
+  exit "$rc"
+}
+trap teardown EXIT
+trap 'exit 130' INT TERM
+
+[ "$(id -u)" = 0 ] || { echo "bench: needs root (network namespaces, sshd)" >&2; exit 1; }
+[ -x /usr/sbin/sshd ] || { echo "bench: /usr/sbin/sshd missing: make bench installs openssh-server" >&2; exit 1; }
+max=0; for n in $SIZES; do [ "$n" -gt "$max" ] && max=$n; done
+[ "$max" -le 200 ] || { echo "bench: at most 200 hosts in one /24" >&2; exit 1; }
+
+# Trees on tmpfs: the seed tree is ~9,500 small files, and a disk-backed /tmp made copying
+# it 10x slower than the runs being measured.
+RUN=$(mktemp -d /dev/shm/gpuhost-bench.XXXXXX)
+rm -rf "$OUT"; mkdir -p "$OUT" "$RUN/ssh" "$RUN/hosts" "$RUN/cp" "$RUN/reports"
+if [ ! -d /run/sshd ]; then mkdir -m 0755 /run/sshd; MADE_RUN_SSHD=1; fi
+
+log "keys (throwaway host key and client key for this run)"
+ssh-keygen -q -t ed25519 -N '' -C gpuhost-bench-host -f "$RUN/ssh/host_ed25519"
+ssh-keygen -q -t ed25519 -N '' -C gpuhost-bench-client -f "$RUN/ssh/client_ed25519"
+cp "$RUN/ssh/client_ed25519.pub" "$RUN/ssh/authorized_keys"
+echo "$BENCH_SUBNET.* $(cut -d' ' -f1,2 "$RUN/ssh/host_ed25519.pub")" > "$RUN/ssh/known_hosts"
+
+log "network: controller namespace $CTL with bridge at $BENCH_SUBNET.1/24, $max host namespaces"
+ip netns add "$CTL"
+ip -n "$CTL" link set lo up
+ip -n "$CTL" link add br0 type bridge
+ip -n "$CTL" addr add "$BENCH_SUBNET.1/24" dev br0
+ip -n "$CTL" link set br0 up
+for i in $(seq 1 "$max"); do
+  h=$(printf 'h%03d' "$i"); ns=$TAG-$h; addr=$BENCH_SUBNET.$((i + 1)); dir=$RUN/hosts/$h
+  mkdir -p "$dir"
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip -n "$CTL" link add "v$h" type veth peer name eth0 netns "$ns"
+  ip -n "$CTL" link set "v$h" master br0 up
+  ip -n "$ns" addr add "$addr/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  cat > "$dir/sshd_config" <<EOF
+ListenAddress $addr
+Port 22
+HostKey $RUN/ssh/host_ed25519
+PidFile $dir/sshd.pid
+AuthorizedKeysFile $RUN/ssh/authorized_keys
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+UseDNS no
+PrintMotd no
+PrintLastLog no
+MaxSessions 64
+MaxStartups 256
+Subsystem sftp /usr/lib/openssh/sftp-server
+LogLevel ERROR
+EOF
+  /usr/sbin/sshd -t -f "$dir/sshd_config"
+  ip netns exec "$ns" /usr/sbin/sshd -f "$dir/sshd_config" -E "$dir/sshd.log"
+done
+for i in $(seq 1 "$max"); do
+  f=$(printf '%s/hosts/h%03d/sshd.pid' "$RUN" "$i")
+  for _ in $(seq 50); do [ -s "$f" ] && break; sleep 0.1; done
+  [ -s "$f" ] || { echo "bench: sshd for host $i did not start:" >&2; cat "${f%.pid}.log" >&2; exit 1; }
+done
+log "$max sshd running"
+
+# The fast settings (bench/README.md). Everything else from the repository's ansible.cfg.
+export ANSIBLE_CONFIG=$REPO/ansible.cfg
+export ANSIBLE_COLLECTIONS_PATH=$REPO/collections
+export ANSIBLE_FORKS=$FORKS
+export ANSIBLE_PIPELINING=True
+export ANSIBLE_SSH_ARGS="-C -o ControlMaster=auto -o ControlPersist=60s"
+export ANSIBLE_HOST_KEY_CHECKING=True   # the run's known_hosts is checked
+export ANSIBLE_CALLBACK_PLUGINS=$HERE/callback_plugins
+export ANSIBLE_CALLBACKS_ENABLED=bench_stats
+export ANSIBLE_LOAD_CALLBACK_PLUGINS=True
+export ANSIBLE_NOCOLOR=True
+export PATH=$REPO/.venv/bin:$PATH
+INSTALLED=$REPO/collections/ansible_collections/gpuhost/tuning
+[ -d "$INSTALLED" ] || { echo "bench: collection not installed: run make bench (or make collection)" >&2; exit 1; }
+
+# measure N LABEL REP CMD...: one cold run in the controller namespace (bench/measure.py).
+measure() {
+  local n=$1 label=$2 rep=$3; shift 3
+  "$PY" "$HERE/measure.py" --out "$OUT" --run "$RUN" --ctl "$CTL" --n "$n" --label "$label" \
+    --rep "$rep" --forks "$FORKS" --hosts "$n" -- "$@"
+}
+
+have_audit=0; have_tune=0
+[ -f "$INSTALLED/playbooks/audit.yml" ] && have_audit=1
+[ -f "$INSTALLED/playbooks/tune.yml" ] && have_tune=1
+[ $have_audit = 1 ] || log "playbook audit not in the collection yet: measuring the floor only"
+[ $have_tune = 1 ] || log "playbook tune not in the collection yet: skipping tune runs"
+REPORTS=(-e "gpuhost_audit_report_dir=$RUN/reports")
+
+for n in $SIZES; do
+  log "N=$n: fresh seed trees"
+  "$PY" "$HERE/fleet.py" trees "$RUN" "$n"
+  inv=$("$PY" "$HERE/fleet.py" inventory "$RUN" "$n")
+  for r in $(seq "$REPEAT"); do
+    measure "$n" ping "$r" ansible all -i "$inv" -m ansible.builtin.ping
+  done
+  if [ $have_audit = 1 ]; then
+    for r in $(seq "$REPEAT"); do
+      measure "$n" audit "$r" ansible-playbook -i "$inv" gpuhost.tuning.audit "${REPORTS[@]}"
+    done
+  fi
+  if [ $have_tune = 1 ]; then
+    measure "$n" tune_first 1 ansible-playbook -i "$inv" gpuhost.tuning.tune "${REPORTS[@]}"
+    for r in $(seq "$REPEAT"); do
+      measure "$n" tune_again "$r" ansible-playbook -i "$inv" gpuhost.tuning.tune "${REPORTS[@]}"
+    done
+  fi
+  if [ $have_audit = 1 ]; then
+    for r in $(seq "$REPEAT"); do
+      measure "$n" audit_check "$r" ansible-playbook -i "$inv" gpuhost.tuning.audit --check \
+        "${REPORTS[@]}"
+    done
+  fi
+done
+
+"$PY" "$HERE/report.py" --out "$OUT" --sizes "$SIZES" --forks "$FORKS" --repeat "$REPEAT"
