@@ -636,7 +636,9 @@ def _cpufreq_findings(facts, wanted, out):
             "add amd_pstate=active to the kernel command line and reboot: ansible-playbook "
             "%s%s (CPPC must be enabled in the BIOS)" % (PLAYBOOK_REBOOT, _limit(host)),
             reboot_required=True,
-            detail="amd_pstate status: %s" % cpu.get("amd_pstate_status")))
+            detail=("amd_pstate status: %s" % cpu["amd_pstate_status"]
+                    if cpu.get("amd_pstate_status") else
+                    "amd_pstate not active (no /sys/devices/system/cpu/amd_pstate)")))
     elif driver == "acpi-cpufreq" and cpu.get("vendor") == "GenuineIntel":
         out.append(_finding(
             "cpufreq_driver", "medium", "cpufreq", driver, "intel_pstate",

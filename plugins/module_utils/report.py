@@ -127,9 +127,10 @@ table.matrix th{text-align:center;font-size:11.5px;line-height:1.2}
 table.matrix th.host,table.matrix td.host{text-align:left;width:190px}
 table.matrix td{text-align:center;font-weight:600;font-size:12px;padding:6px 3px}
 table.findings{table-layout:fixed}
-table.findings col.sev{width:78px} table.findings col.id{width:190px}
-table.findings col.subj{width:150px} table.findings col.cur{width:200px}
-table.findings col.exp{width:190px} table.findings col.rb{width:58px}
+table.findings col.sev{width:78px} table.findings col.id{width:182px}
+table.findings col.subj{width:178px} table.findings col.cur{width:190px}
+table.findings col.exp{width:180px} table.findings col.rb{width:64px}
+table.findings td{padding:4px 7px}
 table.gpus{table-layout:fixed;font-size:12.5px}
 code,.mono{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12px}
 td.remedy{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:11.5px;
@@ -279,7 +280,7 @@ def _gpu_table(gpus, want_mrrs):
     if not gpus:
         return '<p class="note">No NVIDIA GPU found.</p>'
     out = ['<table class="gpus"><colgroup><col style="width:112px"><col style="width:88px">'
-           '<col style="width:100px"><col style="width:48px"><col style="width:62px">'
+           '<col style="width:100px"><col style="width:58px"><col style="width:62px">'
            '<col style="width:78px"><col style="width:190px"><col></colgroup><thead><tr>'
            '<th>Address</th><th>Device</th><th>Driver</th><th>NUMA</th><th>MRRS</th>'
            '<th>MPS / cap</th><th>Link</th><th>Upstream bridges (MRRS, link)</th></tr></thead>'

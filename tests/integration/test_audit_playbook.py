@@ -1,0 +1,213 @@
+"""The audit and capture playbooks run for real (ansible-playbook, local connection) over
+three host trees: the seed host, the tuned host and an H200 VM; the HTML report opened in
+headless Chromium."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+from conftest import tree_snapshot
+from fixtures import hosts
+
+pytestmark = pytest.mark.integration
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_PY = os.path.join(REPO, ".venv/bin/python")
+PLAYBOOK = os.path.join(REPO, ".venv/bin/ansible-playbook")
+OUTPUT = os.path.join(REPO, "tests/output")
+NAMES = ("seed", "tuned", "vm")
+BUILDERS = {"seed": hosts.seed_host, "tuned": hosts.tuned_host, "vm": hosts.vm_host}
+
+
+def _env():
+    env = dict(os.environ)
+    env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(REPO, "collections")
+    env["ANSIBLE_CONFIG"] = os.path.join(REPO, "ansible.cfg")
+    env["ANSIBLE_NOCOLOR"] = "1"
+    env["ANSIBLE_FORCE_COLOR"] = "0"
+    env.pop("ANSIBLE_STDOUT_CALLBACK", None)
+    return env
+
+
+def _inventory(path, roots):
+    lines = ["[gpuhosts]"]
+    for name, root in roots.items():
+        lines.append("%s gpuhost_root=%s" % (name, root))
+    lines += ["", "[all:vars]", "ansible_connection=local",
+              "ansible_python_interpreter=%s" % VENV_PY]
+    with open(path, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+    return path
+
+
+def run_playbook(name, inventory, *args, cwd=None):
+    cmd = [PLAYBOOK, "-i", inventory, "gpuhost.tuning.%s" % name] + list(args)
+    proc = subprocess.run(cmd, cwd=cwd or REPO, env=_env(), capture_output=True, text=True,
+                          timeout=600)
+    return proc
+
+
+def recap(output):
+    """``{host: {ok, changed, failed, ...}}`` from the PLAY RECAP."""
+    out = {}
+    for line in output.split("PLAY RECAP")[-1].splitlines():
+        match = re.match(r"^(\S+)\s+:\s+(.*)$", line.strip())
+        if match:
+            out[match.group(1)] = dict((k, int(v)) for k, v in
+                                       re.findall(r"(\w+)=(\d+)", match.group(2)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    subprocess.run(["make", "-s", "-C", REPO, "collection"], check=True, env=_env(),
+                   capture_output=True, timeout=300)
+    base = tmp_path_factory.mktemp("fleet")
+    roots = {}
+    for name in NAMES:
+        root = base / name
+        root.mkdir()
+        BUILDERS[name](root)
+        roots[name] = str(root)
+    inventory = _inventory(str(base / "inventory.ini"), roots)
+    return {"base": base, "roots": roots, "inventory": inventory}
+
+
+@pytest.fixture(scope="module")
+def first_run(fleet):
+    before = dict((n, tree_snapshot(r)) for n, r in fleet["roots"].items())
+    reports = fleet["base"] / "reports"
+    proc = run_playbook("audit", fleet["inventory"], "-e",
+                        "gpuhost_audit_report_dir=%s" % reports)
+    return {"proc": proc, "reports": reports, "before": before}
+
+
+def test_audit_writes_reports_for_every_host(fleet, first_run):
+    proc = first_run["proc"]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    reports = first_run["reports"]
+    assert sorted(os.listdir(reports)) == ["index.html", "seed.json", "summary.md",
+                                           "tuned.json", "vm.json"]
+    seed = json.loads((reports / "seed.json").read_text())
+    assert seed["schema"] == 1 and seed["host"] == "seed" and seed["collected_at"]
+    assert seed["findings"][0]["id"] == "dkms_missing_for_kernel"
+    assert len([f for f in seed["findings"] if f["id"] == "pcie_mrrs"]) == 16
+    assert "-l seed" in seed["findings"][1]["remedy"]
+    tuned = json.loads((reports / "tuned.json").read_text())
+    assert not [f for f in tuned["findings"] if f["severity"] in ("critical", "high")]
+    vm = json.loads((reports / "vm.json").read_text())
+    assert vm["facts"]["gpus"][0]["upstream"] == [] and vm["facts"]["errors"] == []
+    summary = (reports / "summary.md").read_text()
+    for name in NAMES:
+        assert re.search(r"^\| %s \| " % name, summary, re.M)
+    # ranked findings printed per host, MRRS collapsed to one line
+    assert "seed: worst critical: 1 critical, " in proc.stdout
+    assert re.search(r"HIGH +pcie_mrrs x16", proc.stdout)
+    counts = recap(proc.stdout)
+    for name in NAMES:
+        assert counts[name]["changed"] == 0 and counts[name]["failed"] == 0
+    # the audit read the trees and wrote nothing into them
+    for name, root in fleet["roots"].items():
+        assert tree_snapshot(root) == first_run["before"][name], name
+
+
+def test_second_run_and_check_mode_change_nothing(fleet, first_run):
+    assert first_run["proc"].returncode == 0
+    reports = first_run["reports"]
+    for extra in ([], ["--check", "--diff"]):
+        proc = run_playbook("audit", fleet["inventory"], "-e",
+                            "gpuhost_audit_report_dir=%s" % reports, *extra)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        counts = recap(proc.stdout)
+        assert [counts[n]["changed"] for n in NAMES] == [0, 0, 0], extra
+    for name, root in fleet["roots"].items():
+        assert tree_snapshot(root) == first_run["before"][name], name
+    # check mode still wrote the reports (output on the controller, not host state)
+    assert (reports / "index.html").stat().st_size > 10000
+
+
+def test_fail_on_high_fails_the_seed_host_only(fleet):
+    proc = run_playbook("audit", fleet["inventory"], "-e",
+                        "gpuhost_audit_report_dir=%s" % (fleet["base"] / "gate"),
+                        "-e", "gpuhost_audit_fail_on=high")
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    counts = recap(proc.stdout)
+    assert counts["seed"]["failed"] == 1
+    assert counts["tuned"]["failed"] == 0 and counts["vm"]["failed"] == 0
+    assert "seed has findings at or above high: dkms_missing_for_kernel" in proc.stdout
+    # the reports were written before the gate
+    assert (fleet["base"] / "gate" / "index.html").exists()
+
+
+def test_capture_then_audit_elsewhere_gives_the_same_findings(fleet, first_run):
+    assert first_run["proc"].returncode == 0
+    out = fleet["base"] / "capture"
+    proc = run_playbook("capture", fleet["inventory"], "-l", "seed", "-e",
+                        "gpuhost_audit_report_dir=%s" % out)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    tarball = out / "seed-capture.tar.gz"
+    assert tarball.exists()
+    assert tree_snapshot(fleet["roots"]["seed"]) == first_run["before"]["seed"]
+    unpacked = fleet["base"] / "elsewhere" / "seed"
+    unpacked.mkdir(parents=True)
+    with tarfile.open(tarball) as tar:
+        tar.extractall(unpacked, filter="tar")
+    inventory = _inventory(str(fleet["base"] / "elsewhere.ini"), {"seed": str(unpacked)})
+    proc = run_playbook("audit", inventory, "-e",
+                        "gpuhost_audit_report_dir=%s" % (fleet["base"] / "elsewhere-reports"))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    original = json.loads((first_run["reports"] / "seed.json").read_text())
+    again = json.loads((fleet["base"] / "elsewhere-reports" / "seed.json").read_text())
+    assert again["findings"] == original["findings"]
+    assert again["facts"] == original["facts"]
+
+
+def _chromium():
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def _chromium_args(tmp_path):
+    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--user-data-dir=%s" % (tmp_path / "profile"), "--window-size=1400,2000"]
+
+
+def test_html_report_in_headless_chromium(fleet, first_run, tmp_path):
+    assert first_run["proc"].returncode == 0
+    browser = _chromium()
+    if browser is None:
+        subprocess.run([os.path.join(REPO, "scripts/apt-ensure.sh"), "chromium"], check=True,
+                       timeout=900)
+        browser = _chromium()
+    assert browser, "chromium is not installed (scripts/apt-ensure.sh chromium)"
+    index = first_run["reports"] / "index.html"
+    os.makedirs(OUTPUT, exist_ok=True)
+    shot = os.path.join(OUTPUT, "audit-report.png")
+    if os.path.exists(shot):
+        os.unlink(shot)
+    proc = subprocess.run([browser] + _chromium_args(tmp_path) +
+                          ["--screenshot=%s" % shot, "file://%s" % index],
+                          capture_output=True, text=True, timeout=180)
+    assert os.path.exists(shot), proc.stderr[-2000:]
+    with open(shot, "rb") as handle:
+        png = handle.read()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert (width, height) == (1400, 2000)
+    assert len(png) > 60000  # a rendered page, not a blank one
+    dom = subprocess.run([browser] + _chromium_args(tmp_path) +
+                         ["--dump-dom", "file://%s" % index],
+                         capture_output=True, text=True, timeout=180)
+    matrix = dom.stdout.split('<table class="matrix">')[1].split("</table>")[0]
+    rows = re.findall(r'<td class="host"><a href="#host-([^"]+)">', matrix)
+    assert sorted(rows) == sorted(NAMES)
+    # nothing wider than the window: the layout script-free measure is the page's own width
+    assert "max-width:1340px" in dom.stdout.replace(" ", "")
