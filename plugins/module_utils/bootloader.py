@@ -579,3 +579,130 @@ def read_grub(root, cfg_paths=None):
                 "default_how": how, "grubenv": env, "defaults": cfg["defaults"],
                 "uses_saved_entry": cfg["uses_saved_entry"]}
     return None
+
+
+# --------------------------------------------------------------------------- live ESPs
+
+
+def mounted_at(root, device):
+    """Mount points of ``device`` (a /dev path, links resolved) from /proc/self/mounts."""
+    text = read_text(host_path(root, "/proc/self/mounts")) or ""
+    real = os.path.realpath(device)
+    points = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0].startswith("/dev/") and \
+                os.path.realpath(fields[0]) == real:
+            points.append(fields[1].replace("\\040", " "))
+    return points
+
+
+def mount_esps(runner, uuids, workdir):
+    """Make the Proxmox ESPs readable on the live host, as proxmox-boot-tool does: use an
+    existing mount, else mount ``/dev/disk/by-uuid/<uuid>`` read-only under ``workdir``.
+    Returns ``(esps, mounted)``: ``[{uuid, path, error}]`` and the mount points to
+    ``umount`` afterwards."""
+    esps = []
+    mounted = []
+    for uuid in uuids:
+        device = "/dev/disk/by-uuid/%s" % uuid
+        if not os.path.exists(device):
+            esps.append({"uuid": uuid, "path": None,
+                         "error": "%s does not exist (clean %s?)" % (device, PBT_UUIDS)})
+            continue
+        points = mounted_at("/", device)
+        if points:
+            esps.append({"uuid": uuid, "path": points[0], "error": None})
+            continue
+        point = os.path.join(workdir, uuid)
+        os.makedirs(point, exist_ok=True)
+        rc, _out, err = runner.run(["mount", "-o", "ro", device, point], check=False)
+        if rc != 0:
+            esps.append({"uuid": uuid, "path": None,
+                         "error": "mount -o ro %s failed: %s" % (device, err.strip())})
+            continue
+        mounted.append(point)
+        esps.append({"uuid": uuid, "path": point, "error": None})
+    return esps, mounted
+
+
+def umount_all(runner, points):
+    for point in reversed(points):
+        runner.run(["umount", point], check=False)
+        try:
+            os.rmdir(point)
+        except OSError:
+            pass
+
+
+# --------------------------------------------------------------------------- everything
+
+
+def inspect(root="/", backend="auto", esp_dirs=None, grub_cfgs=None, runner=None,
+            mount=False, workdir=None):
+    """What the boot loader will boot, read from its own files.
+
+    ``runner``: only for the live host (``root=/``): decides the backend with
+    ``proxmox-boot-tool status``, reads ``kernel list``, and with ``mount`` mounts the
+    Proxmox ESPs that ``esp_dirs`` does not hold (read-only, unmounted before returning).
+    Returns ``{backend, tool, reason, entries, default, default_how, next_boot_kernel,
+    esps, unreadable_esps, kernel_list, grub_cfg, grubenv, oneshot, efi_default}``.
+    """
+    detected = bootcfg.detect_backend(root, runner)
+    tool = detected["tool"]
+    if backend == "auto":
+        backend = detected["backend"]
+        reason = detected["reason"]
+    else:
+        reason = "backend=%s requested" % backend
+    result = {"backend": backend, "tool": tool, "reason": reason, "entries": [],
+              "default": None, "default_how": None, "esps": [], "unreadable_esps": [],
+              "kernel_list": None, "grub_cfg": None, "grubenv": None, "oneshot": None,
+              "efi_default": None}
+    uuids = pbt_uuids(root)
+    if uuids is not None:
+        result["kernel_list"] = pbt_files(root)
+        if runner is not None and runner.which("proxmox-boot-tool"):
+            rc, out, _err = runner.run(["proxmox-boot-tool", "kernel", "list"], check=False)
+            if rc == 0:
+                listed = parse_kernel_list(out)
+                for key in ("pinned", "next_boot"):
+                    listed[key] = listed[key] or result["kernel_list"][key]
+                result["kernel_list"] = listed
+    if backend == "systemd-boot":
+        mounted = []
+        try:
+            if uuids:
+                esps = locate_esps(root, esp_dirs, uuids)
+                missing = [e["uuid"] for e in esps if e["path"] is None]
+                if missing and mount and runner is not None:
+                    esps = [e for e in esps if e["path"] is not None]
+                    more, mounted = mount_esps(runner, missing, workdir or "/run/gpuhost-esp")
+                    esps.extend(more)
+            else:
+                esps = locate_esps(root, esp_dirs) if esp_dirs else []
+                boot = boot_partition(root)
+                if boot and not any(e["path"] == host_path(root, boot) for e in esps):
+                    esps.append({"uuid": None, "path": host_path(root, boot)})
+            sd = read_systemd_boot(root, esps)
+        finally:
+            if mounted:
+                umount_all(runner, mounted)
+        for esp in esps:
+            if esp.get("path") is None:
+                result["unreadable_esps"].append({"uuid": esp.get("uuid"),
+                                                  "error": esp.get("error") or "not found"})
+        for esp in sd["esps"]:
+            if esp["path"] and esp["path"].startswith(workdir or "/run/gpuhost-esp"):
+                esp["path"] = "/dev/disk/by-uuid/%s (mounted read-only)" % esp["uuid"]
+        result.update({"entries": sd["entries"], "default": sd["default"],
+                       "default_how": sd["default_how"], "esps": sd["esps"],
+                       "oneshot": sd["oneshot"], "efi_default": sd["efi_default"]})
+    else:
+        grub = read_grub(root, grub_cfgs)
+        if grub is not None:
+            result.update({"entries": grub["entries"], "default": grub["default"],
+                           "default_how": grub["default_how"], "grub_cfg": grub["grub_cfg"],
+                           "grubenv": grub["grubenv"]})
+    result["next_boot_kernel"] = (result["default"] or {}).get("kernel")
+    return result

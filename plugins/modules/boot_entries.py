@@ -1,0 +1,358 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: boot_entries
+short_description: Read which kernels and command lines the boot loader will really boot
+version_added: 0.1.0
+description:
+  - Reads the boot loader's own files, not the configuration they are made from -
+    systemd-boot loader entries on every ESP (Proxmox C(proxmox-boot-tool) or
+    C(kernel-install)), C(loader.conf) and the C(LoaderEntryOneShot)/C(LoaderEntryDefault)
+    EFI variables; or the GRUB C(grub.cfg) menu entries and C(grubenv).
+  - Reports the entry that boots next without a key press and its kernel, the Proxmox
+    kernel pins (C(proxmox-boot-tool kernel list), or the pin files offline), the running
+    kernel and command line, the installed kernels, the DKMS modules (read from
+    C(/var/lib/dkms) without running dkms) and, for O(kernel), the package names and
+    whether its image and headers are there.
+  - With O(params), checks that every entry of O(kernels) carries them, and that the
+    running command line does; with O(require) a missing parameter or entry fails the task
+    naming the entry and the parameter.
+  - Proxmox ESPs are not mounted while the host runs. On the live host (O(root=/)) the
+    module mounts each ESP of C(/etc/kernel/proxmox-boot-uuids) read-only when
+    O(esp_dirs) does not hold it, and unmounts it again (as C(proxmox-boot-tool) does).
+options:
+  params:
+    description:
+      - Kernel parameters the entries must carry (name to value; V(true) for a flag,
+        V(false) or null for "must not be there").
+    type: dict
+    default: {}
+  absent:
+    description: Parameters (C(name) or C(name=value)) the entries must not carry.
+    type: list
+    elements: str
+    default: []
+  kernels:
+    description:
+      - Kernels whose entries are checked against O(params); each must have an entry.
+        Default is every kernel that has a (non-recovery) entry.
+    type: list
+    elements: str
+    default: []
+  kernel:
+    description:
+      - A kernel release to describe in RV(target) (image and headers packages, whether
+        it is installed and has headers), for example the upgrade target.
+    type: str
+  require:
+    description:
+      - Fail when an entry of O(kernels) is missing or lacks a parameter, or when
+        O(require_next_boot) is set and another kernel boots next.
+    type: bool
+    default: false
+  require_next_boot:
+    description: With O(require), the kernel the default entry must boot.
+    type: str
+  backend:
+    description: C(auto) detects it like C(gpuhost.tuning.kernel_cmdline) does.
+    type: str
+    choices: [auto, systemd-boot, grub]
+    default: auto
+  esp_dirs:
+    description:
+      - Folders (host paths under O(root)) holding ESP content - an ESP itself, or
+        C(<uuid>) subfolders, one per ESP (how test doubles and captures keep them).
+    type: list
+    elements: path
+    default: []
+  mount_esps:
+    description:
+      - On the live host, mount Proxmox ESPs not found in O(esp_dirs) read-only to read
+        them (and unmount them afterwards).
+    type: bool
+    default: true
+  grub_cfg:
+    description: grub.cfg files to try, in order (host paths).
+    type: list
+    elements: path
+    default: [/boot/grub/grub.cfg, /boot/grub2/grub.cfg]
+  root:
+    description: Host root every path is read under.
+    type: path
+    default: /
+notes:
+  - Read-only (besides the temporary read-only ESP mounts); check mode runs the same.
+seealso:
+  - module: gpuhost.tuning.kernel_cmdline
+  - module: gpuhost.tuning.initramfs_check
+author:
+  - gpuhost.tuning developers
+"""
+
+EXAMPLES = r"""
+- name: Prove the new parameters reached the boot entries of the next kernel
+  gpuhost.tuning.boot_entries:
+    params:
+      amd_pstate: active
+      processor.max_cstate: "1"
+    kernels: [6.14.11-5-bpo12-pve]
+    require: true
+    require_next_boot: 6.14.11-5-bpo12-pve
+
+- name: What boots next, and which packages kernel 6.1.0-56-amd64 needs
+  gpuhost.tuning.boot_entries:
+    kernel: 6.1.0-56-amd64
+  register: boot
+
+- name: Show it
+  ansible.builtin.debug:
+    msg: "{{ boot.next_boot_kernel }} via {{ boot.default_how }}; {{ boot.target.headers_package }}"
+"""
+
+RETURN = r"""
+backend:
+  description: C(systemd-boot) or C(grub).
+  returned: always
+  type: str
+  sample: systemd-boot
+tool:
+  description: What writes the entries - C(proxmox-boot-tool), C(kernel-install), C(grub)
+    or C(unknown).
+  returned: always
+  type: str
+  sample: proxmox-boot-tool
+reason:
+  description: Why that backend.
+  returned: always
+  type: str
+entries:
+  description: Every boot entry read, C({kernel, id, title, where, options, recovery}).
+    C(where) names the ESP and file, or the grub.cfg and menu path.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - kernel: 6.14.11-5-bpo12-pve
+      id: proxmox-6.14.11-5-bpo12-pve.conf
+      where: "9B2E-4F1C:loader/entries/proxmox-6.14.11-5-bpo12-pve.conf"
+      options: root=ZFS=rpool/ROOT/pve-1 boot=zfs amd_pstate=active
+      title: Proxmox Virtual Environment
+      recovery: false
+default:
+  description: The entry that boots next without a key press (same form), or null.
+  returned: always
+  type: dict
+default_how:
+  description: Why that entry (C(loader.conf default proxmox-*), C(LoaderEntryOneShot ...),
+    C(grubenv next_entry ... (grub-reboot)), C(set default=0) ...).
+  returned: always
+  type: str
+next_boot_kernel:
+  description: Kernel of RV(default), or null.
+  returned: always
+  type: str
+  sample: 6.14.11-5-bpo12-pve
+grub_ref:
+  description: For GRUB, the id path of the newest non-recovery entry of each kernel
+    (kernel to the argument C(grub-set-default)/C(grub-reboot) take).
+  returned: always
+  type: dict
+esps:
+  description: ESPs read, each C({uuid, path, loader_default, entries, default,
+    default_kernel, default_how}).
+  returned: always
+  type: list
+  elements: dict
+unreadable_esps:
+  description: ESPs listed in C(/etc/kernel/proxmox-boot-uuids) that could not be read,
+    C({uuid, error}).
+  returned: always
+  type: list
+  elements: dict
+kernel_list:
+  description: Proxmox only (else null) - C({manual, automatic, pinned, next_boot}) from
+    C(proxmox-boot-tool kernel list) (live) or the pin files.
+  returned: always
+  type: dict
+grubenv:
+  description: GRUB environment (C(saved_entry), C(next_entry)), or null.
+  returned: always
+  type: dict
+check:
+  description: C({ok, problems, checked}) of the entries against O(params) (C(ok) true
+    without O(params)); each checked item C({kernel, where, id, missing}).
+  returned: always
+  type: dict
+running:
+  description: C({kernel, cmdline, missing}) - the running kernel, C(/proc/cmdline) and
+    what it lacks of O(params).
+  returned: always
+  type: dict
+kernels:
+  description: C({installed, newest}) installed kernel releases (oldest first).
+  returned: always
+  type: dict
+target:
+  description: For O(kernel) - C({release, flavour, image_package, headers_package,
+    vmlinuz, initrd, modules, headers, installed}); null without O(kernel).
+  returned: always
+  type: dict
+  sample: {"release": "6.14.11-5-bpo12-pve", "flavour": "proxmox",
+           "image_package": "proxmox-kernel-6.14.11-5-bpo12-pve-signed",
+           "headers_package": "proxmox-headers-6.14.11-5-bpo12-pve",
+           "installed": true, "headers": false}
+dkms:
+  description: DKMS modules from C(/var/lib/dkms) (no dkms run), each C({name, version,
+    kernel, state, warning, modules}).
+  returned: always
+  type: list
+  elements: dict
+configured_cmdline:
+  description: The command line the configuration asks for (C(/etc/kernel/cmdline) or
+    the effective GRUB variables), before any refresh.
+  returned: always
+  type: str
+"""
+
+import os  # noqa: E402
+import tempfile  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
+    bootcfg,
+    bootloader,
+    dkms,
+    kernel,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+ENTRY_KEYS = ("kernel", "id", "title", "where", "options", "recovery")
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            params=dict(type="dict", default={}),
+            absent=dict(type="list", elements="str", default=[]),
+            kernels=dict(type="list", elements="str", default=[]),
+            kernel=dict(type="str"),
+            require=dict(type="bool", default=False),
+            require_next_boot=dict(type="str"),
+            backend=dict(type="str", choices=["auto", "systemd-boot", "grub"],
+                         default="auto"),
+            esp_dirs=dict(type="list", elements="path", default=[]),
+            mount_esps=dict(type="bool", default=True),
+            grub_cfg=dict(type="list", elements="path",
+                          default=["/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"]),
+            root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+
+
+def _entry(entry):
+    return dict((k, entry.get(k)) for k in ENTRY_KEYS) if entry else None
+
+
+def _grub_refs(entries):
+    refs = {}
+    for entry in entries:
+        if entry.get("kernel") and not entry.get("recovery") and entry.get("path_ids") \
+                and len(entry["path_ids"]) > 1 and entry["kernel"] not in refs:
+            refs[entry["kernel"]] = bootloader.grub_entry_ref(entry)
+    return refs
+
+
+def main():
+    module = build_module()
+    p = module.params
+    root = p["root"]
+    live = root == "/"
+    runner = Runner(module) if live else None
+    workdir = tempfile.mkdtemp(prefix="gpuhost-esp-") if live and p["mount_esps"] else None
+    try:
+        found = bootloader.inspect(root, p["backend"], p["esp_dirs"], p["grub_cfg"],
+                                   runner=runner, mount=live and p["mount_esps"],
+                                   workdir=workdir)
+        bootcfg.validate(p["params"], p["absent"])
+    except (bootloader.BootloaderError, bootcfg.BootConfigError, OSError) as exc:
+        module.fail_json(msg=str(exc))
+    finally:
+        if workdir:
+            try:
+                os.rmdir(workdir)
+            except OSError:
+                pass
+    entries = found["entries"]
+    check = {"ok": True, "problems": [], "checked": []}
+    if p["params"] or p["absent"] or p["kernels"]:
+        check = bootloader.check_entries(entries, p["params"], p["absent"], p["kernels"])
+        if found["unreadable_esps"]:
+            for esp in found["unreadable_esps"]:
+                check["problems"].append("ESP %s unreadable: %s" % (esp["uuid"], esp["error"]))
+            check["ok"] = False
+    if not entries and (p["params"] or p["kernels"]):
+        check["problems"].insert(0, "no boot entries found (%s, %s): %s" % (
+            found["backend"], found["tool"],
+            "pass esp_dirs" if found["backend"] == "systemd-boot" else "no grub.cfg"))
+        check["ok"] = False
+    running_release = kernel.running_kernel(root)
+    proc = bootcfg.proc_cmdline_base(root)
+    installed = kernel.installed_kernels(root)
+    target = None
+    if p["kernel"]:
+        info = kernel.kernel_info(root, p["kernel"])
+        info["flavour"] = kernel.release_flavour(p["kernel"])
+        info["installed"] = bool(info["modules"] or info["vmlinuz"])
+        target = info
+    try:
+        dkms_entries = dkms.tree_status(root)
+    except OSError:
+        dkms_entries = []
+    try:
+        configured = bootcfg.configured_cmdline(root, runner)
+    except (bootcfg.BootConfigError, OSError):
+        configured = None
+    result = dict(
+        changed=False,
+        backend=found["backend"],
+        tool=found["tool"],
+        reason=found["reason"],
+        entries=[_entry(e) for e in entries],
+        default=_entry(found["default"]),
+        default_how=found["default_how"],
+        next_boot_kernel=found["next_boot_kernel"],
+        grub_ref=_grub_refs(entries),
+        esps=found["esps"],
+        unreadable_esps=found["unreadable_esps"],
+        kernel_list=found["kernel_list"],
+        grubenv=found["grubenv"],
+        check=check,
+        running=dict(kernel=running_release, cmdline=proc or None,
+                     missing=bootloader.missing_params(proc, p["params"], p["absent"])
+                     if proc else []),
+        kernels=dict(installed=installed, newest=installed[-1] if installed else None),
+        target=target,
+        dkms=dkms_entries,
+        configured_cmdline=configured,
+    )
+    problems = list(check["problems"])
+    if p["require_next_boot"] and found["next_boot_kernel"] != p["require_next_boot"]:
+        problems.append("the boot loader will boot %s next (%s), not %s" % (
+            found["next_boot_kernel"] or "nothing known", found["default_how"],
+            p["require_next_boot"]))
+    if p["require"] and problems:
+        module.fail_json(msg="boot entries do not match: " + "; ".join(problems), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
