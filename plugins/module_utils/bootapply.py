@@ -1,0 +1,268 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Boot-time re-apply of the runtime tuning that does not survive a reboot or driver reload.
+
+PCIe Max Read Request Size (Device Control bits 14:12, masked write, read back) on every
+GPU and its upstream bridges, and the CPU idle states deeper than a named one (per-CPU
+``disable`` flags). Run by the systemd unit ``gpuhost-tuning.service``::
+
+    PYTHONPATH=/usr/local/lib/gpuhost-tuning /usr/bin/python3 -m \\
+        ansible_collections.gpuhost.tuning.plugins.module_utils.bootapply \\
+        --config /etc/gpuhost-tuning/boot.json
+
+Stdlib + hostfs/pci/cpu only: the module ``boot_service`` copies this file and those three,
+byte for byte, under ``/usr/local/lib/gpuhost-tuning`` so the boot-time code is the code
+the modules run. Each line printed goes to the journal under systemd; the exit status is
+non-zero, naming every device or CPU state that did not take, when anything failed.
+
+Also holds what ``boot_service`` installs (unit text, config, shipped files), as plain
+functions the module calls.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import argparse
+import json
+import pkgutil
+import sys
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+
+PACKAGE = "ansible_collections.gpuhost.tuning.plugins.module_utils"
+MODULE = PACKAGE + ".bootapply"
+UNIT_NAME = "gpuhost-tuning.service"
+UNIT_DIR = "/etc/systemd/system"
+UNIT_PATH = UNIT_DIR + "/" + UNIT_NAME
+WANTS_LINK = UNIT_DIR + "/multi-user.target.wants/" + UNIT_NAME
+CONFIG_PATH = "/etc/gpuhost-tuning/boot.json"
+LIB_DIR = "/usr/local/lib/gpuhost-tuning"
+PYTHON = "/usr/bin/python3"
+# The module_utils the boot-time program runs, copied byte for byte.
+SHIPPED = ("hostfs.py", "pci.py", "cpu.py", "bootapply.py")
+# Package folders (relative to LIB_DIR) that need an __init__.py.
+PACKAGES = ("ansible_collections", "ansible_collections/gpuhost",
+            "ansible_collections/gpuhost/tuning", "ansible_collections/gpuhost/tuning/plugins",
+            "ansible_collections/gpuhost/tuning/plugins/module_utils")
+INIT_TEXT = b"# Installed by gpuhost.tuning boot_service: package marker.\n"
+TAG = "gpuhost-tuning"
+
+
+class ConfigError(Exception):
+    """The boot config is missing or malformed; the message names the file and the key."""
+
+
+# ---------------------------------------------------------------------------------------
+# what gets installed
+
+
+def library_files():
+    """``{path relative to LIB_DIR: bytes}``: the package markers and the shipped sources,
+    read from the running collection (works from a checkout and inside AnsiballZ's zip)."""
+    files = {}
+    for folder in PACKAGES:
+        files[folder + "/__init__.py"] = INIT_TEXT
+    for name in SHIPPED:
+        data = pkgutil.get_data(PACKAGE, name)
+        if data is None:
+            raise ConfigError("cannot read %s from the %s package" % (name, PACKAGE))
+        files[PACKAGES[-1] + "/" + name] = data
+    return files
+
+
+def make_config(mrrs_size=4096, vendor="10de", classes=("0300", "0302"),
+                include_upstream=True, cpuidle_deeper_than="C1"):
+    """The boot config dict; ``mrrs_size`` or ``cpuidle_deeper_than`` None turns that part off.
+    Values are validated here, so a bad one fails at install time, not at boot. The boot-time
+    writes always go through sysfs (setpci and the runner are not shipped)."""
+    config = {"mrrs": None, "cpuidle": None}
+    if mrrs_size:
+        pci_mod.size_field(mrrs_size)
+        config["mrrs"] = {
+            "size": int(mrrs_size),
+            "vendor": pci_mod._norm_hex(vendor, "PCI vendor"),
+            "classes": [pci_mod.normalize_class(c) for c in classes],
+            "include_upstream": bool(include_upstream),
+        }
+    if cpuidle_deeper_than:
+        config["cpuidle"] = {"deeper_than": str(cpuidle_deeper_than)}
+    return config
+
+
+def render_config(config):
+    return json.dumps(config, indent=2, sort_keys=True) + "\n"
+
+
+def exec_start(python=PYTHON, config_path=CONFIG_PATH):
+    return "%s -m %s --config %s" % (python, MODULE, config_path)
+
+
+def render_unit(after=("nvidia-persistenced.service",), before=("pve-guests.service",),
+                python=PYTHON, lib_dir=LIB_DIR, config_path=CONFIG_PATH):
+    lines = [
+        "# Installed by gpuhost.tuning (module boot_service); changes are overwritten.",
+        "# Re-applies what a reboot or an NVIDIA driver reload resets: PCIe Max Read Request",
+        "# Size (Device Control bits 14:12 only, read back) and CPU idle states deeper than",
+        "# the configured one. Config: %s. Log: journalctl -u %s" % (config_path, UNIT_NAME),
+        "[Unit]",
+        "Description=gpuhost.tuning: re-apply PCIe MRRS and CPU idle-state settings",
+    ]
+    if after:
+        lines.append("After=%s" % " ".join(after))
+    if before:
+        lines.append("Before=%s" % " ".join(before))
+    lines += [
+        "ConditionPathExists=%s" % config_path,
+        "",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+        "Environment=PYTHONPATH=%s" % lib_dir,
+        "Environment=PYTHONDONTWRITEBYTECODE=1",
+        "ExecStart=%s" % exec_start(python, config_path),
+        "SyslogIdentifier=%s" % TAG,
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# the boot-time run
+
+
+def load_config(path):
+    try:
+        with open(path, "r") as handle:
+            config = json.load(handle)
+    except (IOError, OSError) as exc:
+        raise ConfigError("cannot read %s: %s (reinstall with the tune playbook)" % (path, exc))
+    except ValueError as exc:
+        raise ConfigError("%s is not valid JSON: %s" % (path, exc))
+    if not isinstance(config, dict):
+        raise ConfigError("%s: expected a JSON object with keys mrrs and cpuidle" % path)
+    mrrs = config.get("mrrs")
+    if mrrs is not None:
+        if not isinstance(mrrs, dict) or "size" not in mrrs:
+            raise ConfigError("%s: mrrs must be null or an object with size" % path)
+        try:
+            pci_mod.size_field(mrrs["size"])
+        except ValueError as exc:
+            raise ConfigError("%s: mrrs.size: %s" % (path, exc))
+    idle = config.get("cpuidle")
+    if idle is not None and (not isinstance(idle, dict) or not idle.get("deeper_than")):
+        raise ConfigError("%s: cpuidle must be null or an object with deeper_than" % path)
+    return config
+
+
+def apply_mrrs(root, conf, log):
+    """Set MRRS per the config; return the addresses that did not take (or a whole-step
+    failure as one item)."""
+    size = int(conf["size"])
+    try:
+        result = pci_mod.tune_mrrs(
+            root, size=size, vendor=conf.get("vendor", "10de"),
+            classes=conf.get("classes", ["0300", "0302"]),
+            include_upstream=conf.get("include_upstream", True), method="sysfs")
+    except (ValueError, pci_mod.PciError, OSError) as exc:
+        log("MRRS: FAILED before any write: %s" % exc)
+        return ["mrrs: %s" % exc]
+    if not result["devices"]:
+        log("MRRS: no device of vendor %s, classes %s: nothing to do"
+            % (conf.get("vendor"), ", ".join(conf.get("classes") or [])))
+    for dev in result["devices"]:
+        name = "%s (%s %s:%s)" % (dev["address"], dev["role"], dev["vendor"], dev["device"])
+        if dev.get("skipped_reason"):
+            log("MRRS %s: skipped: %s" % (name, dev["skipped_reason"]))
+        elif dev.get("error"):
+            log("MRRS %s: FAILED: %s" % (name, dev["error"]))
+        elif dev["before"] == dev["after"]:
+            log("MRRS %s: already %s bytes" % (name, dev["after"]))
+        else:
+            log("MRRS %s: %s -> %s bytes (Device Control %s -> %s, read back)"
+                % (name, dev["before"], dev["after"], dev["devctl_before"], dev["devctl_after"]))
+    return list(result["failed_devices"])
+
+
+def apply_cpuidle(root, conf, log):
+    """Disable idle states deeper than ``conf['deeper_than']`` on every online CPU; return
+    the failures (empty when done, or when this host has no cpuidle driver)."""
+    ref = conf["deeper_than"]
+    driver = cpu_mod.cpuidle_driver(root)
+    if not cpu_mod.cpuidle_available(root):
+        log("cpuidle: no idle driver with states (%s): nothing to do"
+            % (driver or "no cpuidle folder"))
+        return []
+    states = cpu_mod.read_states(root)
+    try:
+        selection = cpu_mod.select_states(root, deeper_than=ref, states=states)
+    except cpu_mod.CpuError as exc:
+        log("cpuidle: WARNING %s: nothing disabled" % exc)
+        return []
+    try:
+        outcome = cpu_mod.set_states(root, selection, True)
+    except cpu_mod.CpuError as exc:
+        log("cpuidle: FAILED: %s" % exc)
+        return ["cpuidle: %s" % exc]
+    by_name = {}
+    for cpu, name in outcome["changed"]:
+        by_name.setdefault(name, ([], []))[0].append(cpu)
+    for cpu, name in outcome["unchanged"]:
+        by_name.setdefault(name, ([], []))[1].append(cpu)
+    if not by_name:
+        log("cpuidle (%s): no state deeper than %s on any online CPU" % (driver, ref))
+    for name in sorted(by_name):
+        done, already = by_name[name]
+        log("cpuidle (%s): %s disabled now on CPUs %s; already disabled on CPUs %s"
+            % (driver, name, cpu_mod.format_cpu_list(done) or "none",
+               cpu_mod.format_cpu_list(already) or "none"))
+    return []
+
+
+def run(root, config, log=None):
+    """Apply the config under ``root``; return ``(exit_status, failures)``."""
+    if log is None:
+        def log(line):
+            print("%s: %s" % (TAG, line))
+            sys.stdout.flush()
+    failures = []
+    if config.get("mrrs"):
+        failures += apply_mrrs(root, config["mrrs"], log)
+    else:
+        log("MRRS: off in the config")
+    if config.get("cpuidle"):
+        failures += apply_cpuidle(root, config["cpuidle"], log)
+    else:
+        log("cpuidle: off in the config")
+    if failures:
+        log("FAILED: did not take on %s" % ", ".join(failures))
+        return 1, failures
+    log("done: settings applied and read back")
+    return 0, failures
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python3 -m " + MODULE,
+        description="Re-apply PCIe MRRS and CPU idle-state settings (gpuhost-tuning.service).")
+    parser.add_argument("--config", default=CONFIG_PATH, help="boot config (JSON)")
+    parser.add_argument("--root", default="/", help="host root (a test tree; default /)")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print("%s: FAILED: %s" % (TAG, exc), file=sys.stderr)
+        return 2
+    status, failures = run(args.root, config)
+    if failures:
+        print("%s: FAILED on %s" % (TAG, ", ".join(failures)), file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
