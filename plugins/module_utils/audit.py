@@ -276,12 +276,38 @@ def _pinned_kernel(root):
     return None
 
 
+def _loader_next_boot(root):
+    """``(kernel, how)`` the boot loader's own files say boots next (GRUB's grub.cfg and
+    grubenv, systemd-boot entries on an ESP under root), or ``(None, None)`` when they cannot
+    be read offline (Proxmox ESPs are not mounted)."""
+    try:
+        from ansible_collections.gpuhost.tuning.plugins.module_utils import bootloader
+        loader = bootloader.inspect(root)
+    except Exception:  # noqa: BLE001 - optional refinement; pins and newest still decide
+        return None, None
+    pins = loader.get("kernel_list") or {}
+    if pins.get("next_boot"):
+        return pins["next_boot"], "proxmox-boot-tool next-boot pin"
+    if pins.get("pinned"):
+        return pins["pinned"], "proxmox-boot-tool pin"
+    if loader.get("next_boot_kernel"):
+        return loader["next_boot_kernel"], "boot loader default entry (%s)" % (
+            loader.get("default_how") or loader.get("backend"))
+    return None, None
+
+
 def kernel_facts(root):
     running = kernel_mod.running_kernel(root)
     installed = kernel_mod.installed_kernels(root)
     newest = installed[-1] if installed else None
     pinned = _pinned_kernel(root)
-    next_boot = pinned if pinned in installed else newest
+    loader_kernel, how = _loader_next_boot(root)
+    if loader_kernel in installed:
+        next_boot, next_how = loader_kernel, how
+    elif pinned in installed:
+        next_boot, next_how = pinned, "proxmox-boot-tool pin"
+    else:
+        next_boot, next_how = newest, "newest installed kernel" if newest else None
     headers = dict((k, kernel_mod.has_headers(root, k))
                    for k in sorted(set(installed + ([running] if running else [])),
                                    key=kernel_mod.kernel_sort_key))
@@ -293,6 +319,7 @@ def kernel_facts(root):
         "newest": newest,
         "pinned": pinned,
         "next_boot": next_boot,
+        "next_boot_source": next_how,
         "running_installed": running in installed if running else None,
         "headers": headers,
         "configured_cmdline": boot["cmdline"],

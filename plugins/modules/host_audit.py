@@ -125,7 +125,9 @@ audit:
       description:
         - C(running) release (C(/proc/sys/kernel/osrelease), else C(/proc/version)),
           C(cmdline) (C(/proc/cmdline)), C(installed) kernels (C(/lib/modules), C(/boot)),
-          C(newest), C(pinned) (proxmox-boot-tool pin), C(next_boot) (pinned, else newest),
+          C(newest), C(pinned) (proxmox-boot-tool pin), C(next_boot) (what the boot
+          loader's own files say when readable offline (grub.cfg, grubenv, ESP entries
+          under root), else the pin, else the newest installed) and C(next_boot_source),
           C(running_installed), C(headers) (release to bool), C(configured_cmdline) and its
           C(configured_cmdline_source), C(boot_tool) (C(proxmox-boot-tool), C(kernel-install),
           C(grub) or null), C(boot_backend).

@@ -368,3 +368,24 @@ def test_recorder_restores_builtins(tmp_path):
     assert (builtins.open, os.listdir, os.stat, os.lstat, os.readlink, os.scandir) == original
     assert "/missing" not in recorder.paths  # opened for writing: not a read
     shutil.rmtree(str(tmp_path))
+
+
+def test_grub_saved_entry_decides_the_next_kernel(tmp_path):
+    from fixtures import boot, bootloader
+    old, new = "6.1.0-56-amd64", "6.1.0-58-amd64"
+    dkms.kernel_tree(tmp_path, old, headers=True)
+    dkms.kernel_tree(tmp_path, new, headers=True)
+    dkms.dkms_tree(tmp_path, "nvidia", "580.159.04", installed=[old])
+    dkms.proc_running(tmp_path, old)
+    boot.debian_grub(tmp_path)
+    bootloader.grub_cfg(tmp_path, [old, new], default="saved")
+    result = audit.audit(str(tmp_path), WANTED)
+    # GRUB_DEFAULT=saved without a saved entry boots the first entry: the newest kernel
+    assert result["kernel"]["next_boot"] == new
+    assert [f["subject"] for f in by_id(result, "dkms_missing_for_kernel")] == [new]
+    bootloader.grubenv(tmp_path, saved_entry="Advanced options for Debian GNU/Linux>"
+                                             "Debian GNU/Linux, with Linux %s" % old)
+    result = audit.audit(str(tmp_path), WANTED)
+    assert result["kernel"]["next_boot"] == old
+    assert "boot loader" in result["kernel"]["next_boot_source"]
+    assert not by_id(result, "dkms_missing_for_kernel")
