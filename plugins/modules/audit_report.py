@@ -13,11 +13,12 @@ module: audit_report
 short_description: Write the audit reports (JSON per host, Markdown summary, HTML page)
 version_added: "0.1.0"
 description:
-  - Renders the results of M(gpuhost.tuning.host_audit) for many hosts into O(dest)
-    C(<host>.json) (V({schema: 1, host, collected_at, facts, findings, checks})),
-    C(summary.md) (hosts x severity counts, then every finding) and C(index.html) (one
-    self-contained page, inline CSS, no script, no network: a hosts x checks matrix
-    coloured by worst severity, then each host's facts, findings and GPU table).
+  - "Renders the results of M(gpuhost.tuning.host_audit) for many hosts into O(dest):
+    C(<host>.json) (keys C(schema) (1), C(host), C(collected_at), C(facts), C(findings),
+    C(checks)), C(summary.md) (hosts x severity counts, then every finding) and
+    C(index.html) (one self-contained page, inline CSS, no script, no network: a hosts x
+    checks matrix coloured by worst severity, then each host's facts, findings and GPU
+    table)."
   - Meant to run once on the controller (C(run_once) and C(delegate_to localhost)).
   - Files are written atomically and only when their content changed.
 author:
