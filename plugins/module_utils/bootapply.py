@@ -26,11 +26,17 @@ __metaclass__ = type
 
 import argparse
 import json
+import os
 import pkgutil
+import shutil
 import sys
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+    atomic_write,
+    host_path,
+)
 
 PACKAGE = "ansible_collections.gpuhost.tuning.plugins.module_utils"
 MODULE = PACKAGE + ".bootapply"
@@ -130,6 +136,94 @@ def render_unit(after=("nvidia-persistenced.service",), before=("pve-guests.serv
         "",
     ]
     return "\n".join(lines)
+
+
+def desired_files(config, unit_text, config_path=CONFIG_PATH, lib_dir=LIB_DIR):
+    """``{host path: bytes}`` of everything the service consists of (wants link aside)."""
+    files = {UNIT_PATH: unit_text.encode("utf-8"),
+             config_path: render_config(config).encode("utf-8")}
+    for rel, data in library_files().items():
+        files[lib_dir + "/" + rel] = data
+    return files
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
+def plan_files(root, files, lib_dir=LIB_DIR):
+    """``[(host path, action)]`` with action ``create``, ``update``, ``remove`` (a file in
+    ``lib_dir`` that this version does not ship) or ``ok``; sorted by path."""
+    plan = []
+    for path in sorted(files):
+        old = _read(host_path(root, path))
+        plan.append((path, "ok" if old == files[path] else ("create" if old is None
+                                                               else "update")))
+    base = host_path(root, lib_dir)
+    for folder, _dirs, names in os.walk(base):
+        for name in names:
+            full = os.path.join(folder, name)
+            rel = lib_dir + "/" + os.path.relpath(full, base)
+            if rel not in files:
+                plan.append((rel, "remove"))
+    return plan
+
+
+def write_files(root, files, plan):
+    """Carry out ``plan_files``' plan (new folders 0755, files 0644, atomic)."""
+    for path, action in plan:
+        full = host_path(root, path)
+        if action == "remove":
+            os.unlink(full)
+        elif action in ("create", "update"):
+            folder = os.path.dirname(full)
+            if not os.path.isdir(folder):
+                os.makedirs(folder, 0o755)
+            atomic_write(full, files[path], mode=0o644, preserve=False)
+
+
+def wants_link_ok(root):
+    link = host_path(root, WANTS_LINK)
+    return os.path.islink(link) and os.readlink(link) == UNIT_PATH
+
+
+def make_wants_link(root):
+    """What ``systemctl enable`` does for ``WantedBy=multi-user.target``, on a tree."""
+    link = host_path(root, WANTS_LINK)
+    folder = os.path.dirname(link)
+    if not os.path.isdir(folder):
+        os.makedirs(folder, 0o755)
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(UNIT_PATH, link)
+
+
+def installed_paths(root, config_path=CONFIG_PATH, lib_dir=LIB_DIR):
+    """What ``remove`` would delete: host paths that exist, the wants link first."""
+    found = []
+    for path in (WANTS_LINK, UNIT_PATH, config_path, lib_dir):
+        if os.path.lexists(host_path(root, path)):
+            found.append(path)
+    return found
+
+
+def remove_installed(root, config_path=CONFIG_PATH, lib_dir=LIB_DIR):
+    """Delete the wants link, unit, config (and its folder when empty) and library."""
+    for path in installed_paths(root, config_path, lib_dir):
+        full = host_path(root, path)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full)
+        else:
+            os.unlink(full)
+    folder = os.path.dirname(host_path(root, config_path))
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,0 +1,348 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: boot_service
+short_description: Install the boot-time service that re-applies PCIe MRRS and CPU idle states
+version_added: "0.1.0"
+description:
+  - PCIe Max Read Request Size is reset by a reboot, a driver reload or a device reset, and
+    CPU idle-state C(disable) flags by a reboot. This module installs C(gpuhost-tuning.service),
+    a systemd oneshot unit (C(Type=oneshot), C(RemainAfterExit=yes)) ordered after
+    C(nvidia-persistenced.service) and before C(pve-guests.service), wanted by
+    C(multi-user.target), that re-applies both at every boot and logs each device and state
+    to the journal; it exits non-zero naming any device whose MRRS did not take.
+  - The program is not Ansible. The module writes copies of its own bundled module_utils
+    (C(hostfs.py), C(pci.py), C(cpu.py), C(bootapply.py)), byte for byte, under
+    C(/usr/local/lib/gpuhost-tuning), so the boot-time code is the code the modules run and
+    updating the collection updates it (any differing file is rewritten and reported).
+  - Also writes the JSON config C(/etc/gpuhost-tuning/boot.json) and the unit in
+    C(/etc/systemd/system), and enables it (the C(multi-user.target.wants) link).
+  - On a live host (O(root=/) with systemd running) it runs C(systemctl daemon-reload) after
+    a change, C(systemctl enable), and starts the unit (restarts it when a file changed), so
+    a failing re-apply fails this task. Under another O(root) (a tree, an image) only files
+    and the wants link are written; the live-only commands are reported in RV(commands)
+    as skipped.
+  - O(state=absent) disables and stops the unit (live) and removes the unit, the wants link,
+    the config and the library. Values already applied stay as they are.
+author:
+  - gpuhost.tuning developers
+options:
+  state:
+    description: C(present) installs, enables and starts; C(absent) disables and removes.
+    type: str
+    choices: [present, absent]
+    default: present
+  mrrs_size:
+    description:
+      - PCIe Max Read Request Size (bytes) set at boot on every GPU (O(vendor), O(classes))
+        and, with O(include_upstream), each bridge above it. V(0) leaves MRRS alone.
+    type: int
+    default: 4096
+    choices: [0, 128, 256, 512, 1024, 2048, 4096]
+  vendor:
+    description: PCI vendor ID of the GPUs (hex).
+    type: str
+    default: "10de"
+  classes:
+    description: PCI classes (class and subclass, hex, quoted) that count as GPUs.
+    type: list
+    elements: str
+    default: ["0300", "0302"]
+  include_upstream:
+    description: Also set every bridge between each GPU and its root complex.
+    type: bool
+    default: true
+  cpuidle_deeper_than:
+    description:
+      - Disable at boot, on every online CPU, the idle states with a higher exit latency than
+        this named state (C(C1) disables C2 and deeper). Empty leaves idle states alone.
+    type: str
+    default: C1
+  after:
+    description: Units the service is ordered after (C(After=)).
+    type: list
+    elements: str
+    default: [nvidia-persistenced.service]
+  before:
+    description: Units the service is ordered before (C(Before=)).
+    type: list
+    elements: str
+    default: [pve-guests.service]
+  python:
+    description: The host's Python 3 the unit runs (stdlib only is needed).
+    type: path
+    default: /usr/bin/python3
+  start:
+    description: On a live host, start the unit now (restart it when a file changed).
+    type: bool
+    default: true
+  root:
+    description: Host root the files are written under (C(/) on a live host).
+    type: path
+    default: /
+notes:
+  - Check mode reports every file that would change and the commands that would run; with
+    O(_ansible_diff) the unit and config are shown as diffs, library files by name.
+  - Needs root on a live host.
+seealso:
+  - module: gpuhost.tuning.setpci_maxreadreq
+  - module: gpuhost.tuning.cpuidle_state
+"""
+
+EXAMPLES = r"""
+- name: Re-apply MRRS 4096 and keep C2 off at every boot
+  gpuhost.tuning.boot_service:
+    mrrs_size: 4096
+    cpuidle_deeper_than: C1
+
+- name: Remove the service (revert)
+  gpuhost.tuning.boot_service:
+    state: absent
+"""
+
+RETURN = r"""
+unit_path:
+  description: Host path of the unit file.
+  returned: always
+  type: str
+  sample: /etc/systemd/system/gpuhost-tuning.service
+config_path:
+  description: Host path of the JSON config the unit reads.
+  returned: always
+  type: str
+  sample: /etc/gpuhost-tuning/boot.json
+config:
+  description: The config written (null parts are switched off).
+  returned: when O(state=present)
+  type: dict
+  sample: {"mrrs": {"size": 4096, "vendor": "10de", "classes": ["0300", "0302"],
+                    "include_upstream": true}, "cpuidle": {"deeper_than": "C1"}}
+files:
+  description: Every file and link the module manages, each C({path, action}); C(action) is
+    C(create), C(update), C(remove) or C(ok).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"path": "/etc/systemd/system/gpuhost-tuning.service", "action": "create"}]
+enabled:
+  description: Whether the wants link exists after the run (planned, in check mode).
+  returned: always
+  type: bool
+active:
+  description: C(systemctl is-active) of the unit after the run on a live host; null
+    otherwise.
+  returned: always
+  type: str
+  sample: active
+commands:
+  description: Live-only commands, each C({command, status, reason}); C(status) is C(run),
+    C(skipped) (with the reason) or C(planned) (check mode).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"command": "systemctl daemon-reload", "status": "skipped",
+            "reason": "root is /srv/tree, not the live host"}]
+"""
+
+# Imports follow the documentation blocks (Ansible module layout), hence E402.
+import os  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import bootapply  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
+    host_path,
+    read_bytes,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # noqa: E402
+    CommandError,
+    Runner,
+)
+
+UNIT = bootapply.UNIT_NAME
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            mrrs_size=dict(type="int", default=4096, choices=[0, 128, 256, 512, 1024, 2048,
+                                                              4096]),
+            vendor=dict(type="str", default="10de"),
+            classes=dict(type="list", elements="str", default=["0300", "0302"]),
+            include_upstream=dict(type="bool", default=True),
+            cpuidle_deeper_than=dict(type="str", default="C1"),
+            after=dict(type="list", elements="str", default=["nvidia-persistenced.service"]),
+            before=dict(type="list", elements="str", default=["pve-guests.service"]),
+            python=dict(type="path", default="/usr/bin/python3"),
+            start=dict(type="bool", default=True),
+            root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+
+
+class Live(object):
+    """systemctl on the live host, or the reason it is not run (a tree, no systemd)."""
+
+    def __init__(self, module, root):
+        self.module = module
+        self.runner = Runner(module)
+        self.commands = []
+        self.reason = None
+        if os.path.realpath(root) != "/":
+            self.reason = "root is %s, not the live host" % root
+        elif not os.path.isdir("/run/systemd/system"):
+            self.reason = "systemd is not running here (no /run/systemd/system)"
+        elif not self.runner.which("systemctl"):
+            self.reason = "systemctl not found"
+
+    @property
+    def usable(self):
+        return self.reason is None
+
+    def run(self, *args, **kwargs):
+        """Run ``systemctl args`` (or record it as skipped/planned); return (rc, out)."""
+        text = "systemctl " + " ".join(args)
+        if not self.usable:
+            self.commands.append(dict(command=text, status="skipped", reason=self.reason))
+            return None, ""
+        if self.module.check_mode and not kwargs.get("query"):
+            self.commands.append(dict(command=text, status="planned",
+                                      reason="check mode"))
+            return None, ""
+        rc, out, _err = self.runner.run([self.runner.which("systemctl")] + list(args),
+                                        ok_rcs=kwargs.get("ok_rcs", (0,)),
+                                        hint=kwargs.get("hint"))
+        if not kwargs.get("query"):
+            self.commands.append(dict(command=text, status="run", reason=""))
+        return rc, out.strip()
+
+    def journal(self):
+        """The unit's last journal lines, for a failure message (empty when unavailable)."""
+        binary = self.runner.which("journalctl") if self.usable else None
+        if not binary:
+            return ""
+        _rc, out, _err = self.runner.run([binary, "-u", UNIT, "-n", "20", "--no-pager", "-o",
+                                          "cat"], check=False)
+        return ("\nLast journal lines of %s:\n%s" % (UNIT, out.strip())) if out.strip() else ""
+
+    def is_active(self):
+        if not self.usable:
+            return None
+        _rc, out = self.run("is-active", UNIT, query=True, ok_rcs=tuple(range(256)))
+        return out or "unknown"
+
+
+def _diffs(root, files, plan):
+    diffs = []
+    for path, action in plan:
+        if action == "ok":
+            continue
+        if path in (bootapply.UNIT_PATH, bootapply.CONFIG_PATH):
+            old = read_bytes(host_path(root, path))
+            diffs.append(dict(before_header=path if old is not None else "/dev/null",
+                              after_header=path,
+                              before=(old or b"").decode("utf-8", "replace"),
+                              after=files[path].decode("utf-8")))
+        else:
+            diffs.append(dict(before_header=path, after_header=path,
+                              prepared="%s %s (library file, %s)" % (
+                                  action, path, "%d bytes" % len(files[path])
+                                  if path in files else "not shipped any more")))
+    return diffs
+
+
+def present(module, live):
+    p = module.params
+    root = p["root"]
+    config = bootapply.make_config(
+        mrrs_size=p["mrrs_size"] or None, vendor=p["vendor"], classes=p["classes"],
+        include_upstream=p["include_upstream"],
+        cpuidle_deeper_than=p["cpuidle_deeper_than"] or None)
+    unit = bootapply.render_unit(after=p["after"], before=p["before"], python=p["python"])
+    files = bootapply.desired_files(config, unit)
+    plan = bootapply.plan_files(root, files)
+    link_ok = bootapply.wants_link_ok(root)
+    changed_files = [path for path, action in plan if action != "ok"]
+    result = dict(config=config, files=[dict(path=path, action=action) for path, action in plan])
+    result["files"].append(dict(path=bootapply.WANTS_LINK, action="ok" if link_ok else "create"))
+    result["diff"] = _diffs(root, files, plan)
+    changed = bool(changed_files) or not link_ok
+    if not module.check_mode:
+        bootapply.write_files(root, files, plan)
+    if changed_files:
+        live.run("daemon-reload")
+    if not link_ok:
+        if live.usable:
+            live.run("enable", UNIT)
+        else:
+            live.commands.append(dict(command="systemctl enable %s" % UNIT,
+                                      status="skipped", reason="%s: wants link %s" % (
+                                          live.reason, "planned" if module.check_mode
+                                          else "created directly")))
+            if not module.check_mode:
+                bootapply.make_wants_link(root)
+    active = live.is_active()
+    if p["start"]:
+        if active != "active":
+            live.run("start", UNIT, hint="see journalctl -u %s" % UNIT)
+            if live.usable:
+                changed = True
+        elif changed_files:
+            live.run("restart", UNIT, hint="see journalctl -u %s" % UNIT)
+        if live.usable and not module.check_mode:
+            active = live.is_active()
+    result.update(changed=changed, enabled=True, active=active)
+    return result
+
+
+def absent(module, live):
+    root = module.params["root"]
+    found = bootapply.installed_paths(root)
+    result = dict(files=[dict(path=path, action="remove") for path in found], enabled=False)
+    result["diff"] = []
+    unit_file = read_bytes(host_path(root, bootapply.UNIT_PATH))
+    if unit_file is not None:
+        result["diff"].append(dict(before_header=bootapply.UNIT_PATH, after_header="/dev/null",
+                                   before=unit_file.decode("utf-8", "replace"), after=""))
+    if found:
+        if unit_file is not None:
+            live.run("disable", "--now", UNIT)
+        if not module.check_mode:
+            bootapply.remove_installed(root)
+        live.run("daemon-reload")
+    result["changed"] = bool(found)
+    result["active"] = live.is_active() if live.usable else None
+    return result
+
+
+def main():
+    module = build_module()
+    p = module.params
+    live = Live(module, p["root"])
+    try:
+        if p["state"] == "present":
+            result = present(module, live)
+        else:
+            result = absent(module, live)
+    except (ValueError, bootapply.ConfigError, OSError) as exc:
+        module.fail_json(msg=str(exc), commands=live.commands)
+    except CommandError as exc:
+        module.fail_json(msg="%s: %s%s" % (UNIT, exc, live.journal()), commands=live.commands)
+    result.update(unit_path=bootapply.UNIT_PATH, config_path=bootapply.CONFIG_PATH,
+                  commands=live.commands)
+    if not module._diff:
+        result.pop("diff", None)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
