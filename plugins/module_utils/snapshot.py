@@ -1,0 +1,424 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Snapshots of everything the tune role manages, and their exact restore.
+
+A snapshot records, under a root: the Max Read Request Size and Device Control word of
+every GPU and bridge the tune role touches, the ``disable`` flag of every idle state of
+every online CPU (by state name), each managed sysctl, and each persistence file, link or
+folder the tune role may create (content and mode, or that it does not exist).
+
+Files in ``<root>/var/lib/gpuhost/`` (JSON, one document each)::
+
+    original.json              the first snapshot ever taken; never overwritten
+    snapshot-<UTC time>.json   later "before" snapshots, only when the host drifted from
+                               the last recorded state (so a re-run of tune writes nothing)
+    applied.json               the state tune left (rewritten when it differs); removed by a
+                               restore, since the host is no longer in that state
+
+Restore writes the recorded values back through the same readers and writers the tune
+modules use (masked MRRS write with read-back, per-CPU idle flags with read-back, sysctls
+with read-back), puts files back as recorded (removing those that did not exist), tries
+every item, and reports each.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import json
+import os
+import shutil
+import time
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl as sysctl_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+    atomic_write,
+    host_path,
+    read_bytes,
+)
+
+SCHEMA = 1
+SNAPSHOT_DIR = "/var/lib/gpuhost"
+ORIGINAL = "original.json"
+APPLIED = "applied.json"
+PREFIX = "snapshot-"
+# What the tune role may create; a snapshot records whether each exists and what it holds.
+MANAGED_FILES = (
+    "/etc/sysctl.d/99-gpuhost-tuning.conf",
+    "/etc/systemd/system/gpuhost-tuning.service",
+    "/etc/systemd/system/multi-user.target.wants/gpuhost-tuning.service",
+    "/etc/gpuhost-tuning",
+    "/etc/gpuhost-tuning/boot.json",
+    "/usr/local/lib/gpuhost-tuning",
+    "/etc/modules-load.d/gpuhost-nvidia-peermem.conf",
+)
+
+
+class SnapshotError(Exception):
+    """A snapshot could not be read, written or found; the message names the file."""
+
+
+# ---------------------------------------------------------------------------------------
+# recording
+
+
+def record_file(root, path):
+    """``{"type": "absent"|"file"|"link"|"dir", ...}`` for a host path (files with their
+    content as base64 and their mode, links with their target; folders by existence)."""
+    full = host_path(root, path)
+    if os.path.islink(full):
+        return {"type": "link", "target": os.readlink(full)}
+    if os.path.isdir(full):
+        return {"type": "dir"}
+    data = read_bytes(full)
+    if data is None:
+        return {"type": "absent"}
+    return {"type": "file", "mode": "%04o" % (os.stat(full).st_mode & 0o7777),
+            "content_b64": base64.b64encode(data).decode("ascii")}
+
+
+def record_pcie(root, vendor, classes, include_upstream):
+    """``[{address, role, vendor, device, mrrs, devctl}]`` (devices without a PCIe
+    capability or SR-IOV VFs are left out: they have no MRRS to restore)."""
+    query = pci_mod.tune_mrrs(root, size=4096, vendor=vendor, classes=classes,
+                              include_upstream=include_upstream, state="query")
+    return [dict(address=d["address"], role=d["role"], vendor=d["vendor"], device=d["device"],
+                 mrrs=d["before"], devctl=d["devctl_before"])
+            for d in query["devices"] if d["before"] is not None]
+
+
+def record_cpuidle(root):
+    """``{"driver": ..., "cpus": {"<cpu>": {"<state name>": disabled}}}`` for online CPUs."""
+    states = cpu_mod.read_states(root)
+    cpus = {}
+    for cpu in sorted(states):
+        cpus[str(cpu)] = dict((s["name"], s["disabled"]) for s in states[cpu])
+    return {"driver": cpu_mod.cpuidle_driver(root), "cpus": cpus}
+
+
+def collect(root, sysctl_keys=(), vendor="10de", classes=("0300", "0302"),
+            include_upstream=True, files=MANAGED_FILES):
+    """The current state of everything managed (the ``state`` of a snapshot document)."""
+    return {
+        "pcie": record_pcie(root, vendor, classes, include_upstream),
+        "cpuidle": record_cpuidle(root),
+        "sysctl": sysctl_mod.read_many(root, sysctl_keys),
+        "files": dict((path, record_file(root, path)) for path in files),
+    }
+
+
+def summarize(state):
+    """A short view of a state for results and reports: MRRS per device, idle state name ->
+    CPUs where disabled, sysctls, which files exist."""
+    disabled = {}
+    for cpu, flags in sorted(state["cpuidle"]["cpus"].items(), key=lambda i: int(i[0])):
+        for name, flag in flags.items():
+            entry = disabled.setdefault(name, [])
+            if flag:
+                entry.append(int(cpu))
+    return {
+        "pcie": dict((d["address"], d["mrrs"]) for d in state["pcie"]),
+        "cpuidle_driver": state["cpuidle"]["driver"],
+        "cpuidle_cpus": len(state["cpuidle"]["cpus"]),
+        "cpuidle_disabled": dict((n, cpu_mod.format_cpu_list(c)) for n, c in disabled.items()),
+        "sysctl": dict(state["sysctl"]),
+        "files": dict((p, f["type"]) for p, f in state["files"].items()),
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# the snapshot folder
+
+
+def snapshot_dir(root, folder=SNAPSHOT_DIR):
+    return host_path(root, folder)
+
+
+def load(path):
+    try:
+        with open(path, "r") as handle:
+            doc = json.load(handle)
+    except (IOError, OSError) as exc:
+        raise SnapshotError("cannot read snapshot %s: %s" % (path, exc))
+    except ValueError as exc:
+        raise SnapshotError("snapshot %s is not valid JSON: %s" % (path, exc))
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or "state" not in doc:
+        raise SnapshotError("%s is not a gpuhost.tuning snapshot (schema %s)" % (path, SCHEMA))
+    return doc
+
+
+def listing(root, folder=SNAPSHOT_DIR):
+    """Snapshot file names in the folder: original first, then the others oldest first,
+    applied last (names sort by time)."""
+    base = snapshot_dir(root, folder)
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+    later = sorted(n for n in names if n.startswith(PREFIX) and n.endswith(".json"))
+    out = [ORIGINAL] if ORIGINAL in names else []
+    out += later
+    if APPLIED in names:
+        out.append(APPLIED)
+    return out
+
+
+def last_recorded(root, folder=SNAPSHOT_DIR):
+    """The file name of the newest recorded state (applied, else the newest snapshot, else
+    the original), or None."""
+    names = listing(root, folder)
+    return names[-1] if names else None
+
+
+def resolve(root, name, folder=SNAPSHOT_DIR):
+    """``original``, ``latest`` (newest before-snapshot), a file name in the folder (``.json``
+    optional) or a host path -> the file's full path. Raises SnapshotError when missing."""
+    base = snapshot_dir(root, folder)
+    name = (name or "original").strip()
+    if name == "original":
+        path = os.path.join(base, ORIGINAL)
+    elif name == "latest":
+        names = [n for n in listing(root, folder) if n != APPLIED]
+        if not names:
+            raise SnapshotError("no snapshot in %s: run the tune playbook first" % base)
+        path = os.path.join(base, names[-1])
+    elif "/" in name:
+        path = host_path(root, name)
+    else:
+        path = os.path.join(base, name if name.endswith(".json") else name + ".json")
+    if not os.path.isfile(path):
+        have = ", ".join(listing(root, folder)) or "none"
+        raise SnapshotError("snapshot %s not found at %s (snapshots there: %s)"
+                            % (name, path, have))
+    return path
+
+
+def _document(kind, root, state):
+    return {"schema": SCHEMA, "kind": kind,
+            "taken_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "root": root, "state": state}
+
+
+def _write(path, doc):
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        os.makedirs(folder, 0o755)
+    atomic_write(path, json.dumps(doc, indent=1, sort_keys=True) + "\n", mode=0o644,
+                 preserve=False)
+
+
+def _new_name(base):
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    name = "%s%s.json" % (PREFIX, stamp)
+    count = 1
+    while os.path.exists(os.path.join(base, name)):
+        name = "%s%s-%d.json" % (PREFIX, stamp, count)
+        count += 1
+    return name
+
+
+def take(root, kind="before", folder=SNAPSHOT_DIR, check_mode=False, **selection):
+    """Record the current state.
+
+    ``kind="before"`` (ahead of any change): the first snapshot ever becomes
+    ``original.json``; after that a ``snapshot-<time>.json`` is written only when the state
+    differs from the last recorded one. ``kind="applied"`` (after tuning): ``applied.json``
+    rewritten when it differs. Returns ``{changed, path (written or null), original, state}``.
+    """
+    if kind not in ("before", "applied"):
+        raise ValueError("invalid snapshot kind %r: use before or applied" % (kind,))
+    base = snapshot_dir(root, folder)
+    state = collect(root, **selection)
+    original = os.path.join(base, ORIGINAL)
+    target = None
+    if kind == "applied":
+        current = os.path.join(base, APPLIED)
+        if not os.path.isfile(current) or load(current)["state"] != state:
+            target = current
+    elif not os.path.isfile(original):
+        target = original
+    else:
+        last = os.path.join(base, last_recorded(root, folder))
+        if load(last)["state"] != state:
+            target = os.path.join(base, _new_name(base))
+    if target and not check_mode:
+        _write(target, _document("original" if target == original else kind, root, state))
+    return {"changed": target is not None,
+            "path": None if target is None else os.path.join(folder, os.path.basename(target)),
+            "original": os.path.join(folder, ORIGINAL),
+            "state": state}
+
+
+# ---------------------------------------------------------------------------------------
+# restoring
+
+
+def _restore_pcie(root, devices, check_mode, out, failures):
+    for rec in devices:
+        entry = {"address": rec["address"], "role": rec["role"], "wanted": rec["mrrs"]}
+        try:
+            dev = pci_mod.PciDevice(root, rec["address"])
+            plan = pci_mod.plan_mrrs(dev, rec["mrrs"])
+            if not plan["pcie"]:
+                raise pci_mod.PciError("PCI device %s has no PCI Express capability now"
+                                       % rec["address"])
+            entry["before"] = plan["before"]
+            if not plan["changed"]:
+                entry.update(after=plan["before"], status="ok")
+            elif check_mode:
+                entry.update(after=rec["mrrs"], status="changed")
+            else:
+                done = pci_mod.set_mrrs(dev, rec["mrrs"])
+                entry.update(after=done["after"], status="changed")
+        except (pci_mod.PciError, ValueError, OSError) as exc:
+            entry.update(status="failed", reason=str(exc))
+            failures.append(str(exc))
+        out.append(entry)
+
+
+def _restore_cpuidle(root, recorded, check_mode, out, failures):
+    if not recorded["cpus"]:
+        return
+    if not cpu_mod.cpuidle_available(root):
+        out.append({"name": "*", "status": "skipped", "cpus_restored": "",
+                    "reason": "no cpuidle driver with states now (%s): idle flags not restored"
+                              % (cpu_mod.cpuidle_driver(root) or "no cpuidle folder")})
+        return
+    current = cpu_mod.read_states(root)
+    to_disable, to_enable, offline = {}, {}, []
+    per_name = {}
+    for cpu_text, flags in recorded["cpus"].items():
+        cpu = int(cpu_text)
+        if cpu not in current:
+            offline.append(cpu)
+            continue
+        by_name = dict((s["name"], s) for s in current[cpu])
+        for name, disabled in flags.items():
+            entry = per_name.setdefault(name, {"name": name, "restored": [], "missing": []})
+            state = by_name.get(name)
+            if state is None:
+                entry["missing"].append(cpu)
+            elif state["disabled"] != disabled:
+                (to_disable if disabled else to_enable).setdefault(cpu, []).append(state)
+                entry["restored"].append(cpu)
+    errors = []
+    for selection, disabled in ((to_disable, True), (to_enable, False)):
+        if not selection:
+            continue
+        try:
+            cpu_mod.set_states(root, selection, disabled, check_mode=check_mode)
+        except cpu_mod.CpuError as exc:
+            errors.append(str(exc))
+    for name in sorted(per_name):
+        entry = per_name[name]
+        status = "changed" if entry["restored"] else "ok"
+        item = {"name": name, "cpus_restored": cpu_mod.format_cpu_list(entry["restored"]),
+                "status": status}
+        if entry["missing"]:
+            item["status"] = "failed"
+            item["reason"] = "idle state %s not found any more on CPUs %s" % (
+                name, cpu_mod.format_cpu_list(entry["missing"]))
+            failures.append(item["reason"])
+        out.append(item)
+    if offline:
+        out.append({"name": "*", "status": "skipped", "cpus_restored": "",
+                    "reason": "CPUs %s are offline now: their idle flags are not restored"
+                              % cpu_mod.format_cpu_list(offline)})
+    for error in errors:
+        out.append({"name": "*", "status": "failed", "cpus_restored": "", "reason": error})
+        failures.append(error)
+
+
+def _restore_sysctl(root, recorded, check_mode, out, failures):
+    values = dict((k, v) for k, v in recorded.items() if v is not None)
+    for key in sorted(k for k, v in recorded.items() if v is None):
+        out.append({"key": key, "before": sysctl_mod.read_sysctl(root, key), "wanted": None,
+                    "after": sysctl_mod.read_sysctl(root, key), "status": "ok",
+                    "reason": "the key did not exist when the snapshot was taken"})
+    for entry in sysctl_mod.apply_values(root, values, check_mode=check_mode):
+        if entry["status"] == "failed":
+            failures.append(entry["reason"])
+        out.append(entry)
+
+
+def _put_file(root, path, rec):
+    full = host_path(root, path)
+    if os.path.lexists(full):
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full)
+        elif rec["type"] != "file":
+            os.unlink(full)
+    if rec["type"] == "absent":
+        return
+    folder = os.path.dirname(full)
+    if not os.path.isdir(folder):
+        os.makedirs(folder, 0o755)
+    if rec["type"] == "link":
+        os.symlink(rec["target"], full)
+    else:
+        atomic_write(full, base64.b64decode(rec["content_b64"]), mode=int(rec["mode"], 8),
+                     preserve=False)
+
+
+def _restore_files(root, recorded, check_mode, out, failures):
+    for path in sorted(recorded):
+        rec = recorded[path]
+        now = record_file(root, path)
+        entry = {"path": path, "before": now["type"], "after": rec["type"]}
+        if now == rec or (rec["type"] == "dir" and now["type"] == "dir"):
+            entry["status"] = "ok"
+        elif rec["type"] == "dir":
+            entry.update(status="failed", reason="%s was a folder whose content a snapshot "
+                                                 "does not record: restore it by hand" % path)
+            failures.append(entry["reason"])
+        else:
+            entry["status"] = "changed"
+            if not check_mode:
+                try:
+                    _put_file(root, path, rec)
+                except (IOError, OSError) as exc:
+                    entry.update(status="failed", reason="%s: %s" % (path, exc))
+                    failures.append(entry["reason"])
+        out.append(entry)
+
+
+def restore(root, name="original", folder=SNAPSHOT_DIR, check_mode=False, parts=None):
+    """Put the host back as snapshot ``name`` recorded it (see ``resolve``).
+
+    ``parts`` limits it to some of ``pcie``, ``cpuidle``, ``sysctl``, ``files``. Every item is
+    tried; returns ``{changed, snapshot, taken_at, pcie, cpuidle, sysctl, files, failures}``
+    (each item with ``status`` ok, changed, skipped or failed and a ``reason``). After a full
+    restore ``applied.json`` is removed (the host is not in the applied state any more).
+    """
+    path = resolve(root, name, folder)
+    doc = load(path)
+    state = doc["state"]
+    parts = set(parts or ("pcie", "cpuidle", "sysctl", "files"))
+    result = {"snapshot": os.path.join(folder, os.path.basename(path)),
+              "taken_at": doc.get("taken_at"), "pcie": [], "cpuidle": [], "sysctl": [],
+              "files": []}
+    failures = []
+    if "pcie" in parts:
+        _restore_pcie(root, state.get("pcie") or [], check_mode, result["pcie"], failures)
+    if "cpuidle" in parts:
+        _restore_cpuidle(root, state.get("cpuidle") or {"cpus": {}}, check_mode,
+                         result["cpuidle"], failures)
+    if "sysctl" in parts:
+        _restore_sysctl(root, state.get("sysctl") or {}, check_mode, result["sysctl"], failures)
+    if "files" in parts:
+        _restore_files(root, state.get("files") or {}, check_mode, result["files"], failures)
+    changed = any(item["status"] == "changed"
+                  for key in ("pcie", "cpuidle", "sysctl", "files") for item in result[key])
+    applied = os.path.join(snapshot_dir(root, folder), APPLIED)
+    if os.path.isfile(applied) and len(parts) == 4 and not failures:
+        changed = True
+        result["removed"] = os.path.join(folder, APPLIED)
+        if not check_mode:
+            os.unlink(applied)
+    result["changed"] = changed
+    result["failures"] = failures
+    return result

@@ -1,0 +1,262 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: tuning_snapshot
+short_description: Record, list and restore the values the tune role manages
+version_added: "0.1.0"
+description:
+  - With O(state=present), records in one call the current value of everything the tune role
+    manages, as JSON under O(dir) on the host. Per GPU and upstream bridge the PCIe Max Read
+    Request Size and Device Control word; per online CPU the C(disable) flag of every idle
+    state, by name; each sysctl of O(sysctl_keys); and for each of O(files) whether it
+    exists and what it holds.
+  - The first snapshot ever taken is kept as C(original.json) and never overwritten. Later
+    ones (O(kind=before)) go to C(snapshot-<UTC time>.json), and only when the host differs
+    from the last recorded state, so re-running the tune playbook on an unchanged host
+    writes nothing. O(kind=applied) records the state tune left in C(applied.json).
+  - With O(state=restore), puts back snapshot O(snapshot). MRRS is restored per device
+    (bits 14:12 only, read back), idle flags per CPU (read back) and sysctls (read back).
+    Files are put back as recorded, and those that did not exist are removed. Every item is
+    tried and reported; the task fails at the end when any did not take.
+  - With O(state=list), returns the snapshots in O(dir) without changing anything.
+author:
+  - gpuhost.tuning developers
+options:
+  state:
+    description: C(present) records, C(restore) restores, C(list) lists.
+    type: str
+    choices: [present, restore, list]
+    default: present
+  kind:
+    description:
+      - With O(state=present), C(before) is taken ahead of changes and C(applied) after them.
+    type: str
+    choices: [before, applied]
+    default: before
+  snapshot:
+    description:
+      - With O(state=restore), the snapshot to restore. C(original) is the first ever taken,
+        C(latest) the newest before-snapshot. Otherwise a file name in O(dir), or a host path.
+    type: str
+    default: original
+  parts:
+    description: With O(state=restore), restore only these parts.
+    type: list
+    elements: str
+    choices: [pcie, cpuidle, sysctl, files]
+    default: [pcie, cpuidle, sysctl, files]
+  dir:
+    description: Folder of the snapshots on the host (under O(root)).
+    type: path
+    default: /var/lib/gpuhost
+  sysctl_keys:
+    description: Sysctl keys to record (the keys of C(gpuhost_sysctl)).
+    type: list
+    elements: str
+    default: []
+  vendor:
+    description: PCI vendor ID of the GPUs whose MRRS is recorded (hex).
+    type: str
+    default: "10de"
+  classes:
+    description: PCI classes (class and subclass, hex, quoted) that count as GPUs.
+    type: list
+    elements: str
+    default: ["0300", "0302"]
+  include_upstream:
+    description: Also record every bridge between each GPU and its root complex.
+    type: bool
+    default: true
+  files:
+    description: Host paths whose existence and content are recorded and restored.
+    type: list
+    elements: path
+    default:
+      - /etc/sysctl.d/99-gpuhost-tuning.conf
+      - /etc/systemd/system/gpuhost-tuning.service
+      - /etc/systemd/system/multi-user.target.wants/gpuhost-tuning.service
+      - /etc/gpuhost-tuning
+      - /etc/gpuhost-tuning/boot.json
+      - /usr/local/lib/gpuhost-tuning
+      - /etc/modules-load.d/gpuhost-nvidia-peermem.conf
+  root:
+    description: Host root every path is resolved under (C(/) on a live host).
+    type: path
+    default: /
+notes:
+  - Check mode computes what would be written or restored and writes nothing.
+  - A restore does not stop or disable the boot service; run
+    M(gpuhost.tuning.boot_service) with O(state=absent) first (the revert playbook does).
+  - Needs root on a live host (PCI config space beyond 64 bytes).
+seealso:
+  - module: gpuhost.tuning.sysctl_settings
+  - module: gpuhost.tuning.boot_service
+"""
+
+EXAMPLES = r"""
+- name: Record the state before tuning (the first one becomes the original)
+  gpuhost.tuning.tuning_snapshot:
+    sysctl_keys: "{{ gpuhost_sysctl.keys() | list }}"
+
+- name: Put the host back as it was before the first tune
+  gpuhost.tuning.tuning_snapshot:
+    state: restore
+    snapshot: original
+"""
+
+RETURN = r"""
+path:
+  description: The snapshot written (host path), or null when nothing was written.
+  returned: when O(state=present)
+  type: str
+  sample: /var/lib/gpuhost/original.json
+original:
+  description: Host path of the original snapshot.
+  returned: when O(state=present)
+  type: str
+  sample: /var/lib/gpuhost/original.json
+summary:
+  description:
+    - The state recorded (O(state=present)). C(pcie) (address to MRRS bytes),
+      C(cpuidle_driver), C(cpuidle_cpus), C(cpuidle_disabled) (state name to the CPUs where
+      it is disabled), C(sysctl) (key to value, null when the kernel lacks it), C(files)
+      (path to C(absent), C(file), C(link) or C(dir)).
+  returned: when O(state=present)
+  type: dict
+  sample: {"pcie": {"0000:01:00.0": 512}, "cpuidle_driver": "acpi_idle", "cpuidle_cpus": 128,
+           "cpuidle_disabled": {"POLL": "", "C1": "", "C2": ""},
+           "sysctl": {"kernel.numa_balancing": "1"},
+           "files": {"/etc/sysctl.d/99-gpuhost-tuning.conf": "absent"}}
+snapshots:
+  description: Snapshot file names in O(dir), original first, C(applied.json) last.
+  returned: always
+  type: list
+  elements: str
+  sample: [original.json, snapshot-20260101T120000Z.json, applied.json]
+snapshot:
+  description: The snapshot restored (host path).
+  returned: when O(state=restore)
+  type: str
+taken_at:
+  description: When the restored snapshot was taken (UTC, ISO 8601).
+  returned: when O(state=restore)
+  type: str
+pcie:
+  description: Per device C({address, role, wanted, before, after, status, reason}).
+  returned: when O(state=restore)
+  type: list
+  elements: dict
+cpuidle:
+  description: Per idle state name C({name, cpus_restored, status, reason}).
+  returned: when O(state=restore)
+  type: list
+  elements: dict
+sysctl:
+  description: Per key C({key, before, wanted, after, status, reason}).
+  returned: when O(state=restore)
+  type: list
+  elements: dict
+files:
+  description: Per file C({path, before, after, status, reason}); before and after are
+    C(absent), C(file), C(link) or C(dir).
+  returned: when O(state=restore)
+  type: list
+  elements: dict
+failures:
+  description: What did not take during a restore (the task fails when not empty).
+  returned: when O(state=restore)
+  type: list
+  elements: str
+"""
+
+# Imports follow the documentation blocks (Ansible module layout), hence E402.
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.cpu import CpuError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import PciError  # noqa: E402
+
+PARTS = ["pcie", "cpuidle", "sysctl", "files"]
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            state=dict(type="str", choices=["present", "restore", "list"], default="present"),
+            kind=dict(type="str", choices=["before", "applied"], default="before"),
+            snapshot=dict(type="str", default="original"),
+            parts=dict(type="list", elements="str", choices=PARTS, default=PARTS),
+            dir=dict(type="path", default=snap.SNAPSHOT_DIR),
+            sysctl_keys=dict(type="list", elements="str", default=[], no_log=False),
+            vendor=dict(type="str", default="10de"),
+            classes=dict(type="list", elements="str", default=["0300", "0302"]),
+            include_upstream=dict(type="bool", default=True),
+            files=dict(type="list", elements="path", default=list(snap.MANAGED_FILES)),
+            root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+
+
+def _restore_diff(result):
+    before, after = [], []
+    for item in result["pcie"]:
+        if item["status"] == "changed":
+            before.append("MRRS %s: %s\n" % (item["address"], item.get("before")))
+            after.append("MRRS %s: %s\n" % (item["address"], item.get("after")))
+    for item in result["cpuidle"]:
+        if item["status"] == "changed":
+            before.append("cpuidle %s: current flags on CPUs %s\n"
+                          % (item["name"], item["cpus_restored"]))
+            after.append("cpuidle %s: snapshot flags on CPUs %s\n"
+                         % (item["name"], item["cpus_restored"]))
+    for item in result["sysctl"]:
+        if item["status"] == "changed":
+            before.append("%s = %s\n" % (item["key"], item["before"]))
+            after.append("%s = %s\n" % (item["key"], item["after"]))
+    for item in result["files"]:
+        if item["status"] == "changed":
+            before.append("%s: %s\n" % (item["path"], item["before"]))
+            after.append("%s: %s\n" % (item["path"], item["after"]))
+    return {"before_header": "host (now)", "after_header": result["snapshot"],
+            "before": "".join(before), "after": "".join(after)}
+
+
+def main():
+    module = build_module()
+    p = module.params
+    root = p["root"]
+    try:
+        if p["state"] == "list":
+            result = {"changed": False}
+        elif p["state"] == "present":
+            taken = snap.take(root, kind=p["kind"], folder=p["dir"], check_mode=module.check_mode,
+                              sysctl_keys=p["sysctl_keys"], vendor=p["vendor"],
+                              classes=p["classes"], include_upstream=p["include_upstream"],
+                              files=p["files"])
+            result = {"changed": taken["changed"], "path": taken["path"],
+                      "original": taken["original"], "summary": snap.summarize(taken["state"])}
+        else:
+            result = snap.restore(root, name=p["snapshot"], folder=p["dir"],
+                                  check_mode=module.check_mode, parts=p["parts"])
+            if module._diff:
+                result["diff"] = _restore_diff(result)
+    except (snap.SnapshotError, PciError, CpuError, ValueError, OSError) as exc:
+        module.fail_json(msg=str(exc))
+    result["snapshots"] = snap.listing(root, p["dir"])
+    if result.get("failures"):
+        result["msg"] = "restore of %s incomplete: %d item(s) did not take: %s" % (
+            result["snapshot"], len(result["failures"]), "; ".join(result["failures"][:10]))
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
