@@ -74,10 +74,10 @@ def parse_status_line(line):
         return None
     if line.startswith(("Error!", "Warning!", "Deprecated")):
         return None
-    ids, _, rest = line.partition(": ")
+    ids, _sep, rest = line.partition(": ")
     fields = [f.strip() for f in ids.split(",")]
     if "/" in fields[0]:
-        name, _, version = fields[0].partition("/")
+        name, _sep, version = fields[0].partition("/")
         others = fields[1:]
     else:
         if len(fields) < 2:

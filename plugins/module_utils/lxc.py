@@ -223,8 +223,8 @@ class LxcConfig(object):
         for index, line in enumerate(self.lines):
             if line.kind != "kv" or line.key not in keys or line.section != section:
                 continue
-            rule = parse_rule(line.value) or {"type": None, "major": None, "minor": None,
-                                               "access": None}
+            rule = parse_rule(line.value) or {
+                "type": None, "major": None, "minor": None, "access": None}
             rule.update({"index": index, "key": line.key, "value": line.value})
             out.append(rule)
         return out
@@ -468,9 +468,9 @@ def sync_device_rules(config, char_majors_by_name, drivers, access="rwm", remove
         for major in majors:
             wanted.append({"type": "c", "major": major, "minor": "*", "access": access})
     if absent and missing != "skip":
-        hints = "; ".join("%s: load it with %s" % (d, LOAD_HINTS.get(d, "modprobe %s"
-                                                               % d.replace("-", "_")))
-                          for d in absent)
+        hints = "; ".join(
+            "%s: load it with %s" % (d, LOAD_HINTS.get(d, "modprobe %s" % d.replace("-", "_")))
+            for d in absent)
         raise LxcError(
             "%s not registered in /proc/devices%s, so its major is unknown; nothing was "
             "written (rewriting the rules now would drop the container's access to it). "

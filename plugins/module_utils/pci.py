@@ -200,7 +200,7 @@ def capabilities(buf, where="config space"):
     result = []
     seen = set()
     pos = _u8(buf, PCI_CAPABILITY_LIST) & 0xFC
-    for _ in range(PCI_FIND_CAP_TTL):
+    for _hop in range(PCI_FIND_CAP_TTL):
         if pos < 0x40 or pos in seen:
             break
         if pos + 2 > len(buf):
@@ -231,7 +231,7 @@ def extended_capabilities(buf):
         return result
     seen = set()
     pos = 0x100
-    for _ in range((4096 - 256) // 8):
+    for _hop in range((4096 - 256) // 8):
         if pos < 0x100 or pos + 4 > len(buf) or pos in seen:
             break
         seen.add(pos)

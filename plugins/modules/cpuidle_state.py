@@ -66,7 +66,7 @@ notes:
   - Exactly one of O(names), O(max_latency_us) and O(deeper_than) is required.
   - Supports check mode; nothing is written then, the result is what would change.
 author:
-  - gpuhost.tuning developers
+  - gpuhost.tuning developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -75,7 +75,7 @@ notes:
 seealso:
   - module: gpuhost.tuning.kernel_cmdline
 author:
-  - gpuhost.tuning developers
+  - gpuhost.tuning developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -94,7 +94,7 @@ notes:
   - Stop the container before, start it after; the playbook C(gpuhost.tuning.reboot_verify)
     does that.
 author:
-  - gpuhost.tuning developers
+  - gpuhost.tuning developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -97,7 +97,7 @@ notes:
   - Supports check mode; nothing is written then, RV(devices[].after) is what it would be.
   - Supports diff mode; the diff lists each device's MRRS before and after.
 author:
-  - gpuhost.tuning developers
+  - gpuhost.tuning developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
