@@ -19,7 +19,7 @@ MOLECULE_PKGS := podman runc mmdebstrap
 BENCH_PKGS := openssh-server openssh-client iproute2
 LAB_PKGS := qemu-system-x86 qemu-utils ovmf mtools dosfstools mmdebstrap e2fsprogs fdisk openssh-client
 
-.PHONY: help setup venv collection audit test unit integration molecule lint build clean
+.PHONY: help setup venv collection audit test unit integration molecule lint sanity build clean
 
 help:
 	@echo "make audit   audit this machine read-only; reports in gpuhost-reports/"
@@ -65,8 +65,15 @@ bench: setup
 	@$(BIN)/pip install -q --disable-pip-version-check -r bench/requirements.txt
 	bench/run.sh
 
-lint: venv
-	$(BIN)/ruff check plugins tests
+# ruff, ansible-lint (profile production, offline from Galaxy), antsibull-changelog lint.
+lint: collection
+	@scripts/lint.sh
+
+# ansible-test sanity (every test that runs here, no ignore file) on an
+# ansible_collections/gpuhost/tuning copy; first run installs ansible-test's pinned
+# requirements from PyPI into ~/.ansible/test/venv.
+sanity: venv
+	@scripts/sanity.sh
 
 build: venv
 	$(BIN)/ansible-galaxy collection build --force --output-path build .
