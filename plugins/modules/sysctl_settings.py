@@ -18,7 +18,7 @@ description:
   - Persists them in O(path), a file this module owns whole (it holds exactly O(values) and
     nothing else), written atomically (temporary file in the same folder, then rename).
   - A key the kernel or container does not let it set (the key does not exist, or
-    C(/proc/sys) is read-only as in an LXC container) is reported in RV(skipped) with the
+    C(/proc/sys) is read-only as in an LXC container) is reported in RV(skipped_keys) with the
     reason and is not a failure. A key that does not read back the wanted value on a
     writable kernel, or a value the kernel refuses, is a failure; every other key is still
     set and reported.
@@ -122,7 +122,7 @@ changed_keys:
   returned: always
   type: list
   elements: str
-skipped:
+skipped_keys:
   description: Keys this kernel or container does not let us set, each C({key, reason}).
   returned: always
   type: list
@@ -216,7 +216,7 @@ def run(module):
     old = read_bytes(path)
     old_text = None if old is None else old.decode("utf-8", "replace")
     result = dict(changed=False, path=p["path"], file_changed=False, changed_keys=[],
-                  skipped=[], failed_keys=[])
+                  skipped_keys=[], failed_keys=[])
     diffs = []
     if p["state"] == "absent":
         if old is not None:
@@ -244,7 +244,7 @@ def run(module):
         entries = apply_values(root, values, at_least=at_least, check_mode=module.check_mode)
     result["values"] = entries
     result["changed_keys"] = [e["key"] for e in entries if e["status"] == "changed"]
-    result["skipped"] = [dict(key=e["key"], reason=e["reason"]) for e in entries
+    result["skipped_keys"] = [dict(key=e["key"], reason=e["reason"]) for e in entries
                          if e["status"] == "skipped"]
     result["failed_keys"] = [e["key"] for e in entries if e["status"] == "failed"]
     changed_values = [e for e in entries if e["status"] == "changed"]
@@ -266,7 +266,7 @@ def main():
         module.fail_json(msg=str(exc))
     if not module._diff:
         result.pop("diff", None)
-    for item in result["skipped"]:
+    for item in result["skipped_keys"]:
         module.warn("sysctl skipped: %s" % item["reason"])
     if result["failed_keys"]:
         reasons = [e["reason"] for e in result["values"] if e["status"] == "failed"]

@@ -47,7 +47,7 @@ def test_applies_persists_and_is_idempotent(host):
     assert result.get("failed") is not True, result
     assert result["changed"] is True and result["file_changed"] is True
     assert sorted(result["changed_keys"]) == sorted(WANTED)
-    assert result["skipped"] == [] and result["failed_keys"] == []
+    assert result["skipped_keys"] == [] and result["failed_keys"] == []
     assert proc(host, "kernel.numa_balancing") == b"0\n"
     assert proc(host, "net.core.rmem_max") == b"16777216\n"
     text = conf(host)
@@ -105,8 +105,8 @@ def test_missing_key_is_skipped_with_reason_not_failed(host):
     os.unlink(os.path.join(str(host), "proc/sys/kernel/numa_balancing"))  # single-node VM
     result = run(host, values=WANTED)
     assert result.get("failed") is not True, result
-    assert [s["key"] for s in result["skipped"]] == ["kernel.numa_balancing"]
-    assert "no such key" in result["skipped"][0]["reason"]
+    assert [s["key"] for s in result["skipped_keys"]] == ["kernel.numa_balancing"]
+    assert "no such key" in result["skipped_keys"][0]["reason"]
     assert any("sysctl skipped: kernel.numa_balancing" in str(w) for w in result["warnings"])
     # still persisted: the file is declarative
     assert sysctl_mod.parse_conf(conf(host))["kernel.numa_balancing"] == "0"
@@ -140,14 +140,14 @@ def test_read_only_proc_sys_in_container_is_skipped(host, monkeypatch):
     read_only(monkeypatch, host, ["kernel.numa_balancing", "kernel.sched_autogroup_enabled"])
     result = run(host, values=WANTED)
     assert result.get("failed") is not True, result
-    skipped = dict((s["key"], s["reason"]) for s in result["skipped"])
+    skipped = dict((s["key"], s["reason"]) for s in result["skipped_keys"])
     assert sorted(skipped) == ["kernel.numa_balancing", "kernel.sched_autogroup_enabled"]
     assert "not writable here" in skipped["kernel.numa_balancing"]
     assert "Read-only file system" in skipped["kernel.numa_balancing"]
     assert proc(host, "kernel.numa_balancing") == b"1\n"
     assert proc(host, "net.core.rmem_max") == b"16777216\n"  # the network namespace's own
     check = run(host, check_mode=True, values=WANTED)
-    assert [s["key"] for s in check["skipped"]] == ["kernel.numa_balancing",
+    assert [s["key"] for s in check["skipped_keys"]] == ["kernel.numa_balancing",
                                                     "kernel.sched_autogroup_enabled"]
     assert check["changed"] is False
 
