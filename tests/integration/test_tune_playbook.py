@@ -1,0 +1,219 @@
+"""The tune and revert playbooks run for real (ansible-playbook, local connection) against
+whole host trees: the seed host (every problem of the field story), an H200 VM, and a seed
+host whose kernel ignores one sysctl write. Durations are measured and printed."""
+
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+import yaml
+from conftest import tree_snapshot
+from fixtures import hosts
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
+
+pytestmark = pytest.mark.integration
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_PY = os.path.join(REPO, ".venv/bin/python")
+PLAYBOOK = os.path.join(REPO, ".venv/bin/ansible-playbook")
+MANAGED = ("pcie_mrrs", "numa_balancing", "cpuidle_deep_state", "sysctl")
+UNIT = "etc/systemd/system/gpuhost-tuning.service"
+LINK = "etc/systemd/system/multi-user.target.wants/gpuhost-tuning.service"
+CONF = "etc/sysctl.d/99-gpuhost-tuning.conf"
+DURATIONS = {}
+
+with open(os.path.join(REPO, "roles/common/defaults/main.yml")) as _handle:
+    COMMON = yaml.safe_load(_handle)
+WANTED = {"gpu_vendor": COMMON["gpuhost_gpu_vendor"], "gpu_classes": COMMON["gpuhost_gpu_classes"],
+          "mrrs_size": COMMON["gpuhost_mrrs_size"],
+          "cpuidle_deeper_than": COMMON["gpuhost_cpuidle_deeper_than"],
+          "sysctl": COMMON["gpuhost_sysctl"]}
+
+
+def _env():
+    env = dict(os.environ)
+    env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(REPO, "collections")
+    env["ANSIBLE_CONFIG"] = os.path.join(REPO, "ansible.cfg")
+    env["ANSIBLE_NOCOLOR"] = "1"
+    env["ANSIBLE_FORCE_COLOR"] = "0"
+    env.pop("ANSIBLE_STDOUT_CALLBACK", None)
+    return env
+
+
+def playbook(name, root, reports, *args, label=None):
+    cmd = [PLAYBOOK, "gpuhost.tuning.%s" % name, "-c", "local", "-i", "localhost,",
+           "-e", "ansible_python_interpreter=%s" % VENV_PY, "-e", "gpuhost_root=%s" % root,
+           "-e", "gpuhost_report_dir=%s" % reports] + list(args)
+    started = time.time()
+    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True,
+                          timeout=600)
+    DURATIONS[label or name] = round(time.time() - started, 1)
+    return proc
+
+
+def recap(output):
+    line = output.split("PLAY RECAP")[-1].strip().splitlines()[1]
+    return dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", line))
+
+
+def managed_findings(root):
+    result = audit_mod.audit(root, WANTED)
+    return [f for f in result["findings"] if f["id"] in MANAGED]
+
+
+def pci_configs(root):
+    out = {}
+    for folder, _dirs, files in os.walk(os.path.join(root, "sys/devices")):
+        if "config" in files:
+            with open(os.path.join(folder, "config"), "rb") as handle:
+                out[os.path.relpath(folder, root)] = handle.read()
+    return out
+
+
+def sysctl_files(root):
+    out = {}
+    for folder, _dirs, files in os.walk(os.path.join(root, "proc/sys")):
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as handle:
+                out[os.path.relpath(os.path.join(folder, name), root)] = handle.read()
+    return out
+
+
+def idle_flags(root):
+    return dict(((cpu, s["name"]), s["disabled"])
+                for cpu, states in cpu_mod.read_states(root).items() for s in states)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def collection():
+    subprocess.run(["make", "-s", "-C", REPO, "collection"], check=True, env=_env(),
+                   capture_output=True, timeout=300)
+    yield
+    print("\ntune playbook durations (s): %s" % json.dumps(DURATIONS, sort_keys=True))
+
+
+@pytest.fixture
+def seed(tmp_path):
+    root = str(tmp_path / "seed")
+    built = hosts.seed_host(root)
+    return root, built, str(tmp_path / "reports")
+
+
+def test_tune_fixes_persists_is_idempotent_and_revert_restores_exactly(seed):
+    root, built, reports = seed
+    configs, sysctls, idle = pci_configs(root), sysctl_files(root), idle_flags(root)
+    assert {f["id"] for f in managed_findings(root)} == set(MANAGED)
+
+    first = playbook("tune", root, reports, label="tune (seed, first run)")
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr
+    assert recap(first.stdout)["changed"] > 0 and recap(first.stdout)["failed"] == 0
+    assert managed_findings(root) == []
+    # persisted sysctls: exactly the wanted values
+    with open(os.path.join(root, CONF)) as handle:
+        lines = [line for line in handle.read().splitlines() if line and line[0] != "#"]
+    assert sorted(lines) == sorted("%s = %s" % kv for kv in COMMON["gpuhost_sysctl"].items())
+    # the unit, its ordering and the wants link
+    with open(os.path.join(root, UNIT)) as handle:
+        unit = handle.read().splitlines()
+    for line in ("Type=oneshot", "RemainAfterExit=yes", "After=nvidia-persistenced.service",
+                 "Before=pve-guests.service", "WantedBy=multi-user.target"):
+        assert line in unit
+    assert os.readlink(os.path.join(root, LINK)) == "/" + UNIT
+    # live-only commands reported as skipped, nvidia_peermem not applicable
+    assert "systemctl start gpuhost-tuning.service: skipped" in first.stdout
+    assert "not applicable" in first.stdout and "ib_core is not available" in first.stdout
+    # the report, printed and on the controller
+    with open(os.path.join(reports, "localhost-tune.json")) as handle:
+        report = json.load(handle)
+    rows = dict(((r["part"], r["item"]), r) for r in report["rows"])
+    gpu = built["gpus"][0]
+    assert rows[("pcie", gpu + " endpoint MRRS")]["before"] == 512
+    assert rows[("pcie", gpu + " endpoint MRRS")]["after"] == 4096
+    assert rows[("sysctl", "kernel.numa_balancing")]["before"] == "1"
+    assert rows[("sysctl", "kernel.numa_balancing")]["after"] == "0"
+    assert rows[("cpuidle", "C2 (800 us)")]["after"] == "disabled on CPUs 0-127"
+    assert report["failures"] == [] and report["findings_after"] == []
+    assert len(report["findings_before"]) >= 26  # 16 MRRS, C2, numa_balancing, 8 sysctls
+    with open(os.path.join(reports, "localhost-tune.md")) as handle:
+        markdown = handle.read()
+    assert "| pcie | %s endpoint MRRS | 512 | 4096 | changed |" % gpu in markdown
+    assert "| sysctl | kernel.numa_balancing | 1 | 0 | changed |" in markdown
+    assert os.path.isfile(os.path.join(root, "var/lib/gpuhost/original.json"))
+
+    second = playbook("tune", root, reports, label="tune (seed, second run)")
+    assert second.returncode == 0, second.stdout[-3000:]
+    assert recap(second.stdout)["changed"] == 0, second.stdout[-3000:]
+    assert sorted(os.listdir(os.path.join(root, "var/lib/gpuhost"))) == [
+        "applied.json", "original.json"]
+
+    revert = playbook("revert", root, reports, label="revert (seed)")
+    assert revert.returncode == 0, revert.stdout[-4000:] + revert.stderr
+    assert recap(revert.stdout)["changed"] > 0
+    assert pci_configs(root) == configs  # every config space byte as the fixture had it
+    assert sysctl_files(root) == sysctls
+    assert idle_flags(root) == idle
+    for rel in (CONF, UNIT, LINK, "etc/gpuhost-tuning", "usr/local/lib/gpuhost-tuning"):
+        assert not os.path.lexists(os.path.join(root, rel)), rel
+    assert {f["id"] for f in managed_findings(root)} == set(MANAGED)
+    again = playbook("revert", root, reports, label="revert (seed, again)")
+    assert again.returncode == 0 and recap(again.stdout)["changed"] == 0, again.stdout[-3000:]
+
+
+def test_check_mode_on_a_fresh_tree_changes_nothing(seed):
+    root, _built, reports = seed
+    before = tree_snapshot(root)
+    proc = playbook("tune", root, reports, "--check", "--diff", label="tune --check --diff")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
+    assert tree_snapshot(root) == before
+    out = proc.stdout
+    assert "+kernel.numa_balancing = 0" in out  # the sysctl.d file
+    assert "+RemainAfterExit=yes" in out  # the unit
+    assert '+  "cpuidle": {' in out  # the boot config
+    assert "-kernel.numa_balancing = 1" in out  # the live value
+    assert "Max Read Request Size (bytes)" in out and "endpoint: 4096" in out
+    with open(os.path.join(reports, "localhost-tune.md")) as handle:
+        assert "check mode: planned, nothing changed" in handle.read()
+
+
+def test_a_key_the_kernel_ignores_fails_the_host_after_everything_else(seed):
+    root, built, reports = seed
+    key = os.path.join(root, "proc/sys/kernel/nmi_watchdog")
+    os.unlink(key)
+    os.symlink("/dev/null", key)  # takes every write, reads back nothing
+    proc = playbook("tune", root, reports, label="tune (one sysctl ignored)")
+    assert proc.returncode != 0
+    counts = recap(proc.stdout)
+    assert counts["failed"] == 1 and counts["ignored"] >= 1
+    assert "kernel.nmi_watchdog" in proc.stdout.split("Fail the host")[-1]
+    # everything else was done
+    findings = managed_findings(root)
+    assert [(f["id"], f["subject"]) for f in findings] == [("sysctl", "kernel.nmi_watchdog")]
+    with open(os.path.join(reports, "localhost-tune.json")) as handle:
+        report = json.load(handle)
+    assert any("kernel.nmi_watchdog" in f for f in report["failures"])
+    rows = dict(((r["part"], r["item"]), r) for r in report["rows"])
+    assert rows[("sysctl", "kernel.nmi_watchdog")]["status"] == "failed"
+    assert rows[("pcie", built["gpus"][7] + " endpoint MRRS")]["after"] == 4096
+
+
+def test_vm_without_cpuidle_or_numa_balancing(tmp_path):
+    root = str(tmp_path / "vm")
+    built = hosts.vm_host(root)
+    reports = str(tmp_path / "reports")
+    proc = playbook("tune", root, reports, label="tune (H200 VM)")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
+    with open(os.path.join(reports, "localhost-tune.json")) as handle:
+        report = json.load(handle)
+    rows = dict(((r["part"], r["item"]), r) for r in report["rows"])
+    assert rows[("cpuidle", "deeper than C1")]["status"] == "not applicable"
+    numa = rows[("sysctl", "kernel.numa_balancing")]
+    assert numa["status"] == "skipped" and "no such key" in numa["note"]
+    assert rows[("pcie", built["gpu"] + " endpoint MRRS")]["status"] == "ok"
+    assert managed_findings(root) == []
+    again = playbook("tune", root, reports, label="tune (H200 VM, second run)")
+    assert recap(again.stdout)["changed"] == 0, again.stdout[-3000:]
