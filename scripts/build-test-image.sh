@@ -6,7 +6,8 @@
 # Made from Debian packages only (mmdebstrap, then `podman import`): no image registry is
 # reachable on these machines. The image carries the label gpuhost.recipe = sha256 of this
 # script + the package list + the apt sources; it is rebuilt only when that changes
-# (FORCE=1 rebuilds anyway).
+# (FORCE=1 rebuilds anyway). Inside, /etc/gpuhost-test-image says `old_kernel=<abi>` (also
+# the label gpuhost.old_kernel) so scenarios need not hard-code it.
 #
 # The apt sources are this machine's own Debian entries (bookworm, -updates, -security), so
 # `apt-get install linux-image-<newer>-amd64` works inside the container later.
@@ -26,7 +27,7 @@ PACKAGES=(
   python3 python3-apt apt ca-certificates
   dkms kmod build-essential
   pciutils procps iproute2
-  initramfs-tools
+  initramfs-tools zstd
   "linux-image-$OLD_KERNEL" "linux-headers-$OLD_KERNEL"
 )
 
@@ -122,12 +123,22 @@ mmdebstrap --mode=root --variant=minbase --format=tar \
   --dpkgopt='path-include=/usr/share/locale/locale.alias' \
   --dpkgopt='path-exclude=/usr/share/doc/*' \
   --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+  --dpkgopt='force-unsafe-io' \
+  --aptopt='Acquire::Languages "none"' \
   --skip=cleanup/apt/lists \
   --customize-hook='echo gpuhost-test > "$1/etc/hostname"' \
+  --customize-hook="printf 'old_kernel=%s\\nrecipe=%s\\n' $OLD_KERNEL $RECIPE > \"\$1/etc/gpuhost-test-image\"" \
   --customize-hook='rm -f "$1/etc/machine-id"; touch "$1/etc/machine-id"' \
   --customize-hook='for u in getty@tty1.service console-getty.service systemd-firstboot.service; do chroot "$1" systemctl mask "$u" >/dev/null 2>&1 || true; done' \
   "$SUITE" "$work/rootfs.tar" "$work/debian.sources" >"$work/mmdebstrap.log" 2>&1 \
-  || { tail -40 "$work/mmdebstrap.log" >&2; log "mmdebstrap failed"; exit 1; }
+  || {
+    tail -40 "$work/mmdebstrap.log" >&2
+    if grep -q "Unable to locate package linux-" "$work/mmdebstrap.log"; then
+      log "the mirror no longer has linux-image-$OLD_KERNEL: bump OLD_KERNEL in $0"
+    fi
+    log "mmdebstrap failed"
+    exit 1
+  }
 
 podman import \
   --change 'CMD ["/sbin/init"]' \
