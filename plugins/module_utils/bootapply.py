@@ -265,7 +265,7 @@ def apply_mrrs(root, conf, log):
             include_upstream=conf.get("include_upstream", True), method="sysfs")
     except (ValueError, pci_mod.PciError, OSError) as exc:
         log("MRRS: FAILED before any write: %s" % exc)
-        return ["mrrs: %s" % exc]
+        return ["MRRS (nothing written)"]
     if not result["devices"]:
         log("MRRS: no device of vendor %s, classes %s: nothing to do"
             % (conf.get("vendor"), ", ".join(conf.get("classes") or [])))
@@ -302,7 +302,7 @@ def apply_cpuidle(root, conf, log):
         outcome = cpu_mod.set_states(root, selection, True)
     except cpu_mod.CpuError as exc:
         log("cpuidle: FAILED: %s" % exc)
-        return ["cpuidle: %s" % exc]
+        return ["cpuidle states deeper than %s" % ref]
     by_name = {}
     for cpu, name in outcome["changed"]:
         by_name.setdefault(name, ([], []))[0].append(cpu)
@@ -354,7 +354,7 @@ def main(argv=None):
         return 2
     status, failures = run(args.root, config)
     if failures:
-        print("%s: FAILED on %s" % (TAG, ", ".join(failures)), file=sys.stderr)
+        print("%s: FAILED on %s (details above)" % (TAG, ", ".join(failures)), file=sys.stderr)
     return status
 
 

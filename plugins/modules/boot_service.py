@@ -196,6 +196,7 @@ class Live(object):
         self.module = module
         self.runner = Runner(module)
         self.commands = []
+        self.wrote = False  # files changed before a later step failed (reported as changed)
         self.reason = None
         if os.path.realpath(root) != "/":
             self.reason = "root is %s, not the live host" % root
@@ -226,12 +227,21 @@ class Live(object):
         return rc, out.strip()
 
     def journal(self):
-        """The unit's last journal lines, for a failure message (empty when unavailable)."""
+        """The journal of the unit's last run, for a failure message (empty when unavailable)."""
         binary = self.runner.which("journalctl") if self.usable else None
         if not binary:
             return ""
-        _rc, out, _err = self.runner.run([binary, "-u", UNIT, "-n", "20", "--no-pager", "-o",
-                                          "cat"], check=False)
+        _rc, invocation, _err = self.runner.run(
+            [self.runner.which("systemctl"), "show", "-p", "InvocationID", "--value", UNIT],
+            check=False)
+        invocation = invocation.strip()
+        if invocation:
+            match = ["INVOCATION_ID=%s" % invocation, "+",
+                     "_SYSTEMD_INVOCATION_ID=%s" % invocation]
+        else:
+            match = ["-u", UNIT, "-n", "20"]
+        _rc, out, _err = self.runner.run([binary, "--no-pager", "-o", "cat"] + match,
+                                         check=False)
         return ("\nLast journal lines of %s:\n%s" % (UNIT, out.strip())) if out.strip() else ""
 
     def is_active(self):
@@ -277,6 +287,7 @@ def present(module, live):
     result["diff"] = _diffs(root, files, plan)
     changed = bool(changed_files) or not link_ok
     if not module.check_mode:
+        live.wrote = bool(changed_files)
         bootapply.write_files(root, files, plan)
     if changed_files:
         live.run("daemon-reload")
@@ -289,6 +300,7 @@ def present(module, live):
                                           live.reason, "planned" if module.check_mode
                                           else "created directly")))
             if not module.check_mode:
+                live.wrote = True
                 bootapply.make_wants_link(root)
     active = live.is_active()
     if p["start"]:
@@ -317,6 +329,7 @@ def absent(module, live):
         if unit_file is not None:
             live.run("disable", "--now", UNIT)
         if not module.check_mode:
+            live.wrote = True
             bootapply.remove_installed(root)
         live.run("daemon-reload")
     result["changed"] = bool(found)
@@ -334,9 +347,10 @@ def main():
         else:
             result = absent(module, live)
     except (ValueError, bootapply.ConfigError, OSError) as exc:
-        module.fail_json(msg=str(exc), commands=live.commands)
+        module.fail_json(msg=str(exc), commands=live.commands, changed=live.wrote)
     except CommandError as exc:
-        module.fail_json(msg="%s: %s%s" % (UNIT, exc, live.journal()), commands=live.commands)
+        module.fail_json(msg="%s: %s%s" % (UNIT, exc, live.journal()), commands=live.commands,
+                         changed=live.wrote)
     result.update(unit_path=bootapply.UNIT_PATH, config_path=bootapply.CONFIG_PATH,
                   commands=live.commands)
     if not module._diff:

@@ -5,6 +5,7 @@ host whose kernel ignores one sysctl write. Durations are measured and printed."
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -217,3 +218,120 @@ def test_vm_without_cpuidle_or_numa_balancing(tmp_path):
     assert managed_findings(root) == []
     again = playbook("tune", root, reports, label="tune (H200 VM, second run)")
     assert recap(again.stdout)["changed"] == 0, again.stdout[-3000:]
+
+
+# ---------------------------------------------------------------------------------------
+# a live host: systemd as PID 1 in a podman container (read-only /proc/sys and /sys, as in
+# an LXC container), reached through the containers.podman connection
+
+
+IMAGE = os.environ.get("GPUHOST_TEST_IMAGE", "localhost/gpuhost-test:bookworm")
+CONTAINERS_CONF = os.path.join(REPO, "molecule/shared/containers.conf")
+
+
+def _podman(*args, check=True, timeout=120):
+    env = dict(os.environ, CONTAINERS_CONF=CONTAINERS_CONF)
+    return subprocess.run(["podman"] + list(args), capture_output=True, text=True, env=env,
+                          check=check, timeout=timeout)
+
+
+@pytest.fixture
+def live_container():
+    if shutil.which("podman") is None:
+        pytest.skip("podman not installed (make molecule installs it)")
+    if _podman("image", "exists", IMAGE, check=False).returncode != 0:
+        pytest.skip("test image %s not built (scripts/build-test-image.sh)" % IMAGE)
+    name = "gpuhost-tune-%d" % os.getpid()
+    _podman("rm", "-f", name, check=False)
+    _podman("run", "-d", "--name", name, "--hostname", name, "--systemd=always",
+            "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", IMAGE, "/sbin/init")
+    try:
+        _wait_for_systemd(name)
+        yield name
+    finally:
+        _podman("rm", "-f", name, check=False)
+
+
+def _wait_for_systemd(name):
+    for _ in range(60):
+        state = _podman("exec", name, "systemctl", "is-system-running", "--wait", check=False)
+        if state.stdout.strip() in ("running", "degraded"):
+            return
+        time.sleep(1)
+    raise AssertionError("systemd did not come up in %s: %s" % (name, state.stdout))
+
+
+def in_container(name, command):
+    return _podman("exec", name, "sh", "-c", command, check=False).stdout.strip()
+
+
+def live_playbook(name, container, reports, *args, label=None):
+    env = _env()
+    env["CONTAINERS_CONF"] = CONTAINERS_CONF
+    cmd = [PLAYBOOK, "gpuhost.tuning.%s" % name, "-c", "containers.podman.podman",
+           "-i", "%s," % container, "-e", "ansible_python_interpreter=/usr/bin/python3",
+           "-e", "gpuhost_report_dir=%s" % reports] + list(args)
+    started = time.time()
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    DURATIONS[label or name] = round(time.time() - started, 1)
+    return proc
+
+
+def test_live_systemd_host_service_runs_now_and_at_boot_then_revert(live_container, tmp_path):
+    name = live_container
+    reports = str(tmp_path / "reports")
+    first = live_playbook("tune", name, reports, label="tune (live systemd container)")
+    assert first.returncode == 0, first.stdout[-5000:] + first.stderr
+    # the unit was enabled and started by systemctl, and its run is in the journal
+    assert in_container(name, "systemctl is-enabled gpuhost-tuning.service") == "enabled"
+    assert in_container(name, "systemctl is-active gpuhost-tuning.service") == "active"
+    journal = in_container(name, "journalctl -u gpuhost-tuning.service -o cat --no-pager")
+    assert "gpuhost-tuning: done: settings applied and read back" in journal
+    with open(os.path.join(reports, "%s-tune.json" % name)) as handle:
+        report = json.load(handle)
+    rows = dict(((r["part"], r["item"]), r) for r in report["rows"])
+    # /proc/sys is read-only in the container: skipped with the reason, not a failure
+    swappiness = rows[("sysctl", "vm.swappiness")]
+    assert swappiness["status"] == "skipped" and "Read-only file system" in swappiness["note"]
+    assert "systemctl start gpuhost-tuning.service: run" in rows[
+        ("boot_service", "gpuhost-tuning.service")]["note"]
+
+    second = live_playbook("tune", name, reports, label="tune (live, second run)")
+    assert second.returncode == 0 and recap(second.stdout)["changed"] == 0, second.stdout[-4000:]
+
+    # a reboot: systemd starts the unit by itself (multi-user.target wants it)
+    _podman("restart", name)
+    _wait_for_systemd(name)
+    assert in_container(name, "systemctl is-active gpuhost-tuning.service") == "active"
+    assert "done: settings applied and read back" in in_container(
+        name, "journalctl -b -u gpuhost-tuning.service -o cat --no-pager")
+
+    revert = live_playbook("revert", name, reports, label="revert (live)")
+    assert revert.returncode == 0, revert.stdout[-5000:] + revert.stderr
+    enabled = in_container(name, "systemctl is-enabled gpuhost-tuning.service 2>&1; true")
+    assert "No such file or directory" in enabled or enabled == "not-found", enabled
+    assert in_container(name, "ls /etc/systemd/system/gpuhost-tuning.service "
+                              "/usr/local/lib/gpuhost-tuning /etc/gpuhost-tuning "
+                              "/etc/sysctl.d/99-gpuhost-tuning.conf 2>/dev/null; true") == ""
+    assert in_container(name, "systemctl is-active gpuhost-tuning.service; true") in (
+        "inactive", "unknown")
+
+
+def test_live_unit_failing_at_start_fails_the_task_with_its_journal(live_container):
+    name = live_container
+    states = in_container(name, "cat /sys/devices/system/cpu/cpu0/cpuidle/state*/name")
+    if len(states.splitlines()) < 2:
+        pytest.skip("no idle state deeper than POLL on this machine (%r)" % states)
+    env = _env()
+    env["CONTAINERS_CONF"] = CONTAINERS_CONF
+    # /sys is read-only in the container: the unit cannot disable the state deeper than POLL
+    proc = subprocess.run(
+        [os.path.join(REPO, ".venv/bin/ansible"), "all", "-c", "containers.podman.podman",
+         "-i", "%s," % name, "-e", "ansible_python_interpreter=/usr/bin/python3",
+         "-m", "gpuhost.tuning.boot_service", "-a", "cpuidle_deeper_than=POLL"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "systemctl start gpuhost-tuning.service exited 1" in proc.stdout
+    assert "Read-only file system" in proc.stdout  # the unit's own journal lines
+    assert "FAILED on cpuidle states deeper than POLL" in proc.stdout
+    assert in_container(name, "systemctl is-active gpuhost-tuning.service; true") == "failed"
