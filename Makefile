@@ -15,6 +15,8 @@ export PATH := $(BIN):$(PATH)
 UNIT_PKGS := pciutils
 INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium
 MOLECULE_PKGS := podman runc mmdebstrap
+# shellcheck: without it ansible-test sanity skips its shellcheck test.
+SANITY_PKGS := shellcheck
 # The fleet benchmark (make bench; not part of make test): sshd per namespace, ip netns.
 BENCH_PKGS := openssh-server openssh-client iproute2
 LAB_PKGS := qemu-system-x86 qemu-utils ovmf mtools dosfstools mmdebstrap e2fsprogs fdisk openssh-client
@@ -73,6 +75,7 @@ lint: collection
 # ansible_collections/gpuhost/tuning copy; first run installs ansible-test's pinned
 # requirements from PyPI into ~/.ansible/test/venv.
 sanity: venv
+	@scripts/apt-ensure.sh $(SANITY_PKGS)
 	@scripts/sanity.sh
 
 build: venv

@@ -5,7 +5,7 @@
 # ansible-lint finds through ./collections (make collection).
 # Runs every check, then exits non-zero if any failed; prints the time each took.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 export PATH=$ROOT/.venv/bin:$PATH
 export ANSIBLE_CONFIG=$ROOT/ansible.cfg
