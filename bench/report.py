@@ -59,6 +59,7 @@ def machine():
         "hosts_python": cmd(["/usr/bin/python3", "--version"]),
         "ansible_core": ansible_core,
         "openssh": cmd(["ssh", "-V"]),
+        "commit": os.environ.get("BENCH_COMMIT", "unknown"),
     }
 
 
@@ -82,12 +83,23 @@ def summarise(out, records):
         stats = load_stats(out, median_rec["log"])
         tasks_per_host = changed = items = None
         top = []
+        breakdown = {}
         if stats and stats["hosts"]:
             per_host = [c["ok"] + c["failed"] + c["skipped"] + c["unreachable"]
                         for c in stats["hosts"].values()]
             tasks_per_host = round(statistics.mean(per_host), 2)
             items = round(statistics.mean(c["items"] for c in stats["hosts"].values()), 2)
             changed = sum(c["changed"] for c in stats["hosts"].values())
+            breakdown = {}
+            for task in stats["tasks"]:
+                part = breakdown.setdefault(task.get("where", "host"), {
+                    "tasks": 0, "runs_per_host": 0.0, "seconds": 0.0})
+                part["tasks"] += 1
+                part["runs_per_host"] += (task["results"] - task.get("skipped", 0)) / float(n)
+                part["seconds"] += task["seconds"]
+            for part in breakdown.values():
+                part["runs_per_host"] = round(part["runs_per_host"], 2)
+                part["seconds"] = round(part["seconds"], 2)
             top = sorted(stats["tasks"], key=lambda t: -t["seconds"])[:5]
             top = [{"task": t["name"], "seconds": t["seconds"]} for t in top]
         rows[(n, label)] = {
@@ -103,6 +115,7 @@ def summarise(out, records):
             "loop_items_per_host": items,
             "changed_total": changed,
             "slowest_tasks": top,
+            "where_time_goes": breakdown,
         }
     for (n, _label), row in rows.items():
         floor = rows.get((n, "ping"))
@@ -165,7 +178,8 @@ def markdown(info, rows, margins, checks, sizes, forks):
         "",
         "Machine: %(cores)s cores (%(cpu_model)s), %(ram_gib)s GiB RAM, %(os)s, kernel "
         "%(kernel)s; controller Python %(controller_python)s, hosts %(hosts_python)s, "
-        "ansible-core %(ansible_core)s, %(openssh)s. Date: %(date)s." % info,
+        "ansible-core %(ansible_core)s, %(openssh)s. Date: %(date)s. Collection at %(commit)s."
+        % info,
         "",
         "Fleet: every host is a network namespace with its own sshd and its own seed host tree "
         "(tests/fixtures/hosts.py `seed_host`), all on this one machine: the hosts' module "
@@ -212,10 +226,30 @@ def markdown(info, rows, margins, checks, sizes, forks):
         if check["met"] is None:
             lines.append("- %s: not measured" % check["target"])
         else:
-            lines.append("- %s: %s at N=%d (%.2fx wall; %sx marginal per host)" % (
+            marg = ("; %.2fx in the per-host slope over N" % check["marginal_ratio"]
+                    if check["marginal_ratio"] is not None else "")
+            lines.append("- %s: %s at N=%d (%.2fx wall per host%s)" % (
                 check["target"], "met" if check["met"] else "MISSED", check["at_n"],
-                check["ratio"], check["marginal_ratio"]))
+                check["ratio"], marg))
     big = max(sizes)
+    lines += ["", "## Where the time goes at N=%d" % big, "",
+              "Tasks by where they run: `host` = a module round trip to each host (ssh, "
+              "python, the module), `controller` = an action that never leaves the controller "
+              "(set_fact, debug, fail, argument validation: still one worker process per host), "
+              "`delegated` = run on the controller for each host (delegate_to: localhost). "
+              "Runs per host count only what was not skipped; seconds are summed task spans.",
+              "", "| run | host: tasks, runs/host, s | controller: tasks, runs/host, s "
+              "| delegated: tasks, runs/host, s |", "|---|---|---|---|"]
+    for label, _ in LABELS:
+        row = rows.get((big, label))
+        if not row or not row["where_time_goes"]:
+            continue
+        cells = []
+        for where in ("host", "controller", "delegated"):
+            part = row["where_time_goes"].get(where)
+            cells.append("%d, %.2f, %.1f" % (part["tasks"], part["runs_per_host"],
+                                              part["seconds"]) if part else "-")
+        lines.append("| %s | %s |" % (label, " | ".join(cells)))
     lines += ["", "## Slowest tasks at N=%d (seconds from task start to last host result)" % big,
               ""]
     for label, _ in LABELS:

@@ -7,15 +7,22 @@
 # per-run stats in bench/out/. Everything (sshd, namespaces, trees, keys) is removed on exit,
 # failure and Ctrl-C included.
 #
-# Settings (environment): BENCH_SIZES="1 8 32" BENCH_FORKS=8 BENCH_REPEAT=3
+# Settings (environment): BENCH_SIZES="1 8 32" BENCH_FORKS=8 BENCH_REPEAT=1
+#   BENCH_RUNS="ping audit tune audit_check" (a subset measures less; ping always runs)
+#   BENCH_TUNE_MAX=N: tune only for fleets up to N hosts (e.g. BENCH_SIZES="1 8 32 64"
+#   BENCH_TUNE_MAX=32 adds the 64-host floor and audit without the slow 64-host tune runs)
 #   BENCH_SUBNET=10.250.0 (a /24 that exists only inside the benchmark's namespaces)
+#   BENCH_HOLD=1: set up the fleet for the largest N, write bench/out/env.sh (source it, then
+#   `ip netns exec "$BENCH_CTL" ansible-playbook -i "$BENCH_INVENTORY" ...`), measure nothing,
+#   and keep the fleet until Ctrl-C (for finding out where time goes).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
 SIZES=${BENCH_SIZES:-"1 8 32"}
 FORKS=${BENCH_FORKS:-8}
-REPEAT=${BENCH_REPEAT:-3}
+REPEAT=${BENCH_REPEAT:-1}
+RUNS=" ${BENCH_RUNS:-ping audit tune audit_check} "
 export BENCH_SUBNET=${BENCH_SUBNET:-10.250.0}
 PY=$REPO/.venv/bin/python
 OUT=$HERE/out
@@ -23,6 +30,8 @@ TAG=gpb$$                     # namespace names: $TAG-ctl (controller), $TAG-hNN
 CTL=$TAG-ctl
 RUN=""
 MADE_RUN_SSHD=0
+HOLD_PID=""
+CHILD=""
 
 log() { printf '%s bench: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -30,6 +39,8 @@ teardown() {
   local rc=$? pid ns
   trap - EXIT INT TERM
   set +e
+  [ -n "$HOLD_PID" ] && kill "$HOLD_PID" 2>/dev/null
+  [ -n "$CHILD" ] && kill "$CHILD" 2>/dev/null
   if [ -n "$RUN" ]; then
     for pidfile in "$RUN"/hosts/*/sshd.pid; do
       [ -f "$pidfile" ] && pid=$(cat "$pidfile") && kill "$pid" 2>/dev/null
@@ -117,7 +128,7 @@ log "$max sshd running"
 
 # The fast settings (bench/README.md). Everything else from the repository's ansible.cfg.
 export ANSIBLE_CONFIG=$REPO/ansible.cfg
-export ANSIBLE_COLLECTIONS_PATH=$REPO/collections
+export ANSIBLE_COLLECTIONS_PATH=$RUN/collections
 export ANSIBLE_FORKS=$FORKS
 export ANSIBLE_PIPELINING=True
 export ANSIBLE_SSH_ARGS="-C -o ControlMaster=auto -o ControlPersist=60s"
@@ -127,22 +138,51 @@ export ANSIBLE_CALLBACKS_ENABLED=bench_stats
 export ANSIBLE_LOAD_CALLBACK_PLUGINS=True
 export ANSIBLE_NOCOLOR=True
 export PATH=$REPO/.venv/bin:$PATH
-INSTALLED=$REPO/collections/ansible_collections/gpuhost/tuning
-[ -d "$INSTALLED" ] || { echo "bench: collection not installed: run make bench (or make collection)" >&2; exit 1; }
+# A private copy of the collection for this run: `make collection` elsewhere (other work in
+# the same checkout) replaces ./collections, and a playbook whose files vanish mid-run fails.
+log "collection: private copy of this checkout in the run folder"
+"$REPO/.venv/bin/ansible-galaxy" collection install --force -p "$RUN/collections" "$REPO" >/dev/null
+INSTALLED=$RUN/collections/ansible_collections/gpuhost/tuning
+export BENCH_COMMIT
+BENCH_COMMIT="$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no -- plugins roles playbooks 2>/dev/null)" ]; then
+  BENCH_COMMIT="$BENCH_COMMIT + uncommitted changes in plugins/roles/playbooks"
+fi
 
 # measure N LABEL REP CMD...: one cold run in the controller namespace (bench/measure.py).
 measure() {
   local n=$1 label=$2 rep=$3; shift 3
+  # In the background + wait, so a signal runs the teardown at once (it ends the namespaces'
+  # processes, the measured ansible among them).
   "$PY" "$HERE/measure.py" --out "$OUT" --run "$RUN" --ctl "$CTL" --n "$n" --label "$label" \
-    --rep "$rep" --forks "$FORKS" --hosts "$n" -- "$@"
+    --rep "$rep" --forks "$FORKS" --hosts "$n" -- "$@" &
+  CHILD=$!
+  wait "$CHILD"
+  CHILD=""
 }
 
-have_audit=0; have_tune=0
-[ -f "$INSTALLED/playbooks/audit.yml" ] && have_audit=1
-[ -f "$INSTALLED/playbooks/tune.yml" ] && have_tune=1
-[ $have_audit = 1 ] || log "playbook audit not in the collection yet: measuring the floor only"
-[ $have_tune = 1 ] || log "playbook tune not in the collection yet: skipping tune runs"
-REPORTS=(-e "gpuhost_audit_report_dir=$RUN/reports")
+have_audit=0; have_tune=0; have_check=0
+[ -f "$INSTALLED/playbooks/audit.yml" ] && [[ $RUNS == *" audit "* ]] && have_audit=1
+[ -f "$INSTALLED/playbooks/audit.yml" ] && [[ $RUNS == *" audit_check "* ]] && have_check=1
+[ -f "$INSTALLED/playbooks/tune.yml" ] && [[ $RUNS == *" tune "* ]] && have_tune=1
+[ $have_audit = 1 ] || log "audit not measured (no playbooks/audit.yml, or not in BENCH_RUNS)"
+[ $have_tune = 1 ] || log "tune not measured (no playbooks/tune.yml, or not in BENCH_RUNS)"
+REPORTS=(-e "gpuhost_report_dir=$RUN/reports")
+
+if [ "${BENCH_HOLD:-0}" = 1 ]; then
+  "$PY" "$HERE/fleet.py" trees "$RUN" "$max"
+  inv=$("$PY" "$HERE/fleet.py" inventory "$RUN" "$max")
+  mkdir -p "$RUN/cp/hold"
+  {
+    export -p | grep -E ' (ANSIBLE_[A-Z_]+|PATH)='
+    echo "export ANSIBLE_SSH_CONTROL_PATH_DIR=$RUN/cp/hold"
+    echo "export BENCH_CTL=$CTL BENCH_INVENTORY=$inv BENCH_RUN=$RUN"
+  } > "$OUT/env.sh"
+  log "holding $max hosts: source $OUT/env.sh; Ctrl-C (or kill $$) tears down"
+  sleep infinity & HOLD_PID=$!
+  wait "$HOLD_PID" || true
+  exit 0
+fi
 
 for n in $SIZES; do
   log "N=$n: fresh seed trees"
@@ -156,13 +196,13 @@ for n in $SIZES; do
       measure "$n" audit "$r" ansible-playbook -i "$inv" gpuhost.tuning.audit "${REPORTS[@]}"
     done
   fi
-  if [ $have_tune = 1 ]; then
+  if [ $have_tune = 1 ] && [ "$n" -le "${BENCH_TUNE_MAX:-100000}" ]; then
     measure "$n" tune_first 1 ansible-playbook -i "$inv" gpuhost.tuning.tune "${REPORTS[@]}"
     for r in $(seq "$REPEAT"); do
       measure "$n" tune_again "$r" ansible-playbook -i "$inv" gpuhost.tuning.tune "${REPORTS[@]}"
     done
   fi
-  if [ $have_audit = 1 ]; then
+  if [ $have_check = 1 ]; then
     for r in $(seq "$REPEAT"); do
       measure "$n" audit_check "$r" ansible-playbook -i "$inv" gpuhost.tuning.audit --check \
         "${REPORTS[@]}"

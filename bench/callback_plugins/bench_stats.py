@@ -28,6 +28,12 @@ DOCUMENTATION = """
 """
 
 
+# Actions that never reach a host (action plugins without a module round trip).
+CONTROLLER_ONLY = {"set_fact", "debug", "fail", "assert", "validate_argument_spec", "meta",
+                   "include_tasks", "include_role", "include_vars", "add_host", "group_by",
+                   "set_stats", "pause"}
+
+
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "aggregate"
@@ -43,12 +49,22 @@ class CallbackModule(CallbackBase):
 
     def _task_start(self, task):
         now = time.monotonic()
+        action = task.action
+        if action.rsplit(".", 1)[-1] in CONTROLLER_ONLY:
+            where = "controller"
+        elif task.delegate_to:
+            where = "delegated"
+        else:
+            where = "host"
         self._current = {
             "name": task.get_name(),
-            "action": task.action,
+            "action": action,
+            "where": where,
+            "run_once": bool(task.run_once),
             "start": round(now - self._t0, 4),
             "end": round(now - self._t0, 4),
             "results": 0,
+            "skipped": 0,
         }
         self._tasks.append(self._current)
 
@@ -71,6 +87,8 @@ class CallbackModule(CallbackBase):
             self._task_start(result.task)
         self._current["end"] = round(time.monotonic() - self._t0, 4)
         self._current["results"] += 1
+        if status == "skipped":
+            self._current["skipped"] += 1
 
     def v2_runner_on_ok(self, result):
         self._count(result, "ok")
