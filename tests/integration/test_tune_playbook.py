@@ -335,3 +335,45 @@ def test_live_unit_failing_at_start_fails_the_task_with_its_journal(live_contain
     assert "Read-only file system" in proc.stdout  # the unit's own journal lines
     assert "FAILED on cpuidle states deeper than POLL" in proc.stdout
     assert in_container(name, "systemctl is-active gpuhost-tuning.service; true") == "failed"
+
+
+def test_fleet_of_three_hosts_in_one_run(tmp_path):
+    """Seed host, tuned host and VM in one inventory: per-host results and reports, the
+    tuned host's larger wmem_max kept, then a check-mode run over the tuned fleet changes
+    nothing."""
+    roots = {}
+    for name, build in (("seed", hosts.seed_host), ("tuned", hosts.tuned_host),
+                        ("vm", hosts.vm_host)):
+        roots[name] = str(tmp_path / name)
+        build(roots[name])
+    inventory = str(tmp_path / "inventory.ini")
+    with open(inventory, "w") as handle:
+        handle.write("[gpuhosts]\n")
+        for name, root in roots.items():
+            handle.write("%s gpuhost_root=%s\n" % (name, root))
+        handle.write("\n[all:vars]\nansible_connection=local\nansible_python_interpreter=%s\n"
+                     % VENV_PY)
+    reports = str(tmp_path / "reports")
+
+    def fleet(*args, label):
+        started = time.time()
+        proc = subprocess.run(
+            [PLAYBOOK, "gpuhost.tuning.tune", "-i", inventory, "-f", "3",
+             "-e", "gpuhost_report_dir=%s" % reports] + list(args),
+            cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+        DURATIONS[label] = round(time.time() - started, 1)
+        return proc
+
+    proc = fleet(label="tune (fleet of 3, first run)")
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr
+    lines = proc.stdout.split("PLAY RECAP")[-1]
+    for name in roots:
+        assert re.search(r"^%s\s+:.*failed=0" % name, lines, re.M), lines
+        assert os.path.isfile(os.path.join(reports, "%s-tune.md" % name))
+        assert managed_findings(roots[name]) == [], name
+    with open(os.path.join(roots["tuned"], "proc/sys/net/core/wmem_max")) as handle:
+        assert handle.read().strip() == "33554432"  # at least 16 MiB: kept, not lowered
+    check = fleet("--check", label="tune --check (fleet of 3, tuned)")
+    assert check.returncode == 0, check.stdout[-3000:]
+    assert not re.search(r"changed=[1-9]", check.stdout.split("PLAY RECAP")[-1]), check.stdout[
+        -3000:]
