@@ -23,7 +23,8 @@ DYNAMIC_INVENTORY = os.path.join(REPO, "inventories", "proxmox-dynamic")
 
 # What must never be in the published artifact (developer and test state).
 FORBIDDEN_PARTS = (".venv", "collections", "__pycache__", ".pytest_cache", ".ruff_cache",
-                   ".git", "gpuhost-reports", ".cache", "build")
+                   ".git", "gpuhost-reports", ".cache")
+FORBIDDEN_TOP = ("build/", "tests/output", "bench/out/")
 
 
 def tool(name):
@@ -67,7 +68,7 @@ def build_collection(src, out):
 
 def tar_names(path):
     with tarfile.open(path) as tar:
-        return [m.name.lstrip("./") for m in tar.getmembers()]
+        return [m.name[2:] if m.name.startswith("./") else m.name for m in tar.getmembers()]
 
 
 def forbidden(names):
@@ -76,7 +77,7 @@ def forbidden(names):
         parts = name.split("/")
         if any(p in FORBIDDEN_PARTS or p.endswith(".pyc") for p in parts):
             bad.append(name)
-        elif name.startswith("tests/output"):
+        elif name.startswith(FORBIDDEN_TOP):
             bad.append(name)
     return bad
 
