@@ -348,7 +348,9 @@ def test_dynamic_inventory_reads_nodes_and_tagged_guests_from_the_api(fake_proxm
     pytest.importorskip("ansible_collections.community.proxmox")
     env = {"PROXMOX_URL": fake_proxmox, "PROXMOX_USER": "gpuhost@pve",
            "PROXMOX_TOKEN_ID": "inventory",
-           "PROXMOX_TOKEN_SECRET": "0f5b1c2e-9d41-4c8a-a7c3-3c5d8e1f2a90"}
+           "PROXMOX_TOKEN_SECRET": "0f5b1c2e-9d41-4c8a-a7c3-3c5d8e1f2a90",
+           # requests honours proxy variables: the fake API is on loopback, never proxied.
+           "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
     proc = run([tool("ansible-inventory"), "-i", DYNAMIC_INVENTORY, "--list"], env=env)
     assert "[WARNING]" not in proc.stderr, proc.stderr
     data = json.loads(proc.stdout)
