@@ -161,8 +161,10 @@ def plan_files(root, files, lib_dir=LIB_DIR):
     plan = []
     for path in sorted(files):
         old = _read(host_path(root, path))
-        plan.append((path, "ok" if old == files[path] else ("create" if old is None
-                                                               else "update")))
+        if old == files[path]:
+            plan.append((path, "ok"))
+        else:
+            plan.append((path, "create" if old is None else "update"))
     base = host_path(root, lib_dir)
     for folder, _dirs, names in os.walk(base):
         for name in names:
@@ -322,7 +324,7 @@ def run(root, config, log=None):
     """Apply the config under ``root``; return ``(exit_status, failures)``."""
     if log is None:
         def log(line):
-            print("%s: %s" % (TAG, line))
+            sys.stdout.write("%s: %s\n" % (TAG, line))
             sys.stdout.flush()
     failures = []
     if config.get("mrrs"):
@@ -350,13 +352,13 @@ def main(argv=None):
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        print("%s: FAILED: %s" % (TAG, exc), file=sys.stderr)
+        sys.stderr.write("%s: FAILED: %s\n" % (TAG, exc))
         return 2
     status, failures = run(args.root, config)
     if failures:
-        print("%s: FAILED on %s (details above)" % (TAG, ", ".join(failures)), file=sys.stderr)
+        sys.stderr.write("%s: FAILED on %s (details above)\n" % (TAG, ", ".join(failures)))
     return status
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

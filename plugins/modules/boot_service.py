@@ -33,7 +33,7 @@ description:
   - O(state=absent) disables and stops the unit (live) and removes the unit, the wants link,
     the config and the library. Values already applied stay as they are.
 author:
-  - gpuhost.tuning developers
+  - gpuhost.tuning developers (!UNKNOWN)
 options:
   state:
     description: C(present) installs, enables and starts; C(absent) disables and removes.
@@ -90,7 +90,7 @@ options:
     default: /
 notes:
   - Check mode reports every file that would change and the commands that would run; with
-    O(_ansible_diff) the unit and config are shown as diffs, library files by name.
+    diff mode the unit and config are shown as diffs, library files by name.
   - Needs root on a live host.
 seealso:
   - module: gpuhost.tuning.setpci_maxreadreq

@@ -25,7 +25,7 @@ description:
   - With O(state=absent) the file is removed; live values are left as they are (restore
     them with M(gpuhost.tuning.tuning_snapshot)).
 author:
-  - gpuhost.tuning developers
+  - gpuhost.tuning developers (!UNKNOWN)
 options:
   values:
     description:
@@ -244,8 +244,8 @@ def run(module):
         entries = apply_values(root, values, at_least=at_least, check_mode=module.check_mode)
     result["values"] = entries
     result["changed_keys"] = [e["key"] for e in entries if e["status"] == "changed"]
-    result["skipped_keys"] = [dict(key=e["key"], reason=e["reason"]) for e in entries
-                         if e["status"] == "skipped"]
+    result["skipped_keys"] = [dict(key=e["key"], reason=e["reason"])
+                              for e in entries if e["status"] == "skipped"]
     result["failed_keys"] = [e["key"] for e in entries if e["status"] == "failed"]
     changed_values = [e for e in entries if e["status"] == "changed"]
     if changed_values:

@@ -26,14 +26,14 @@ description:
     (bits 14:12 only, read back), idle flags per CPU (read back) and sysctls (read back).
     Files are put back as recorded, and those that did not exist are removed. Every item is
     tried and reported; the task fails at the end when any did not take.
-  - With O(state=list), returns the snapshots in O(dir) without changing anything.
+  - With O(state=query), returns the snapshots in O(dir) without changing anything.
 author:
-  - gpuhost.tuning developers
+  - gpuhost.tuning developers (!UNKNOWN)
 options:
   state:
-    description: C(present) records, C(restore) restores, C(list) lists.
+    description: C(present) records, C(restore) restores, C(query) only lists the snapshots.
     type: str
-    choices: [present, restore, list]
+    choices: [present, restore, query]
     default: present
   kind:
     description:
@@ -189,7 +189,7 @@ PARTS = ["pcie", "cpuidle", "sysctl", "files"]
 def build_module():
     return AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", choices=["present", "restore", "list"], default="present"),
+            state=dict(type="str", choices=["present", "restore", "query"], default="present"),
             kind=dict(type="str", choices=["before", "applied"], default="before"),
             snapshot=dict(type="str", default="original"),
             parts=dict(type="list", elements="str", choices=PARTS, default=PARTS),
@@ -234,7 +234,7 @@ def main():
     p = module.params
     root = p["root"]
     try:
-        if p["state"] == "list":
+        if p["state"] == "query":
             result = {"changed": False}
         elif p["state"] == "present":
             taken = snap.take(root, kind=p["kind"], folder=p["dir"], check_mode=module.check_mode,

@@ -52,7 +52,7 @@ def playbook(name, root, reports, *args, label=None):
            "-e", "gpuhost_report_dir=%s" % reports] + list(args)
     started = time.time()
     proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, check=False)
     DURATIONS[label or name] = round(time.time() - started, 1)
     return proc
 
@@ -253,7 +253,7 @@ def live_container():
 
 
 def _wait_for_systemd(name):
-    for _ in range(60):
+    for _attempt in range(60):
         state = _podman("exec", name, "systemctl", "is-system-running", "--wait", check=False)
         if state.stdout.strip() in ("running", "degraded"):
             return
@@ -272,7 +272,8 @@ def live_playbook(name, container, reports, *args, label=None):
            "-i", "%s," % container, "-e", "ansible_python_interpreter=/usr/bin/python3",
            "-e", "gpuhost_report_dir=%s" % reports] + list(args)
     started = time.time()
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
+                          check=False)
     DURATIONS[label or name] = round(time.time() - started, 1)
     return proc
 
@@ -329,7 +330,7 @@ def test_live_unit_failing_at_start_fails_the_task_with_its_journal(live_contain
         [os.path.join(REPO, ".venv/bin/ansible"), "all", "-c", "containers.podman.podman",
          "-i", "%s," % name, "-e", "ansible_python_interpreter=/usr/bin/python3",
          "-m", "gpuhost.tuning.boot_service", "-a", "cpuidle_deeper_than=POLL"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode != 0
     assert "systemctl start gpuhost-tuning.service exited 1" in proc.stdout
     assert "Read-only file system" in proc.stdout  # the unit's own journal lines
@@ -360,7 +361,7 @@ def test_fleet_of_three_hosts_in_one_run(tmp_path):
         proc = subprocess.run(
             [PLAYBOOK, "gpuhost.tuning.tune", "-i", inventory, "-f", "3",
              "-e", "gpuhost_report_dir=%s" % reports] + list(args),
-            cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+            cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600, check=False)
         DURATIONS[label] = round(time.time() - started, 1)
         return proc
 

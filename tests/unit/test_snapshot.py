@@ -120,7 +120,7 @@ def test_applied_state_makes_a_rerun_write_nothing(host):
     # a second tune run: before and after snapshots both unchanged
     assert run(root)["changed"] is False
     assert run(root, kind="applied")["changed"] is False
-    assert run(root, state="list")["snapshots"] == ["original.json", "applied.json"]
+    assert run(root, state="query")["snapshots"] == ["original.json", "applied.json"]
 
 
 def test_restore_brings_every_value_back_exactly(host, snapshot_tree):

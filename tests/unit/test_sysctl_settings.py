@@ -147,8 +147,8 @@ def test_read_only_proc_sys_in_container_is_skipped(host, monkeypatch):
     assert proc(host, "kernel.numa_balancing") == b"1\n"
     assert proc(host, "net.core.rmem_max") == b"16777216\n"  # the network namespace's own
     check = run(host, check_mode=True, values=WANTED)
-    assert [s["key"] for s in check["skipped_keys"]] == ["kernel.numa_balancing",
-                                                    "kernel.sched_autogroup_enabled"]
+    assert [s["key"] for s in check["skipped_keys"]] == [
+        "kernel.numa_balancing", "kernel.sched_autogroup_enabled"]
     assert check["changed"] is False
 
 
@@ -165,8 +165,8 @@ def test_value_not_taking_fails_but_sets_the_rest(host, monkeypatch):
     assert result["failed_keys"] == ["kernel.numa_balancing"]
     assert "kernel.numa_balancing" in result["msg"] and "reads back 1" in result["msg"]
     assert proc(host, "vm.swappiness") == b"10\n"
-    assert sorted(result["changed_keys"]) == sorted(k for k in WANTED
-                                                     if k != "kernel.numa_balancing")
+    assert sorted(result["changed_keys"]) == sorted(
+        k for k in WANTED if k != "kernel.numa_balancing")
 
 
 def test_invalid_key_writes_nothing(host, snapshot_tree):
