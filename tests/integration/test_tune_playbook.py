@@ -378,3 +378,26 @@ def test_fleet_of_three_hosts_in_one_run(tmp_path):
     assert check.returncode == 0, check.stdout[-3000:]
     assert not re.search(r"changed=[1-9]", check.stdout.split("PLAY RECAP")[-1]), check.stdout[
         -3000:]
+
+
+def test_infiniband_host_gets_nvidia_peermem_at_boot_and_revert_removes_it(seed):
+    root, _built, reports = seed
+    from fixtures import procsys
+    procsys.proc_modules(root, procsys.SEED_MODULES + [("ib_core", 471040, 2, "-")])
+    ko = os.path.join(root, "lib/modules", hosts.SEED_RUNNING, "updates/dkms/nvidia-peermem.ko")
+    if not os.path.exists(ko):
+        os.makedirs(os.path.dirname(ko), exist_ok=True)
+        with open(ko, "wb") as handle:
+            handle.write(b"\x7fELF")
+    conf = os.path.join(root, "etc/modules-load.d/gpuhost-nvidia-peermem.conf")
+    proc = playbook("tune", root, reports, label="tune (seed with InfiniBand)")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
+    with open(conf) as handle:
+        assert "nvidia_peermem" in handle.read().splitlines()
+    with open(os.path.join(reports, "localhost-tune.json")) as handle:
+        rows = dict(((r["part"], r["item"]), r) for r in json.load(handle)["rows"])
+    peer = rows[("nvidia_peermem", "nvidia_peermem")]
+    assert peer["status"] == "skipped" and "not the live host" in peer["note"]  # no modprobe
+    revert = playbook("revert", root, reports, label="revert (seed with InfiniBand)")
+    assert revert.returncode == 0, revert.stdout[-4000:]
+    assert not os.path.exists(conf)
