@@ -144,16 +144,22 @@ def marginal(rows, sizes):
             intercept = my - slope * mx
             ss_tot = sum((y - my) ** 2 for y in ys)
             ss_res = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
+            cpus = [rows[(n, label)]["controller_cpu_s"] + rows[(n, label)]["hosts_cpu_s"]
+                    for n in xs]
+            mc = statistics.mean(cpus)
+            cpu_slope = sum((x - mx) * (c - mc) for x, c in zip(xs, cpus, strict=True)) / sxx
             fit = {"fixed_s": round(intercept, 3), "per_host_s": round(slope, 4),
-                   "r2": round(1 - ss_res / ss_tot, 4) if ss_tot else 1.0}
+                   "r2": round(1 - ss_res / ss_tot, 4) if ss_tot else 1.0,
+                   "cpu_per_host_s": round(cpu_slope, 4)}
             result[label] = {"steps": steps, "linear_fit": fit}
     return result
 
 
 def verdicts(rows, margins, sizes):
     out = []
-    big = max(sizes)
     for label, limit in TARGETS.items():
+        have = [n for n in sizes if (n, label) in rows]
+        big = max(have) if have else max(sizes)
         row = rows.get((big, label))
         if not row or "ratio_to_floor" not in row:
             out.append({"target": "%s <= %.1fx floor per host" % (label, limit),
@@ -209,8 +215,9 @@ def markdown(info, rows, margins, checks, sizes, forks):
                 row["load_before"]))
     lines += ["", "Runs: " + "; ".join("`%s` = %s" % item for item in LABELS), ""]
     lines += ["## Growth with N (least-squares fit of wall time = fixed + per host x N)", "",
-              "| run | fixed s | per host s | x floor per host | R^2 | per host between sizes |",
-              "|---|---:|---:|---:|---:|---|"]
+              "| run | fixed s | per host s | x floor per host | R^2 | per host between sizes "
+              "| CPU s per host | x floor CPU per host |",
+              "|---|---:|---:|---:|---:|---|---:|---:|"]
     floor_slope = margins.get("ping", {}).get("linear_fit", {}).get("per_host_s")
     for label, _ in LABELS:
         if label not in margins:
@@ -219,8 +226,10 @@ def markdown(info, rows, margins, checks, sizes, forks):
         ratio = ("%.2f" % (fit["per_host_s"] / floor_slope)) if floor_slope else "-"
         steps = ", ".join("%d->%d: %.3f" % (s["from"], s["to"], s["per_host_s"])
                           for s in margins[label]["steps"])
-        lines.append("| %s | %.2f | %.3f | %s | %.3f | %s |" % (
-            label, fit["fixed_s"], fit["per_host_s"], ratio, fit["r2"], steps))
+        floor_cpu = margins["ping"]["linear_fit"]["cpu_per_host_s"]
+        lines.append("| %s | %.2f | %.3f | %s | %.3f | %s | %.3f | %.2f |" % (
+            label, fit["fixed_s"], fit["per_host_s"], ratio, fit["r2"], steps,
+            fit["cpu_per_host_s"], fit["cpu_per_host_s"] / floor_cpu))
     lines += ["", "## Targets", ""]
     for check in checks:
         if check["met"] is None:
@@ -231,17 +240,17 @@ def markdown(info, rows, margins, checks, sizes, forks):
             lines.append("- %s: %s at N=%d (%.2fx wall per host%s)" % (
                 check["target"], "met" if check["met"] else "MISSED", check["at_n"],
                 check["ratio"], marg))
-    big = max(sizes)
-    lines += ["", "## Where the time goes at N=%d" % big, "",
+    lines += ["", "## Where the time goes (largest N of each run)", "",
               "Tasks by where they run: `host` = a module round trip to each host (ssh, "
               "python, the module), `controller` = an action that never leaves the controller "
               "(set_fact, debug, fail, argument validation: still one worker process per host), "
               "`delegated` = run on the controller for each host (delegate_to: localhost). "
               "Runs per host count only what was not skipped; seconds are summed task spans.",
-              "", "| run | host: tasks, runs/host, s | controller: tasks, runs/host, s "
-              "| delegated: tasks, runs/host, s |", "|---|---|---|---|"]
+              "", "| run | N | host: tasks, runs/host, s | controller: tasks, runs/host, s "
+              "| delegated: tasks, runs/host, s |", "|---|---:|---|---|---|"]
     for label, _ in LABELS:
-        row = rows.get((big, label))
+        have = [n for n in sizes if (n, label) in rows]
+        row = rows.get((max(have), label)) if have else None
         if not row or not row["where_time_goes"]:
             continue
         cells = []
@@ -249,13 +258,14 @@ def markdown(info, rows, margins, checks, sizes, forks):
             part = row["where_time_goes"].get(where)
             cells.append("%d, %.2f, %.1f" % (part["tasks"], part["runs_per_host"],
                                               part["seconds"]) if part else "-")
-        lines.append("| %s | %s |" % (label, " | ".join(cells)))
-    lines += ["", "## Slowest tasks at N=%d (seconds from task start to last host result)" % big,
-              ""]
+        lines.append("| %s | %d | %s |" % (label, row["n"], " | ".join(cells)))
+    lines += ["", "## Slowest tasks (largest N of each run; seconds from task start to last "
+              "host result)", ""]
     for label, _ in LABELS:
-        row = rows.get((big, label))
+        have = [n for n in sizes if (n, label) in rows]
+        row = rows.get((max(have), label)) if have else None
         if row and row["slowest_tasks"]:
-            lines.append("- %s: " % label + "; ".join(
+            lines.append("- %s at N=%d: " % (label, row["n"]) + "; ".join(
                 "%s %.2f" % (t["task"], t["seconds"]) for t in row["slowest_tasks"]))
     lines.append("")
     return "\n".join(lines)
