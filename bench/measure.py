@@ -20,6 +20,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -64,8 +65,9 @@ def main():
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
 
     ident = "n%d-%s-%d" % (args.n, args.label, args.rep)
-    cpdir = os.path.join(args.run, "cp", ident)
-    os.makedirs(cpdir)
+    # Short: ssh's control socket path (dir + 10 hex + 17 temp chars) must fit in 108 bytes.
+    os.makedirs(os.path.join(args.run, "cp"), exist_ok=True)
+    cpdir = tempfile.mkdtemp(prefix="", dir=os.path.join(args.run, "cp"))
     env = dict(os.environ, ANSIBLE_SSH_CONTROL_PATH_DIR=cpdir,
                GPUHOST_BENCH_STATS=os.path.join(args.out, ident + ".stats.json"))
     pids = sshd_pids(args.run, args.hosts)
