@@ -164,3 +164,64 @@ def parse_conf(text):
         key, value = line.split("=", 1)
         values[key.strip().lstrip("-")] = normalize(value.strip())
     return values
+
+
+# Where systemd-sysctl reads sysctl.d files, highest precedence first: a file name in an
+# earlier folder hides the same name in later ones (sysctl.d(5)). procps `sysctl --system`
+# reads the same folders and then /etc/sysctl.conf last; Debian links
+# /etc/sysctl.d/99-sysctl.conf to /etc/sysctl.conf so systemd-sysctl reads it too.
+SYSCTL_D_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d",
+                 "/usr/lib/sysctl.d", "/lib/sysctl.d")
+SYSCTL_CONF = "/etc/sysctl.conf"
+
+
+def boot_files(root):
+    """The sysctl files applied at boot, in the order they are applied (later wins):
+    ``[(host path, file name)]``; /etc/sysctl.conf last unless a sysctl.d link already
+    brings it in."""
+    chosen = {}
+    for folder in SYSCTL_D_DIRS:
+        try:
+            names = os.listdir(host_path(root, folder))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".conf") and name not in chosen:
+                chosen[name] = folder + "/" + name
+    order = [(chosen[name], name) for name in sorted(chosen)]
+    conf_real = os.path.realpath(host_path(root, SYSCTL_CONF))
+    linked = any(os.path.realpath(host_path(root, path)) == conf_real for path, _n in order)
+    if not linked and os.path.isfile(host_path(root, SYSCTL_CONF)):
+        order.append((SYSCTL_CONF, "sysctl.conf"))
+    return order
+
+
+def boot_overrides(root, own_path, values, at_least=()):
+    """Keys of ``values`` that a file applied after ``own_path`` at boot sets to another value
+    (a larger one is fine for ``at_least`` keys): ``[{key, file, value, wanted}]``. The value
+    set now would not survive a reboot."""
+    found = []
+    own_name = os.path.basename(own_path)
+    for path, name in boot_files(root):
+        if name == own_name:
+            continue  # our file, or one of the same name it hides
+        if path != SYSCTL_CONF and name < own_name:
+            continue  # applied before ours
+        full = host_path(root, path)
+        if os.path.islink(full) and os.readlink(full).startswith("/"):
+            full = host_path(root, os.readlink(full))  # absolute link: inside the root
+        try:
+            with open(full, "r") as handle:
+                text = handle.read()
+        except (IOError, OSError):
+            continue
+        for key, value in parse_conf(text).items():
+            if key not in values:
+                continue
+            wanted = normalize(values[key])
+            if value == wanted:
+                continue
+            if key in at_least and at_least_value(value, wanted) == value:
+                continue
+            found.append({"key": key, "file": path, "value": value, "wanted": wanted})
+    return found

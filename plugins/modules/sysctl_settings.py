@@ -22,6 +22,10 @@ description:
     reason and is not a failure. A key that does not read back the wanted value on a
     writable kernel, or a value the kernel refuses, is a failure; every other key is still
     set and reported.
+  - A file applied after O(path) at boot (a later name in a sysctl.d folder, or
+    C(/etc/sysctl.conf)) that sets a managed key to another value would undo it at every
+    boot. Such keys are reported in RV(overridden_at_boot) and fail the task (naming the
+    file), after everything else was done.
   - With O(state=absent) the file is removed; live values are left as they are (restore
     them with M(gpuhost.tuning.tuning_snapshot)).
 author:
@@ -136,6 +140,13 @@ failed_keys:
   returned: always
   type: list
   elements: str
+overridden_at_boot:
+  description: Managed keys that a file applied after O(path) at boot sets to another value,
+    each C({key, file, value, wanted}); the task fails when not empty.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"key": "vm.swappiness", "file": "/etc/sysctl.conf", "value": "60", "wanted": "10"}]
 """
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
@@ -150,6 +161,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.sysctl import (  # noqa: E402
     apply_values,
     at_least_value,
+    boot_overrides,
     key_path,
     normalize,
     read_sysctl,
@@ -216,7 +228,7 @@ def run(module):
     old = read_bytes(path)
     old_text = None if old is None else old.decode("utf-8", "replace")
     result = dict(changed=False, path=p["path"], file_changed=False, changed_keys=[],
-                  skipped_keys=[], failed_keys=[])
+                  skipped_keys=[], failed_keys=[], overridden_at_boot=[])
     diffs = []
     if p["state"] == "absent":
         if old is not None:
@@ -229,6 +241,7 @@ def run(module):
         return result
     values = validate(p["values"])
     at_least = set(p["at_least"])
+    result["overridden_at_boot"] = boot_overrides(root, p["path"], values, at_least)
     content = render_conf(file_values(root, values, at_least), header=HEADER)
     if old_text != content:
         result["file_changed"] = True
@@ -268,11 +281,19 @@ def main():
         result.pop("diff", None)
     for item in result["skipped_keys"]:
         module.warn("sysctl skipped: %s" % item["reason"])
+    problems = []
     if result["failed_keys"]:
         reasons = [e["reason"] for e in result["values"] if e["status"] == "failed"]
-        result["msg"] = ("sysctl values not set on %d of %d keys: %s. %s" % (
+        problems.append("sysctl values not set on %d of %d keys: %s. %s" % (
             len(result["failed_keys"]), len(result["values"]), ", ".join(result["failed_keys"]),
             " ".join(reasons)))
+    for item in result["overridden_at_boot"]:
+        problems.append(
+            "%s = %s would not survive a reboot: %s, applied after %s at boot, sets it to %s "
+            "(remove it there or set %s)" % (item["key"], item["wanted"], item["file"],
+                                             result["path"], item["value"], item["wanted"]))
+    if problems:
+        result["msg"] = " ".join(problems)
         module.fail_json(**result)
     module.exit_json(**result)
 

@@ -186,3 +186,37 @@ def test_absent_removes_the_file_and_is_idempotent(host):
     assert gone["changed"] is True and not os.path.exists(os.path.join(str(host), CONF[1:]))
     assert proc(host, "vm.swappiness") == b"10\n"  # live values are the snapshot's business
     assert run(host, state="absent")["changed"] is False
+
+
+def test_a_later_file_undoing_a_key_at_boot_fails_naming_it(host):
+    """Debian links /etc/sysctl.d/99-sysctl.conf to ../sysctl.conf, read after
+    99-gpuhost-tuning.conf at boot; /usr/lib/sysctl.d files sorted before ours do not matter."""
+    etc = os.path.join(str(host), "etc")
+    os.makedirs(os.path.join(etc, "sysctl.d"))
+    with open(os.path.join(etc, "sysctl.conf"), "w") as handle:
+        handle.write("# /etc/sysctl.conf - Configuration file for setting system variables\n"
+                     "#kernel.domainname = example.com\nvm.swappiness = 60\n"
+                     "net.core.rmem_max = 33554432\n")
+    os.symlink("../sysctl.conf", os.path.join(etc, "sysctl.d/99-sysctl.conf"))
+    usr = os.path.join(str(host), "usr/lib/sysctl.d")
+    os.makedirs(usr)
+    with open(os.path.join(usr, "50-default.conf"), "w") as handle:
+        handle.write("kernel.numa_balancing = 1\n-net.core.wmem_max = 1\n")
+    with open(os.path.join(usr, "zz-vendor.conf"), "w") as handle:
+        handle.write("kernel.sched_autogroup_enabled = 1\n")
+    result = run(host, values=WANTED, at_least=["net.core.rmem_max"])
+    assert result["failed"] is True
+    assert result["overridden_at_boot"] == [
+        {"key": "vm.swappiness", "file": "/etc/sysctl.d/99-sysctl.conf", "value": "60",
+         "wanted": "10"},
+        {"key": "kernel.sched_autogroup_enabled", "file": "/usr/lib/sysctl.d/zz-vendor.conf",
+         "value": "1", "wanted": "0"}]
+    assert "vm.swappiness = 10 would not survive a reboot" in result["msg"]
+    # everything was still applied and persisted
+    assert proc(host, "vm.swappiness") == b"10\n" and result["file_changed"] is True
+    # same name in /etc hides the vendor file: fixed by the operator
+    with open(os.path.join(etc, "sysctl.d/zz-vendor.conf"), "w") as handle:
+        handle.write("kernel.sched_autogroup_enabled = 0\n")
+    with open(os.path.join(etc, "sysctl.conf"), "w") as handle:
+        handle.write("net.core.rmem_max = 33554432\n")
+    assert run(host, values=WANTED, at_least=["net.core.rmem_max"]).get("failed") is not True
