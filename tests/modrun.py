@@ -4,6 +4,7 @@ import contextlib
 import io
 import json
 
+from ansible.module_utils.common import warnings as _warnings
 from ansible.module_utils.testing import patch_module_args
 
 
@@ -16,6 +17,10 @@ def run_module(module, args, check_mode=False, diff=False):
     params = dict(args)
     params["_ansible_check_mode"] = check_mode
     params["_ansible_diff"] = diff
+    # Warnings and deprecations are process-global in AnsibleModule: start each run clean,
+    # as a real module process does, so one test's warning never shows in another's result.
+    _warnings._global_warnings.clear()
+    _warnings._global_deprecations.clear()
     out = io.StringIO()
     with patch_module_args(params), contextlib.redirect_stdout(out):
         try:
