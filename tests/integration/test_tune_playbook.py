@@ -152,6 +152,12 @@ def test_tune_fixes_persists_is_idempotent_and_revert_restores_exactly(seed):
     assert sorted(os.listdir(os.path.join(root, "var/lib/gpuhost"))) == [
         "applied.json", "original.json"]
 
+    tuned = tree_snapshot(root)
+    check = playbook("revert", root, reports, "--check", "--diff", label="revert --check (seed)")
+    assert check.returncode == 0, check.stdout[-3000:]
+    assert "+MRRS %s: 512" % built["gpus"][0] in check.stdout
+    assert tree_snapshot(root) == tuned
+
     revert = playbook("revert", root, reports, label="revert (seed)")
     assert revert.returncode == 0, revert.stdout[-4000:] + revert.stderr
     assert recap(revert.stdout)["changed"] > 0
