@@ -22,7 +22,7 @@ description:
   - Meant to run once on the controller (C(run_once) and C(delegate_to localhost)).
   - Files are written atomically and only when their content changed.
 author:
-  - gpuhost.tuning developers
+  - gpuhost.tuning developers (!UNKNOWN)
 options:
   audits:
     description: Inventory host name to its C(audit) result from M(gpuhost.tuning.host_audit).

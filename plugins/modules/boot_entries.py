@@ -94,7 +94,7 @@ seealso:
   - module: gpuhost.tuning.kernel_cmdline
   - module: gpuhost.tuning.initramfs_check
 author:
-  - gpuhost.tuning developers
+  - gpuhost.tuning developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -29,7 +29,7 @@ description:
     C(pcie_unreadable), C(nvidia_peermem_unavailable) (info).
     Some ids take another severity by context; see RV(audit.findings)."
 author:
-  - gpuhost.tuning developers
+  - gpuhost.tuning developers (!UNKNOWN)
 options:
   root:
     description: Root under which every host path is read (C(/) on a live host).

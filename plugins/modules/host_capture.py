@@ -27,7 +27,7 @@ description:
   - "Write: with O(archive) and O(dest), writes a collected archive to O(dest) on the
     machine the task runs on (the controller, with C(delegate_to: localhost))."
 author:
-  - gpuhost.tuning developers
+  - gpuhost.tuning developers (!UNKNOWN)
 options:
   root:
     description: Root under which the host is read.

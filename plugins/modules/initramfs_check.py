@@ -55,7 +55,7 @@ options:
 notes:
   - Supports check mode (the same read-only run).
 author:
-  - gpuhost.tuning developers
+  - gpuhost.tuning developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
