@@ -585,8 +585,8 @@ def _gpu_driver_findings(facts, out):
             out.append(_finding(
                 "gpu_no_driver", "high", gpu["address"], "no driver bound", "nvidia",
                 "modprobe nvidia; if it fails, check dkms status for kernel %s and "
-                "journalctl -k | grep -i nvrm" % ((facts.get("kernel") or {}).get("running")
-                                                   or "<running>")))
+                "journalctl -k | grep -i nvrm" % (
+                    (facts.get("kernel") or {}).get("running") or "<running>")))
 
 
 def _sysctl_findings(facts, wanted, out):
@@ -642,8 +642,8 @@ def _cpuidle_findings(facts, wanted, out):
             "ansible-playbook %s%s (disables %s by name on every CPU, now and at boot); "
             "boot parameter processor.max_cstate=1 for acpi_idle" % (
                 PLAYBOOK_TUNE, _limit(host), state["name"]),
-            detail="driver %s; enabled on CPUs %s" % (idle.get("driver"),
-                                                       state.get("cpus_enabled_list"))))
+            detail="driver %s; enabled on CPUs %s" % (
+                idle.get("driver"), state.get("cpus_enabled_list"))))
 
 
 def _amd_pstate_possible(cpu):

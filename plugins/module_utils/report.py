@@ -214,8 +214,8 @@ def _matrix(docs):
             title = "%s: %s" % (label, status)
             if info.get("note"):
                 title += " (%s)" % info["note"]
-            out.append('<td class="%s" title="%s">%s</td>' % (_cls(status), _e(title),
-                                                               _e(text)))
+            out.append('<td class="%s" title="%s">%s</td>' % (
+                _cls(status), _e(title), _e(text)))
         out.append("</tr>")
     out.append("</tbody></table>")
     return "".join(out)
@@ -239,11 +239,11 @@ def _facts_block(doc):
         ("CPU", "%s, %s online" % (cpu.get("model_name") or "?", cpu.get("online") or "?")),
         ("Idle / freq", "cpuidle %s, cpufreq %s" % (idle.get("driver") or "absent",
                                                     freq.get("driver") or "absent")),
-        ("NVIDIA", "driver %s, %d GPU(s)" % (nv.get("driver_version") or "not loaded",
-                                            len(facts.get("gpus") or []))),
-        ("DKMS", ", ".join("%s/%s %s: %s" % (e["name"], e["version"], e.get("kernel") or "-",
-                                            e["state"]) for e in facts.get("dkms") or [])
-         or "none"),
+        ("NVIDIA", "driver %s, %d GPU(s)" % (
+            nv.get("driver_version") or "not loaded", len(facts.get("gpus") or []))),
+        ("DKMS", ", ".join(
+            "%s/%s %s: %s" % (e["name"], e["version"], e.get("kernel") or "-", e["state"])
+            for e in facts.get("dkms") or []) or "none"),
     ]
     if facts.get("lxc"):
         items.append(("LXC", ", ".join("%s%s" % (c["vmid"], " (GPU)" if c.get("gpu") else "")

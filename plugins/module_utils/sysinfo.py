@@ -157,8 +157,8 @@ def module_available(root, release, name):
     folder = host_path(root, "/lib/modules/%s" % release)
     if not os.path.isdir(folder):
         return None
-    wanted = set(name.replace("-", "_") + suffix for suffix in (".ko", ".ko.xz", ".ko.zst",
-                                                                  ".ko.gz"))
+    wanted = set(name.replace("-", "_") + suffix
+                 for suffix in (".ko", ".ko.xz", ".ko.zst", ".ko.gz"))
     dep = read_text(os.path.join(folder, "modules.dep"))
     if dep:
         for line in dep.splitlines():

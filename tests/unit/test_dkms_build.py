@@ -95,8 +95,8 @@ def test_second_run_changes_nothing(host, tmp_path, snapshot_tree):
     assert fake.commands()[-2:] == ["status", "status"]
 
 
-def test_running_kernel_already_installed_is_unchanged_even_without_build_needed(host,
-                                                                               tmp_path):
+def test_running_kernel_already_installed_is_unchanged_even_without_build_needed(
+        host, tmp_path):
     fake = fx.fake_dkms(tmp_path / "bin", host)
     result = _run(host, fake, kernel=RUNNING)
     assert result["changed"] is False and result["state_before"] == "installed"
