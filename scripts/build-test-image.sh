@@ -115,6 +115,9 @@ log "building $IMAGE (recipe ${RECIPE:0:12}${have:+, was ${have:0:12}})"
 # minbase + the list above; no recommends, no docs/man/locales. The apt lists are kept so a
 # fresh container can `apt-get install` without an update first (the image is built fresh
 # on every new machine, so they are as current as the mirror was at build time).
+# The customize hooks are single-quoted on purpose: mmdebstrap runs each in its own shell
+# with $1 = the new root, so $1 and $u must reach it unexpanded.
+# shellcheck disable=SC2016
 mmdebstrap --mode=root --variant=minbase --format=tar \
   --include="$(IFS=,; echo "${PACKAGES[*]}")" \
   --aptopt='APT::Install-Recommends "false"' \
