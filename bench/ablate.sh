@@ -5,7 +5,7 @@
 # roles' own public switches, or run a private copy of the collection without the roles'
 # argument specs (ansible-core validates them in one task per role per host) or without the
 # audit's per-host debug and fail-gate tasks. Nothing in the checkout is changed.
-#   bench/ablate.sh            results in bench/out/ablate/ (not committed)
+#   bench/ablate.sh            table in bench/ABLATION.md, runs in bench/out/ablate/
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=$(dirname "$HERE")/.venv/bin/python
@@ -47,6 +47,12 @@ m() {  # m LABEL COLLECTIONS_PATH CMD...
 R=(-e "gpuhost_report_dir=$BENCH_RUN/reports")
 I=(-i "$BENCH_INVENTORY")
 m ping "$BASE" ansible all "${I[@]}" -m ansible.builtin.ping
+# The fast settings, one at a time the other way: no pipelining, fact gathering (the setup
+# module) instead of ping. (Interpreter discovery is not measured: on these machines it finds
+# a broken pyenv shim and the module fails.)
+m ping_no_pipelining "$BASE" ansible all "${I[@]}" -m ansible.builtin.ping \
+  -e ansible_pipelining=false
+m gather_facts "$BASE" ansible all "${I[@]}" -m ansible.builtin.setup
 m host_audit_adhoc "$BASE" ansible all "${I[@]}" -m gpuhost.tuning.host_audit -a 'root={{ gpuhost_root }}'
 m audit "$BASE" ansible-playbook "${I[@]}" gpuhost.tuning.audit "${R[@]}"
 m audit_no_specs "$LEAN_SPECS" ansible-playbook "${I[@]}" gpuhost.tuning.audit "${R[@]}"
@@ -63,17 +69,28 @@ m tune_again_no_report_verify_snapshot_specs "$LEAN_SPECS" ansible-playbook "${I
   gpuhost.tuning.tune "${R[@]}" -e gpuhost_tune_report=false -e gpuhost_tune_verify=false \
   -e gpuhost_tune_snapshot=false
 
-"$PY" - "$OUT" "$N" <<'EOF'
+"$PY" - "$OUT" "$N" "$HERE/ABLATION.md" <<'EOF'
+import datetime
 import json
 import os
 import sys
-out, n = sys.argv[1], int(sys.argv[2])
+out, n, dest = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 recs = [json.loads(line) for line in open(os.path.join(out, "measurements.jsonl"))]
 floor = next(r for r in recs if r["label"] == "ping")
 fcpu = floor["controller_cpu"] + floor["hosts_cpu"]
-print("| variant (N=%d) | wall s | x floor | CPU s ctl + hosts | x floor CPU | task runs/host "
+lines = []
+emit = lines.append
+emit("# Where the time goes: variants against the ping floor")
+emit("")
+emit("Produced by bench/ablate.sh against a held %d-host fleet on %s (%d cores, load %.1f-%.1f "
+      "during the runs). One cold run each; CPU = controller + hosts, independent of other "
+      "load. `tune_again*` runs change nothing." % (
+          n, datetime.date.today().isoformat(), os.cpu_count(),
+          min(r["load_before"] for r in recs), max(r["load_before"] for r in recs)))
+emit("")
+emit("| variant (N=%d) | wall s | x floor | CPU s ctl + hosts | x floor CPU | task runs/host "
       "| host round trips/host |" % n)
-print("|---|---:|---:|---:|---:|---:|---:|")
+emit("|---|---:|---:|---:|---:|---:|---:|")
 for r in recs:
     stats = json.load(open(os.path.join(out, r["log"] + ".stats.json")))
     runs = sum(c["ok"] + c["failed"]
@@ -81,8 +98,12 @@ for r in recs:
     trips = sum(t["results"] - t["skipped"] for t in stats["tasks"]
                 if t.get("where") == "host") / float(n)
     cpu = r["controller_cpu"] + r["hosts_cpu"]
-    print("| %s%s | %.1f | %.2f | %.1f + %.1f | %.2f | %.2f | %.2f |" % (
+    emit("| %s%s | %.1f | %.2f | %.1f + %.1f | %.2f | %.2f | %.2f |" % (
         r["label"], "" if r["rc"] == 0 else " (rc %d)" % r["rc"], r["seconds"],
         r["seconds"] / floor["seconds"], r["controller_cpu"], r["hosts_cpu"], cpu / fcpu,
         runs, trips))
+emit("")
+with open(dest, "w") as handle:
+    handle.write("\n".join(lines))
+sys.stdout.write("\n".join(lines))
 EOF
