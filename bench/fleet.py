@@ -1,13 +1,14 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, gpuhost.tuning contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Host trees and inventory for the benchmark fleet (called by bench/run.sh).
 
-  fleet.py trees RUN N        seed host tree built once (tests/fixtures/hosts.py seed_host)
-                              into RUN/seed, then copied fresh to RUN/hosts/hNNN/root, 1..N
-  fleet.py inventory RUN N    RUN/inventory-N.ini: hNNN at its namespace address, root login
-                              with the run's client key, /usr/bin/python3, gpuhost_root
+  python fleet.py trees RUN N      seed host tree built once (tests/fixtures/hosts.py
+                                   seed_host) into RUN/seed, then copied fresh to
+                                   RUN/hosts/hNNN/root, 1..N
+  python fleet.py inventory RUN N  RUN/inventory-N.ini: hNNN at its namespace address, root
+                                   login with the run's client key, /usr/bin/python3,
+                                   gpuhost_root
 """
 
 import os

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, gpuhost.tuning contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -18,13 +17,13 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-LABELS = [
-    ("ping", "floor: ansible all -m ansible.builtin.ping"),
-    ("audit", "audit (gpuhost.tuning.audit)"),
-    ("tune_first", "tune, first run (gpuhost.tuning.tune)"),
-    ("tune_again", "tune again, nothing to change"),
-    ("audit_check", "audit --check"),
-]
+LABELS = {  # run label -> what it is, in the order the runs are made
+    "ping": "floor: ansible all -m ansible.builtin.ping",
+    "audit": "audit (gpuhost.tuning.audit)",
+    "tune_first": "tune, first run (gpuhost.tuning.tune)",
+    "tune_again": "tune again, nothing to change",
+    "audit_check": "audit --check",
+}
 TARGETS = {"audit": 1.5, "tune_again": 2.5}  # at most this many times the floor, per host
 
 
@@ -130,7 +129,7 @@ def summarise(out, records):
 def marginal(rows, sizes):
     """Cost of one more host between consecutive N: (wall(N2) - wall(N1)) / (N2 - N1)."""
     result = {}
-    for label, _ in LABELS:
+    for label in LABELS:
         points = [(n, rows[(n, label)]["wall_s"]) for n in sizes if (n, label) in rows]
         steps = []
         for (n1, w1), (n2, w2) in zip(points, points[1:], strict=False):
@@ -201,7 +200,7 @@ def markdown(info, rows, margins, checks, sizes, forks):
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for n in sizes:
-        for label, _ in LABELS:
+        for label in LABELS:
             row = rows.get((n, label))
             if not row:
                 continue
@@ -213,13 +212,13 @@ def markdown(info, rows, margins, checks, sizes, forks):
                 row["tasks_per_host"] if row["tasks_per_host"] is not None else "-",
                 row["changed_total"] if row["changed_total"] is not None else "-",
                 row["load_before"]))
-    lines += ["", "Runs: " + "; ".join("`%s` = %s" % item for item in LABELS), ""]
+    lines += ["", "Runs: " + "; ".join("`%s` = %s" % item for item in LABELS.items()), ""]
     lines += ["## Growth with N (least-squares fit of wall time = fixed + per host x N)", "",
               "| run | fixed s | per host s | x floor per host | R^2 | per host between sizes "
               "| CPU s per host | x floor CPU per host |",
               "|---|---:|---:|---:|---:|---|---:|---:|"]
     floor_slope = margins.get("ping", {}).get("linear_fit", {}).get("per_host_s")
-    for label, _ in LABELS:
+    for label in LABELS:
         if label not in margins:
             continue
         fit = margins[label]["linear_fit"]
@@ -248,7 +247,7 @@ def markdown(info, rows, margins, checks, sizes, forks):
               "Runs per host count only what was not skipped; seconds are summed task spans.",
               "", "| run | N | host: tasks, runs/host, s | controller: tasks, runs/host, s "
               "| delegated: tasks, runs/host, s |", "|---|---:|---|---|---|"]
-    for label, _ in LABELS:
+    for label in LABELS:
         have = [n for n in sizes if (n, label) in rows]
         row = rows.get((max(have), label)) if have else None
         if not row or not row["where_time_goes"]:
@@ -256,12 +255,12 @@ def markdown(info, rows, margins, checks, sizes, forks):
         cells = []
         for where in ("host", "controller", "delegated"):
             part = row["where_time_goes"].get(where)
-            cells.append("%d, %.2f, %.1f" % (part["tasks"], part["runs_per_host"],
-                                              part["seconds"]) if part else "-")
+            cells.append("%d, %.2f, %.1f" % (
+                part["tasks"], part["runs_per_host"], part["seconds"]) if part else "-")
         lines.append("| %s | %d | %s |" % (label, row["n"], " | ".join(cells)))
     lines += ["", "## Slowest tasks (largest N of each run; seconds from task start to last "
               "host result)", ""]
-    for label, _ in LABELS:
+    for label in LABELS:
         have = [n for n in sizes if (n, label) in rows]
         row = rows.get((max(have), label)) if have else None
         if row and row["slowest_tasks"]:
@@ -277,7 +276,7 @@ def plot(rows, sizes, path):
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
-    for label, _title in LABELS:
+    for label in LABELS:
         pts = [(n, rows[(n, label)]) for n in sizes if (n, label) in rows]
         if not pts:
             continue
@@ -318,8 +317,8 @@ def main():
         "settings": {"pipelining": True, "ssh_args": "-C -o ControlMaster=auto "
                      "-o ControlPersist=60s", "gather_facts": False,
                      "ansible_python_interpreter": "/usr/bin/python3", "cold_start": True},
-        "runs": [rows[key] for key in sorted(rows, key=lambda k: (k[0], [
-            lbl for lbl, _ in LABELS].index(k[1])))],
+        "runs": [rows[key] for key in sorted(
+            rows, key=lambda k: (k[0], list(LABELS).index(k[1])))],
         "growth": margins, "targets": checks, "raw": records,
     }
     with open(os.path.join(args.dest, "results.json"), "w") as handle:
