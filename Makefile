@@ -62,7 +62,7 @@ molecule: setup
 # Fleet benchmark: N namespace hosts with sshd on this machine; bench/RESULTS.md, results.json,
 # wall_time.png. Not part of make test. BENCH_SIZES="1 8 32" BENCH_FORKS=8 BENCH_REPEAT=3.
 .PHONY: bench
-bench: setup
+bench: venv
 	@scripts/apt-ensure.sh $(BENCH_PKGS)
 	@$(BIN)/pip install -q --disable-pip-version-check -r bench/requirements.txt
 	bench/run.sh
@@ -88,4 +88,5 @@ clean:
 .PHONY: lab
 lab: setup
 	@scripts/apt-ensure.sh $(LAB_PKGS)
+	$(BIN)/pytest -q tests/lab
 	lab/run.sh
