@@ -36,9 +36,15 @@ WANTED = {"gpu_vendor": COMMON["gpuhost_gpu_vendor"], "gpu_classes": COMMON["gpu
           "sysctl": COMMON["gpuhost_sysctl"]}
 
 
+# Where the collection under test is installed: ./collections by `make collection`, then a
+# private copy of it for this module's runs (other test modules reinstall ./collections with
+# --force, which would pull files from under a playbook running at the same time).
+COLLECTIONS = {"path": os.path.join(REPO, "collections")}
+
+
 def _env():
     env = dict(os.environ)
-    env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(REPO, "collections")
+    env["ANSIBLE_COLLECTIONS_PATH"] = COLLECTIONS["path"]
     env["ANSIBLE_CONFIG"] = os.path.join(REPO, "ansible.cfg")
     env["ANSIBLE_NOCOLOR"] = "1"
     env["ANSIBLE_FORCE_COLOR"] = "0"
@@ -91,9 +97,14 @@ def idle_flags(root):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def collection():
+def collection(tmp_path_factory):
     subprocess.run(["make", "-s", "-C", REPO, "collection"], check=True, env=_env(),
                    capture_output=True, timeout=300)
+    private = str(tmp_path_factory.mktemp("collections"))
+    subprocess.run([os.path.join(REPO, ".venv/bin/ansible-galaxy"), "collection", "install",
+                    "--force", "-p", private, REPO], check=True, env=_env(),
+                   capture_output=True, timeout=300)
+    COLLECTIONS["path"] = private
     yield
     print("\ntune playbook durations (s): %s" % json.dumps(DURATIONS, sort_keys=True))
 
