@@ -3,8 +3,10 @@
 # changed, then `molecule test` for each scenario, one after the other, stopping at the
 # first failure, with a timing per scenario.
 #
-# Usage: scripts/molecule.sh [scenario...]     (default: every molecule/<name>/molecule.yml,
-#                                               smoke first, then by name; shared/ is config)
+# Usage: scripts/molecule.sh [scenario...]     (default: every molecule/<name>/molecule.yml
+#                                               by name, except smoke; shared/ is config)
+# smoke (the tier's own check: systemd container, doubles, testinfra) is not in the default
+# list: default, kernel and gate exercise all of it and more. Run it by name.
 # Env:   MOLECULE_SCENARIOS="a b" (same as arguments), GPUHOST_TEST_IMAGE, MOLECULE_ARGS
 #        (extra arguments for `molecule test`, e.g. "--destroy=never" to keep a container).
 set -euo pipefail
@@ -34,7 +36,6 @@ if [ ${#scenarios[@]} -eq 0 ] && [ -n "${MOLECULE_SCENARIOS:-}" ]; then
   read -r -a scenarios <<<"$MOLECULE_SCENARIOS"
 fi
 if [ ${#scenarios[@]} -eq 0 ]; then
-  [ -f molecule/smoke/molecule.yml ] && scenarios+=(smoke)
   for f in molecule/*/molecule.yml; do
     name=$(basename "$(dirname "$f")")
     [ "$name" = smoke ] || [ "$name" = shared ] || scenarios+=("$name")
