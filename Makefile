@@ -25,7 +25,7 @@ LAB_PKGS := qemu-system-x86 qemu-utils ovmf mtools dosfstools mmdebstrap e2fspro
 
 help:
 	@echo "make audit   audit this machine read-only; reports in gpuhost-reports/"
-	@echo "make test    every test tier (unit, integration, molecule)"
+	@echo "make test    every test tier (unit, integration, lint, molecule)"
 
 venv:
 	@scripts/venv.sh
@@ -45,7 +45,7 @@ audit: setup
 	  echo "The audit playbook is not there yet: make audit will run gpuhost.tuning.audit on this machine, read-only."; \
 	fi
 
-test: unit integration molecule
+test: unit integration lint molecule
 
 unit: setup
 	@scripts/apt-ensure.sh $(UNIT_PKGS)
@@ -88,4 +88,5 @@ clean:
 .PHONY: lab
 lab: setup
 	@scripts/apt-ensure.sh $(LAB_PKGS)
+	$(BIN)/pytest -q tests/lab
 	lab/run.sh
