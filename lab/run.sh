@@ -48,7 +48,7 @@ finish() {
   fi
   if [ -n "$LAB_KEEP" ] && vm_alive; then
     log "LAB_KEEP set: VM left running (pid $(vm_pid)): ssh -p $LAB_SSH_PORT -i $IMAGE_DIR/id_ed25519 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null root@127.0.0.1"
-    log "stop it with: kill $(vm_pid); rm $LAB_RUN/overlay.qcow2"
+    log "stop it with: touch $LAB_RUN/stop; kill $(cat "$LAB_RUN/qemu.pid" 2>/dev/null); rm $LAB_RUN/overlay.qcow2"
   else
     vm_kill
     rm -f "$LAB_RUN/overlay.qcow2" "$LAB_RUN/OVMF_VARS.fd"

@@ -126,3 +126,28 @@ def test_driver_without_an_image_says_which_step_to_add(tmp_path):
     assert result.returncode != 0
     assert "include the 'image' step" in result.stderr
     assert "FAILED in step 'boot'" in result.stderr
+
+
+def _cached_image():
+    out = subprocess.run(["bash", "-c", ". lab/lib.sh && lab_image_dir"], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout.strip()
+    return out if os.path.isfile(os.path.join(out, "disk.qcow2")) else None
+
+
+@pytest.mark.skipif(not shutil.which("qemu-system-x86_64") or not _cached_image(),
+                    reason="needs QEMU and the lab image built by `make lab`")
+def test_a_boot_that_times_out_shows_the_console_and_leaves_no_vm(tmp_path):
+    run = tmp_path / "run"
+    env = {**os.environ, "LAB_STEPS": "boot", "LAB_SSH_TIMEOUT": "1", "LAB_RUN": str(run)}
+    result = subprocess.run([os.path.join(LAB, "run.sh")], capture_output=True, text=True,
+                            env=env, timeout=180)
+    assert result.returncode != 0
+    assert "no SSH on 127.0.0.1:" in result.stderr
+    assert "serial console, last" in result.stderr
+    assert "FAILED in step 'boot'" in result.stderr
+    pid = int((run / "supervisor.pid").read_text(encoding="utf-8"))
+    assert not os.path.exists(f"/proc/{pid}"), "QEMU's supervisor still runs"
+    assert not (run / "qemu.pid").exists(), "QEMU still running after the failed run"
+    assert "power on #1" in (run / "supervisor.log").read_text(encoding="utf-8")
+    assert not (run / "overlay.qcow2").exists()
+    assert (run / "console.log").exists()
