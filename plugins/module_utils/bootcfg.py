@@ -25,6 +25,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.procfs import split_cmdline
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     atomic_write,
     host_path,
@@ -50,25 +51,11 @@ class BootConfigError(Exception):
 
 def tokenize(cmdline):
     """Split a command line like the kernel does: on whitespace, except inside double
-    quotes (``param="a b"`` is one token). Tokens keep their quotes."""
-    tokens = []
-    current = []
-    quoted = False
-    for char in cmdline or "":
-        if char == '"':
-            quoted = not quoted
-            current.append(char)
-        elif char.isspace() and not quoted:
-            if current:
-                tokens.append("".join(current))
-                current = []
-        else:
-            current.append(char)
-    if quoted:
+    quotes (``param="a b"`` is one token). Tokens keep their quotes. A file we are about to
+    edit must have balanced quotes."""
+    if (cmdline or "").count('"') % 2:
         raise BootConfigError("unbalanced double quote in kernel command line: %s" % cmdline)
-    if current:
-        tokens.append("".join(current))
-    return tokens
+    return split_cmdline(cmdline or "")
 
 
 def split_token(token):

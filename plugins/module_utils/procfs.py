@@ -133,7 +133,7 @@ def cmdline_params(text):
     Quoted values (``key="a b"``) are kept whole, as the kernel parses them.
     """
     params = {}
-    for token in _split_cmdline(text or ""):
+    for token in split_cmdline(text or ""):
         if "=" in token:
             key, value = token.split("=", 1)
             if len(value) >= 2 and value[0] == value[-1] == '"':
@@ -144,7 +144,10 @@ def cmdline_params(text):
     return params
 
 
-def _split_cmdline(text):
+def split_cmdline(text):
+    """Split a kernel command line the way the kernel does: on whitespace, except inside
+    double quotes (``param="a b"`` is one token). Tokens keep their quotes. Lenient: an
+    unbalanced quote runs to the end, as the kernel reads it."""
     tokens = []
     current = []
     quoted = False
