@@ -27,12 +27,13 @@ import re
 try:
     from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
         host_path,
+        numbered_entries,
         read_int,
         read_text,
         write_in_place,
     )
 except ImportError:  # pragma: no cover - shipped to a host as plain files next to hostfs.py
-    from hostfs import host_path, read_int, read_text, write_in_place
+    from hostfs import host_path, numbered_entries, read_int, read_text, write_in_place
 
 CPU_SYSFS = "/sys/devices/system/cpu"
 _CPU_DIR = re.compile(r"^cpu(\d+)$")
@@ -159,17 +160,7 @@ def cpuidle_available(root):
 
 
 def _state_dirs(root, cpu):
-    folder = _cpu_sysfs(root, "cpu%d" % cpu, "cpuidle")
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        match = _STATE_DIR.match(name)
-        if match:
-            found.append((int(match.group(1)), os.path.join(folder, name)))
-    return sorted(found)
+    return numbered_entries(_cpu_sysfs(root, "cpu%d" % cpu, "cpuidle"), _STATE_DIR)
 
 
 def _read_state(index, folder):
@@ -363,17 +354,7 @@ def set_states(root, selection, disabled, cpus=None, check_mode=False):
 
 def cpufreq_policies(root):
     """``[(policy_number, folder)]`` of ``/sys/devices/system/cpu/cpufreq/policy*``."""
-    folder = _cpu_sysfs(root, "cpufreq")
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        match = _POLICY_DIR.match(name)
-        if match:
-            found.append((int(match.group(1)), os.path.join(folder, name)))
-    return sorted(found)
+    return numbered_entries(_cpu_sysfs(root, "cpufreq"), _POLICY_DIR)
 
 
 def cpufreq_info(root):

@@ -55,6 +55,23 @@ def read_bytes(path, default=None):
         raise
 
 
+def numbered_entries(folder, pattern, files_only=False):
+    """``[(number, path)]``, sorted, of the entries of ``folder`` whose name matches the
+    compiled ``pattern`` (its first group is the number): ``state3``, ``policy12``,
+    ``129.conf``. An unreadable or missing folder gives ``[]``."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        match = pattern.match(name)
+        path = os.path.join(folder, name)
+        if match and (not files_only or os.path.isfile(path)):
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
 def write_in_place(path, text):
     """Write a kernel interface file (sysfs/procfs) in place, the way the kernel expects.
 

@@ -21,9 +21,12 @@ import os
 import re
 
 try:
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+        host_path,
+        numbered_entries,
+    )
 except ImportError:  # pragma: no cover - shipped as plain files next to hostfs.py
-    from hostfs import host_path
+    from hostfs import host_path, numbered_entries
 
 DEFAULT_CONFIG_DIR = "/etc/pve/lxc"
 ALLOW_KEY = "lxc.cgroup2.devices.allow"
@@ -376,17 +379,7 @@ def list_configs(root, config_dir=DEFAULT_CONFIG_DIR):
 
     ``/etc/pve/lxc`` shows only this node's containers (it links to nodes/<node>/lxc).
     """
-    folder = host_path(root, config_dir)
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        match = _CONF.match(name)
-        if match and os.path.isfile(os.path.join(folder, name)):
-            found.append((int(match.group(1)), os.path.join(folder, name)))
-    return sorted(found)
+    return numbered_entries(host_path(root, config_dir), _CONF, files_only=True)
 
 
 def stale_majors(config, registered_char_majors):
