@@ -6,12 +6,17 @@
 #   boot     start the VM on a fresh qcow2 overlay, wait (bounded) for SSH
 #   ping     ansible -m ping through the generated inventory
 #   setup    first-boot set-up: /etc/pve/lxc/129.conf from /proc/devices (lab/setup.yml)
-#   audit    HOOK: LAB_AUDIT_PLAYBOOK (empty = skipped), e.g. gpuhost.tuning.audit
+#   audit    HOOK: LAB_AUDIT_PLAYBOOK (empty = skipped), e.g. gpuhost.tuning.audit, then
+#            LAB_AUDIT_CHECK (lab/audit-check.yml: asserts on the report JSON)
+#   tune     HOOK: LAB_TUNE_PLAYBOOK (empty = skipped), e.g. gpuhost.tuning.tune; may fail
+#            (QEMU ignores MRRS writes) when LAB_TUNE_CHECK (lab/tune-check.yml) then passes
 #   upgrade  HOOK: LAB_UPGRADE_PLAYBOOK (default lab/upgrade.yml): new kernel + headers,
 #            DKMS gate, initramfs, default boot entry
 #   reboot   ansible.builtin.reboot, bounded (lab/reboot.yml)
 #   assert   new kernel running, gpustub loaded with disable_hmm=1 (lab/assert.yml)
 #   verify   HOOK: LAB_VERIFY_PLAYBOOK (empty = skipped)
+#   gate     lab/gate.yml: reboot_verify aimed at a kernel without headers must stop before
+#            the reboot, boot configuration untouched (needs the collection run's variables)
 #   shutdown power off, delete the overlay
 # Every playbook gets -i <run>/inventory.yml and -e @<run>/lab-vars.yml (lab_kernel_old,
 # lab_kernel_new, lab_dkms_name, lab_run_dir, ...); LAB_PLAYBOOK_ARGS adds more to all.
@@ -19,8 +24,12 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 . "$LAB_DIR/vm.sh"
 
+ALL_STEPS="image boot ping setup audit tune upgrade reboot assert verify gate shutdown"
 LAB_STEPS=${LAB_STEPS:-"image boot ping setup audit upgrade reboot assert verify shutdown"}
 LAB_AUDIT_PLAYBOOK=${LAB_AUDIT_PLAYBOOK:-}
+LAB_AUDIT_CHECK=${LAB_AUDIT_CHECK:-$LAB_DIR/audit-check.yml}
+LAB_TUNE_PLAYBOOK=${LAB_TUNE_PLAYBOOK:-}
+LAB_TUNE_CHECK=${LAB_TUNE_CHECK:-$LAB_DIR/tune-check.yml}
 LAB_UPGRADE_PLAYBOOK=${LAB_UPGRADE_PLAYBOOK:-$LAB_DIR/upgrade.yml}
 LAB_VERIFY_PLAYBOOK=${LAB_VERIFY_PLAYBOOK:-}
 LAB_PLAYBOOK_ARGS=${LAB_PLAYBOOK_ARGS:-}
@@ -103,6 +112,20 @@ step_setup() { playbook "$LAB_DIR/setup.yml"; }
 step_audit() {
   [ -n "$LAB_AUDIT_PLAYBOOK" ] || { log "audit hook empty (set LAB_AUDIT_PLAYBOOK): skipped"; return 0; }
   playbook "$LAB_AUDIT_PLAYBOOK" ${LAB_AUDIT_ARGS:-}
+  [ -z "$LAB_AUDIT_CHECK" ] || playbook "$LAB_AUDIT_CHECK"
+}
+# tune fails the host when a device ignores the MRRS write (QEMU's NVMe does): that is the
+# expected result here, so its exit code is kept and LAB_TUNE_CHECK judges the report.
+step_tune() {
+  [ -n "$LAB_TUNE_PLAYBOOK" ] || { log "tune hook empty (set LAB_TUNE_PLAYBOOK): skipped"; return 0; }
+  local rc=0
+  playbook "$LAB_TUNE_PLAYBOOK" ${LAB_TUNE_ARGS:-} || rc=$?
+  log "tune playbook exited $rc"
+  if [ -n "$LAB_TUNE_CHECK" ]; then
+    playbook "$LAB_TUNE_CHECK" -e "lab_tune_rc=$rc"
+  else
+    return "$rc"
+  fi
 }
 step_upgrade() { playbook "$LAB_UPGRADE_PLAYBOOK" ${LAB_UPGRADE_ARGS:-}; }
 step_reboot() { playbook "$LAB_DIR/reboot.yml"; }
@@ -111,6 +134,7 @@ step_verify() {
   [ -n "$LAB_VERIFY_PLAYBOOK" ] || { log "verify hook empty (set LAB_VERIFY_PLAYBOOK): skipped"; return 0; }
   playbook "$LAB_VERIFY_PLAYBOOK" ${LAB_VERIFY_ARGS:-}
 }
+step_gate() { playbook "$LAB_DIR/gate.yml" -e "gpuhost_kernel_version=$LAB_KERNEL_OLD"; }
 step_shutdown() {
   [ -n "$LAB_KEEP" ] && { log "LAB_KEEP set: not shutting down"; return 0; }
   vm_stop
@@ -120,7 +144,7 @@ step_shutdown() {
 log "run folder $LAB_RUN; steps: $LAB_STEPS"
 log "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for s in $LAB_STEPS; do
-  declare -F "step_$s" >/dev/null || die "unknown step '$s' (known: image boot ping setup audit upgrade reboot assert verify shutdown)"
+  declare -F "step_$s" >/dev/null || die "unknown step '$s' (known: $ALL_STEPS)"
 done
 for s in $LAB_STEPS; do
   failed_step=$s
