@@ -674,6 +674,41 @@ def _cpufreq_findings(facts, wanted, out):
             reboot_required=True))
 
 
+def _dkms_installed_basis(dkms, running, next_boot):
+    """``({name: version}, {name: kernel})``: the DKMS modules installed for the running
+    kernel; when it has none, those installed for any kernel but ``next_boot`` (per name,
+    the version of the newest such kernel), with the kernel each was found on."""
+    on_running = {}
+    for entry in dkms:
+        if running and entry["kernel"] == running and entry["state"] == "installed":
+            on_running[entry["name"]] = entry["version"]
+    if on_running:
+        return on_running, dict((name, running) for name in on_running)
+    found = {}
+    for entry in dkms:
+        kernel = entry["kernel"]
+        if entry["state"] != "installed" or not kernel or kernel == next_boot:
+            continue
+        old = found.get(entry["name"])
+        key = kernel_mod.kernel_sort_key(kernel)
+        if old is None or key > kernel_mod.kernel_sort_key(old[1]):
+            found[entry["name"]] = (entry["version"], kernel)
+    return (dict((name, v[0]) for name, v in found.items()),
+            dict((name, v[1]) for name, v in found.items()))
+
+
+def _dkms_gap_detail(running, basis, name, version, next_boot):
+    kernel = basis.get(name)
+    if kernel == running:
+        return "%s runs with %s %s; booting %s leaves its devices without a driver" % (
+            running, name, version, next_boot)
+    return ("the running kernel %s has no DKMS module installed (booted from outside this "
+            "root, or never built for), so the modules installed for the other kernels "
+            "stand in: %s %s is installed for %s, not for %s; booting %s leaves its devices "
+            "without a driver" % (running or "(unknown)", name, version, kernel, next_boot,
+                                  next_boot))
+
+
 def _kernel_findings(facts, wanted, out):
     kern = facts.get("kernel") or {}
     host = wanted.get("host")
@@ -682,11 +717,11 @@ def _kernel_findings(facts, wanted, out):
     dkms = facts.get("dkms") or []
     headers = kern.get("headers") or {}
     # DKMS gap: a module installed for the running kernel, not installed for the next one.
-    if running and next_boot and next_boot != running:
-        on_running = {}
-        for entry in dkms:
-            if entry["kernel"] == running and entry["state"] == "installed":
-                on_running[entry["name"]] = entry["version"]
+    # When the running kernel has none (booted from outside this root: a container, a VM
+    # with a direct kernel boot, a capture; or a kernel DKMS never built for), the modules
+    # installed for any other kernel stand in for it, newest kernel first.
+    if next_boot and next_boot != running:
+        on_running, basis = _dkms_installed_basis(dkms, running, next_boot)
         for name, version in sorted(on_running.items()):
             state = None
             for entry in dkms:
@@ -700,16 +735,18 @@ def _kernel_findings(facts, wanted, out):
                 steps.append("apt-get install %s" % kernel_mod.headers_package(next_boot))
             steps.append("dkms install %s/%s -k %s" % (name, version, next_boot))
             steps.append("ls /lib/modules/%s/updates/dkms" % next_boot)
+            current = "%s/%s %s" % (name, version, "built, not installed" if state == "built"
+                                    else "not built (headers %s)" % (
+                                        "present" if headers.get(next_boot) else "missing"))
+            if basis[name] != running:
+                current += "; installed for %s (the running kernel %s has no DKMS module)" % (
+                    basis[name], running or "(unknown)")
             out.append(_finding(
-                "dkms_missing_for_kernel", "critical", next_boot,
-                "%s/%s %s" % (name, version, "built, not installed" if state == "built"
-                              else "not built (headers %s)" % (
-                                  "present" if headers.get(next_boot) else "missing")),
+                "dkms_missing_for_kernel", "critical", next_boot, current,
                 "%s/%s installed for %s" % (name, version, next_boot),
                 "do not reboot yet: %s; or ansible-playbook %s%s, which gates the reboot on "
                 "it" % (" && ".join(steps), PLAYBOOK_REBOOT, _limit(host)),
-                detail="%s runs with %s %s; booting %s leaves its devices without a driver"
-                       % (running, name, version, next_boot)))
+                detail=_dkms_gap_detail(running, basis, name, version, next_boot)))
     # headers: the kernels DKMS must build for (running and next boot), when DKMS is used
     if dkms:
         for release in sorted(set(k for k in (running, next_boot) if k),
@@ -787,6 +824,35 @@ def _boot_param_applies(key, cpu):
     return True
 
 
+# Where role boot_config writes the modprobe option (its default file name).
+UVM_MODPROBE_FILE = "/etc/modprobe.d/gpuhost-nvidia-uvm.conf"
+
+
+def _initramfs_kernels(kern):
+    """The kernels whose initramfs must carry modprobe.d options, as role boot_config picks
+    them: the running kernel (when installed here), the newest installed, the next boot."""
+    installed = kern.get("installed") or []
+    picked = set(k for k in (kern.get("next_boot"), kern.get("newest")) if k)
+    if kern.get("running") in installed:
+        picked.add(kern["running"])
+    return sorted(picked, key=kernel_mod.kernel_sort_key)
+
+
+def _uvm_hmm_remedy(kern, host):
+    """uvm_disable_hmm is read when nvidia_uvm loads, and the initramfs carries its own copy
+    of /etc/modprobe.d: the fix is the option file, a refreshed initramfs for every kernel
+    that may boot (the next one included), then a reboot. Role tune does not do this; role
+    boot_config (run by the reboot_verify playbook) does."""
+    kernels = _initramfs_kernels(kern)
+    refresh = " && ".join("update-initramfs -u -k %s" % k for k in kernels) or \
+        "update-initramfs -u -k all"
+    return ("echo 'options nvidia_uvm uvm_disable_hmm=1' > %s && %s, then reboot (the option "
+            "is read only when nvidia_uvm loads); or ansible-playbook %s%s (role boot_config "
+            "writes the option and refreshes the initramfs of %s; add -e gpuhost_reboot=true "
+            "to reboot)" % (UVM_MODPROBE_FILE, refresh, PLAYBOOK_REBOOT, _limit(host),
+                            ", ".join(kernels) or "the installed kernels"))
+
+
 def _nvidia_findings(facts, wanted, out):
     nv = facts.get("nvidia") or {}
     host = wanted.get("host")
@@ -796,9 +862,7 @@ def _nvidia_findings(facts, wanted, out):
     if not has_nvidia:
         return
     if wanted.get("nvidia_uvm_disable_hmm"):
-        remedy = ("echo 'options nvidia_uvm uvm_disable_hmm=1' > /etc/modprobe.d/nvidia-uvm.conf"
-                  " && update-initramfs -u -k all, then reload nvidia_uvm or reboot; or "
-                  "ansible-playbook %s%s" % (PLAYBOOK_TUNE, _limit(host)))
+        remedy = _uvm_hmm_remedy(facts.get("kernel") or {}, host)
         if "nvidia_uvm" in loaded and nv.get("uvm_disable_hmm") is not True:
             out.append(_finding(
                 "nvidia_uvm_hmm", "medium", "nvidia_uvm",

@@ -389,3 +389,95 @@ def test_grub_saved_entry_decides_the_next_kernel(tmp_path):
     assert result["kernel"]["next_boot"] == old
     assert "boot loader" in result["kernel"]["next_boot_source"]
     assert not by_id(result, "dkms_missing_for_kernel")
+
+
+# --- the DKMS gap when the running kernel has no DKMS module of its own
+
+
+def _two_kernels_outside(root, running="6.12.57+deb13-amd64", installed_for=(hosts.SEED_RUNNING,)):
+    """A Proxmox tree audited from a container or a capture: the running kernel is the
+    outer host's (not installed here, no DKMS build); nvidia installed for the old kernel,
+    the new one installed without headers and without the build."""
+    dkms.kernel_tree(root, hosts.SEED_RUNNING, headers=True)
+    dkms.kernel_tree(root, hosts.SEED_NEW, headers=False)
+    dkms.dkms_tree(root, "nvidia", hosts.SEED_NVIDIA, installed=list(installed_for))
+    dkms.proc_running(root, running)
+
+
+def test_dkms_gap_found_when_running_kernel_is_from_outside(tmp_path):
+    _two_kernels_outside(tmp_path)
+    result = audit.audit(str(tmp_path), WANTED)
+    assert result["kernel"]["running_installed"] is False
+    (gap,) = by_id(result, "dkms_missing_for_kernel")
+    assert gap["severity"] == "critical" and gap["subject"] == hosts.SEED_NEW
+    # how it reads: which kernel stood in for the running one, and that it has none
+    assert gap["current"] == (
+        "nvidia/590.48.01 not built (headers missing); installed for 6.8.12-9-pve (the "
+        "running kernel 6.12.57+deb13-amd64 has no DKMS module)")
+    assert "dkms install nvidia/590.48.01 -k 6.14.11-5-bpo12-pve" in gap["remedy"]
+    assert "apt-get install proxmox-headers-6.14.11-5-bpo12-pve" in gap["remedy"]
+    assert "running kernel 6.12.57+deb13-amd64 has no DKMS module" in gap["detail"]
+    assert "installed for 6.8.12-9-pve, not for 6.14.11-5-bpo12-pve" in gap["detail"]
+    assert result["checks"]["dkms"]["status"] == "critical"
+
+
+def test_dkms_gap_fallback_takes_the_newest_kernels_version(tmp_path):
+    old = "6.5.13-6-pve"
+    dkms.kernel_tree(tmp_path, old, headers=True)
+    dkms.kernel_tree(tmp_path, hosts.SEED_RUNNING, headers=True)
+    dkms.kernel_tree(tmp_path, hosts.SEED_NEW, headers=True)
+    dkms.dkms_tree(tmp_path, "nvidia", "550.144.03", installed=[old])
+    dkms.dkms_tree(tmp_path, "nvidia", hosts.SEED_NVIDIA, installed=[hosts.SEED_RUNNING])
+    dkms.proc_running(tmp_path, "6.12.57+deb13-amd64")
+    (gap,) = by_id(audit.audit(str(tmp_path), WANTED), "dkms_missing_for_kernel")
+    assert gap["current"].startswith("nvidia/590.48.01 not built (headers present); "
+                                     "installed for 6.8.12-9-pve")
+    assert "dkms install nvidia/590.48.01 -k 6.14.11-5-bpo12-pve" in gap["remedy"]
+    assert "apt-get install" not in gap["remedy"]
+
+
+def test_dkms_fallback_finds_nothing_when_next_kernel_has_the_module(tmp_path):
+    _two_kernels_outside(tmp_path, installed_for=(hosts.SEED_RUNNING, hosts.SEED_NEW))
+    result = audit.audit(str(tmp_path), WANTED)
+    assert not by_id(result, "dkms_missing_for_kernel")
+    assert result["checks"]["dkms"]["status"] == "ok"
+
+
+def test_running_kernel_with_its_own_module_reads_as_before(seed):
+    _built, result = seed
+    (gap,) = by_id(result, "dkms_missing_for_kernel")
+    assert gap["current"] == "nvidia/590.48.01 not built (headers missing)"
+    assert gap["detail"].startswith("6.8.12-9-pve runs with nvidia 590.48.01; booting "
+                                    "6.14.11-5-bpo12-pve leaves")
+
+
+# --- uvm_disable_hmm: the remedy is the boot configuration, not tune
+
+
+def test_uvm_hmm_remedy_is_modprobe_initramfs_and_reboot_verify(seed):
+    _built, result = seed
+    (hmm,) = by_id(result, "nvidia_uvm_hmm")
+    remedy = hmm["remedy"]
+    assert "gpuhost.tuning.tune" not in remedy
+    assert ("echo 'options nvidia_uvm uvm_disable_hmm=1' > "
+            "/etc/modprobe.d/gpuhost-nvidia-uvm.conf") in remedy
+    # every kernel that may boot carries the option, the new one included
+    assert ("update-initramfs -u -k 6.8.12-9-pve && update-initramfs -u -k "
+            "6.14.11-5-bpo12-pve, then reboot") in remedy
+    assert "ansible-playbook gpuhost.tuning.reboot_verify -l pve-gpu01 (role boot_config" in remedy
+    assert "-e gpuhost_reboot=true" in remedy
+    assert hmm["reboot_required"] is True
+
+
+def test_uvm_hmm_not_loaded_not_configured_same_remedy(tmp_path):
+    hosts.vm_host(tmp_path)
+    shutil.rmtree(str(tmp_path / "sys/module/nvidia_uvm"))
+    modules = (tmp_path / "proc/modules").read_text().splitlines()
+    (tmp_path / "proc/modules").write_text(
+        "".join(line + "\n" for line in modules if not line.startswith("nvidia_uvm ")))
+    result = audit.audit(str(tmp_path), WANTED)
+    (hmm,) = by_id(result, "nvidia_uvm_hmm")
+    assert hmm["subject"] == "modprobe.d"
+    assert "update-initramfs -u -k 6.1.0-56-amd64, then reboot" in hmm["remedy"]
+    assert "gpuhost.tuning.reboot_verify" in hmm["remedy"]
+    assert "gpuhost.tuning.tune" not in hmm["remedy"]
