@@ -36,6 +36,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_m
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     atomic_write,
     host_path,
+    read_bytes,
 )
 
 PACKAGE = "ansible_collections.gpuhost.tuning.plugins.module_utils"
@@ -230,6 +231,201 @@ def remove_installed(root, config_path=CONFIG_PATH, lib_dir=LIB_DIR):
 
 # ---------------------------------------------------------------------------------------
 # the boot-time run
+
+
+# --- the boot_service pass (modules boot_service and host_tune) --------------------------
+
+SERVICE_DEFAULTS = {"state": "present", "mrrs_size": 4096, "vendor": "10de",
+                    "classes": ["0300", "0302"], "include_upstream": True,
+                    "cpuidle_deeper_than": "C1", "after": ["nvidia-persistenced.service"],
+                    "before": ["pve-guests.service"], "python": PYTHON, "start": True,
+                    "root": "/"}
+
+
+class Live(object):
+    """systemctl on the live host through ``runner`` (runner.Runner), or the reason it is
+    not run (a tree, no systemd). In check mode only queries run; the rest is planned."""
+
+    def __init__(self, runner, root, check_mode=False):
+        self.check_mode = check_mode
+        self.runner = runner
+        self.commands = []
+        self.wrote = False  # files changed before a later step failed (reported as changed)
+        self.reason = None
+        if os.path.realpath(root) != "/":
+            self.reason = "root is %s, not the live host" % root
+        elif not os.path.isdir("/run/systemd/system"):
+            self.reason = "systemd is not running here (no /run/systemd/system)"
+        elif not self.runner.which("systemctl"):
+            self.reason = "systemctl not found"
+
+    @property
+    def usable(self):
+        return self.reason is None
+
+    def run(self, *args, **kwargs):
+        """Run ``systemctl args`` (or record it as skipped/planned); return (rc, out)."""
+        text = "systemctl " + " ".join(args)
+        if not self.usable:
+            self.commands.append(dict(command=text, status="skipped", reason=self.reason))
+            return None, ""
+        if self.check_mode and not kwargs.get("query"):
+            self.commands.append(dict(command=text, status="planned",
+                                      reason="check mode"))
+            return None, ""
+        rc, out, _err = self.runner.run([self.runner.which("systemctl")] + list(args),
+                                        ok_rcs=kwargs.get("ok_rcs", (0,)),
+                                        hint=kwargs.get("hint"))
+        if not kwargs.get("query"):
+            self.commands.append(dict(command=text, status="run", reason=""))
+        return rc, out.strip()
+
+    def journal(self):
+        """The journal of the unit's last run, for a failure message (empty when unavailable)."""
+        binary = self.runner.which("journalctl") if self.usable else None
+        if not binary:
+            return ""
+        _rc, invocation, _err = self.runner.run(
+            [self.runner.which("systemctl"), "show", "-p", "InvocationID", "--value",
+             UNIT_NAME],
+            check=False)
+        invocation = invocation.strip()
+        if invocation:
+            match = ["INVOCATION_ID=%s" % invocation, "+",
+                     "_SYSTEMD_INVOCATION_ID=%s" % invocation]
+        else:
+            match = ["-u", UNIT_NAME, "-n", "20"]
+        _rc, out, _err = self.runner.run([binary, "--no-pager", "-o", "cat"] + match,
+                                         check=False)
+        if not out.strip():
+            return ""
+        return "\nLast journal lines of %s:\n%s" % (UNIT_NAME, out.strip())
+
+    def is_active(self):
+        if not self.usable:
+            return None
+        _rc, out = self.run("is-active", UNIT_NAME, query=True, ok_rcs=tuple(range(256)))
+        return out or "unknown"
+
+
+def _diffs(root, files, plan):
+    diffs = []
+    for path, action in plan:
+        if action == "ok":
+            continue
+        if path in (UNIT_PATH, CONFIG_PATH):
+            old = read_bytes(host_path(root, path))
+            diffs.append(dict(before_header=path if old is not None else "/dev/null",
+                              after_header=path,
+                              before=(old or b"").decode("utf-8", "replace"),
+                              after=files[path].decode("utf-8")))
+        else:
+            diffs.append(dict(before_header=path, after_header=path,
+                              prepared="%s %s (library file, %s)" % (
+                                  action, path, "%d bytes" % len(files[path])
+                                  if path in files else "not shipped any more")))
+    return diffs
+
+
+def service_present(p, check_mode, live):
+    """Install (or plan) the unit, its config and library, enable and (re)start it."""
+    root = p["root"]
+    config = make_config(
+        mrrs_size=p["mrrs_size"] or None, vendor=p["vendor"], classes=p["classes"],
+        include_upstream=p["include_upstream"],
+        cpuidle_deeper_than=p["cpuidle_deeper_than"] or None)
+    unit = render_unit(after=p["after"], before=p["before"], python=p["python"])
+    files = desired_files(config, unit)
+    plan = plan_files(root, files)
+    link_ok = wants_link_ok(root)
+    changed_files = [path for path, action in plan if action != "ok"]
+    result = dict(config=config, files=[dict(path=path, action=action) for path, action in plan])
+    result["files"].append(dict(path=WANTS_LINK, action="ok" if link_ok else "create"))
+    result["diff"] = _diffs(root, files, plan)
+    changed = bool(changed_files) or not link_ok
+    if not check_mode:
+        live.wrote = bool(changed_files)
+        write_files(root, files, plan)
+    if changed_files:
+        live.run("daemon-reload")
+    if not link_ok:
+        if live.usable:
+            live.run("enable", UNIT_NAME)
+        else:
+            live.commands.append(dict(command="systemctl enable %s" % UNIT_NAME,
+                                      status="skipped", reason="%s: wants link %s" % (
+                                          live.reason, "planned" if check_mode
+                                          else "created directly")))
+            if not check_mode:
+                live.wrote = True
+                make_wants_link(root)
+    active = live.is_active()
+    if p["start"]:
+        if active != "active":
+            live.run("start", UNIT_NAME, hint="see journalctl -u %s" % UNIT_NAME)
+            if live.usable:
+                changed = True
+        elif changed_files:
+            live.run("restart", UNIT_NAME, hint="see journalctl -u %s" % UNIT_NAME)
+        if live.usable and not check_mode:
+            active = live.is_active()
+    result.update(changed=changed, enabled=True, active=active)
+    return result
+
+
+def service_absent(p, check_mode, live):
+    """Disable and remove everything service_present installs."""
+    root = p["root"]
+    found = installed_paths(root)
+    result = dict(files=[dict(path=path, action="remove") for path in found], enabled=False)
+    result["diff"] = []
+    unit_file = read_bytes(host_path(root, UNIT_PATH))
+    if unit_file is not None:
+        result["diff"].append(dict(before_header=UNIT_PATH, after_header="/dev/null",
+                                   before=unit_file.decode("utf-8", "replace"), after=""))
+    if found:
+        if unit_file is not None:
+            live.run("disable", "--now", UNIT_NAME)
+        if not check_mode:
+            live.wrote = True
+            remove_installed(root)
+        live.run("daemon-reload")
+    result["changed"] = bool(found)
+    result["active"] = live.is_active() if live.usable else None
+    return result
+
+
+def service_run(params, check_mode=False, runner=None):
+    """The whole boot_service pass for ``params`` (the module's options; missing ones take
+    its defaults) with ``runner`` (runner.Runner) for systemctl. Returns the module's result
+    (``diff`` included); a failure is returned, not raised: ``failed``, ``msg`` (with the
+    unit's journal when systemctl failed), ``commands`` and ``changed`` (files written before
+    the failure). See ``service_failure``."""
+    # Imported here: the boot-time script ships without runner.py and never gets here.
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (
+        CommandError,
+        Runner,
+    )
+    p = dict(SERVICE_DEFAULTS)
+    p.update((k, v) for k, v in params.items() if v is not None)
+    live = Live(runner or Runner(), p["root"], check_mode)
+    try:
+        if p["state"] == "present":
+            result = service_present(p, check_mode, live)
+        else:
+            result = service_absent(p, check_mode, live)
+    except (ValueError, ConfigError, OSError) as exc:
+        return dict(failed=True, msg=str(exc), commands=live.commands, changed=live.wrote)
+    except CommandError as exc:
+        return dict(failed=True, msg="%s: %s%s" % (UNIT_NAME, exc, live.journal()),
+                    commands=live.commands, changed=live.wrote)
+    result.update(unit_path=UNIT_PATH, config_path=CONFIG_PATH, commands=live.commands)
+    return result
+
+
+def service_failure(result):
+    """The failure message of a ``service_run`` result, or None when it took."""
+    return result.get("msg") if result.get("failed") else None
 
 
 def load_config(path):

@@ -780,3 +780,53 @@ def tune_mrrs(root, size=4096, devices=None, vendor="10de", classes=("0300", "03
         changed = True
     return {"changed": changed, "devices": [e for _d, e, _p in planned],
             "failed_devices": failed}
+
+
+# --- the setpci_maxreadreq pass (modules setpci_maxreadreq and host_tune) -----------------
+
+MRRS_DEFAULTS = {"devices": None, "vendor": "10de", "classes": ["0300", "0302"],
+                 "include_upstream": True, "size": 4096, "state": "present", "method": "sysfs",
+                 "root": "/"}
+
+
+def mrrs_diff(devices):
+    """Before/after of every device's MRRS, as an Ansible diff."""
+    def text(key):
+        return "".join("%s %s: %s\n" % (d["address"], d["role"], d[key])
+                       for d in devices if d.get("before") is not None)
+    return {"before_header": "Max Read Request Size (bytes)",
+            "after_header": "Max Read Request Size (bytes)",
+            "before": text("before"), "after": text("after")}
+
+
+def mrrs_run(params, check_mode=False, runner=None, warn=None):
+    """The whole setpci_maxreadreq pass for ``params`` (the module's options; missing ones
+    take its defaults). Returns the module's result with ``diff``; per-device failures are in
+    it (see ``mrrs_failure``). Raises ValueError/PciError/OSError when nothing could be done.
+    ``warn(text)``: no device matched, or a lockdown that will refuse the planned writes."""
+    p = dict(MRRS_DEFAULTS)
+    p.update((k, v) for k, v in params.items() if v is not None)
+    result = tune_mrrs(
+        p["root"], size=p["size"], devices=p["devices"], vendor=p["vendor"],
+        classes=p["classes"], include_upstream=p["include_upstream"], state=p["state"],
+        method=p["method"], runner=runner, check_mode=check_mode)
+    if warn is not None:
+        if not result["devices"] and not p["devices"]:
+            warn("no PCI device matched vendor %s and classes %s under %s"
+                 % (p["vendor"], ", ".join(p["classes"]), p["root"]))
+        mode = lockdown_state(p["root"])
+        if check_mode and result["changed"] and mode not in (None, "none"):
+            warn("the kernel is in lockdown mode %r: the PCI config writes this run plans "
+                 "will be refused (EPERM)" % mode)
+    result["diff"] = mrrs_diff(result["devices"])
+    return result
+
+
+def mrrs_failure(result):
+    """The failure message of an ``mrrs_run`` result, or None when every device took."""
+    if not result.get("failed_devices"):
+        return None
+    errors = [d["error"] for d in result["devices"] if d.get("error")]
+    return ("Max Read Request Size not set on %d of %d devices: %s. %s"
+            % (len(result["failed_devices"]), len(result["devices"]),
+               ", ".join(result["failed_devices"]), " ".join(errors)))

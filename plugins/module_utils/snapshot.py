@@ -422,3 +422,74 @@ def restore(root, name="original", folder=SNAPSHOT_DIR, check_mode=False, parts=
     result["changed"] = changed
     result["failures"] = failures
     return result
+
+
+# ---------------------------------------------------------------------------------------
+# the tuning_snapshot pass (modules tuning_snapshot and host_tune)
+
+PARTS = ("pcie", "cpuidle", "sysctl", "files")
+SNAPSHOT_DEFAULTS = {"state": "present", "kind": "before", "snapshot": "original",
+                     "parts": list(PARTS), "dir": SNAPSHOT_DIR, "sysctl_keys": [],
+                     "vendor": "10de", "classes": ["0300", "0302"], "include_upstream": True,
+                     "files": list(MANAGED_FILES), "root": "/"}
+
+
+def restore_diff(result):
+    """Before (the host now) / after (the snapshot) of every item a restore changed."""
+    before, after = [], []
+    for item in result["pcie"]:
+        if item["status"] == "changed":
+            before.append("MRRS %s: %s\n" % (item["address"], item.get("before")))
+            after.append("MRRS %s: %s\n" % (item["address"], item.get("after")))
+    for item in result["cpuidle"]:
+        if item["status"] == "changed":
+            before.append("cpuidle %s: current flags on CPUs %s\n"
+                          % (item["name"], item["cpus_restored"]))
+            after.append("cpuidle %s: snapshot flags on CPUs %s\n"
+                         % (item["name"], item["cpus_restored"]))
+    for item in result["sysctl"]:
+        if item["status"] == "changed":
+            before.append("%s = %s\n" % (item["key"], item["before"]))
+            after.append("%s = %s\n" % (item["key"], item["after"]))
+    for item in result["files"]:
+        if item["status"] == "changed":
+            before.append("%s: %s\n" % (item["path"], item["before"]))
+            after.append("%s: %s\n" % (item["path"], item["after"]))
+    return {"before_header": "host (now)", "after_header": result["snapshot"],
+            "before": "".join(before), "after": "".join(after)}
+
+
+def snapshot_run(params, check_mode=False):
+    """The whole tuning_snapshot pass for ``params`` (the module's options; missing ones take
+    its defaults). Returns the module's result; a failure is returned, not raised
+    (``failed`` and ``msg``; see ``snapshot_failure``). A restore carries ``diff``."""
+    p = dict(SNAPSHOT_DEFAULTS)
+    p.update((k, v) for k, v in params.items() if v is not None)
+    root = p["root"]
+    try:
+        if p["state"] == "query":
+            result = {"changed": False}
+        elif p["state"] == "present":
+            taken = take(root, kind=p["kind"], folder=p["dir"], check_mode=check_mode,
+                         sysctl_keys=p["sysctl_keys"], vendor=p["vendor"],
+                         classes=p["classes"], include_upstream=p["include_upstream"],
+                         files=p["files"])
+            result = {"changed": taken["changed"], "path": taken["path"],
+                      "original": taken["original"], "summary": summarize(taken["state"])}
+        else:
+            result = restore(root, name=p["snapshot"], folder=p["dir"],
+                             check_mode=check_mode, parts=p["parts"])
+            result["diff"] = restore_diff(result)
+        result["snapshots"] = listing(root, p["dir"])
+    except (SnapshotError, pci_mod.PciError, cpu_mod.CpuError, ValueError, OSError) as exc:
+        return {"failed": True, "msg": str(exc), "changed": False}
+    if result.get("failures"):
+        result["failed"] = True
+        result["msg"] = "restore of %s incomplete: %d item(s) did not take: %s" % (
+            result["snapshot"], len(result["failures"]), "; ".join(result["failures"][:10]))
+    return result
+
+
+def snapshot_failure(result):
+    """The failure message of a ``snapshot_run`` result, or None when it took."""
+    return result.get("msg") if result.get("failed") else None

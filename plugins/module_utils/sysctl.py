@@ -11,7 +11,9 @@ import errno
 import os
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+    atomic_write,
     host_path,
+    read_bytes,
     read_text,
     write_in_place,
 )
@@ -225,3 +227,122 @@ def boot_overrides(root, own_path, values, at_least=()):
                 continue
             found.append({"key": key, "file": path, "value": value, "wanted": wanted})
     return found
+
+
+# ---------------------------------------------------------------------------------------
+# The sysctl_settings pass (module sysctl_settings and module host_tune call it)
+
+SETTINGS_HEADER = ("Managed by gpuhost.tuning (sysctl_settings, role tune): the whole file is "
+                   "rewritten on every run.\nChange gpuhost_sysctl instead of editing here; "
+                   "ansible-playbook gpuhost.tuning.revert removes it.")
+SETTINGS_DEFAULTS = {"values": None, "at_least": [], "path": "/etc/sysctl.d/99-gpuhost-tuning.conf",
+                     "apply": True, "state": "present", "root": "/"}
+
+
+def validate(values):
+    """Keys and values checked before anything is written; ValueError names every bad one."""
+    bad = []
+    clean = {}
+    for key, value in values.items():
+        try:
+            key_path("/", key)
+        except ValueError as exc:
+            bad.append(str(exc))
+            continue
+        if value is None or isinstance(value, (dict, list)) or normalize(value) == "":
+            bad.append("%s: value %r is not a sysctl value (use a string like \"0\")"
+                       % (key, value))
+            continue
+        if isinstance(value, bool):
+            value = int(value)
+        clean[key] = normalize(value)
+    if bad:
+        raise ValueError("invalid sysctl values, nothing written: %s" % "; ".join(bad))
+    return clean
+
+
+def file_values(root, values, at_least):
+    """What the file should hold: wanted values, a larger current one kept for at_least keys."""
+    out = {}
+    for key in sorted(values):
+        value = values[key]
+        if key in at_least:
+            value = at_least_value(read_sysctl(root, key), value)
+        out[key] = value
+    return out
+
+
+def settings_run(params, check_mode=False, warn=None):
+    """The whole sysctl_settings pass for ``params`` (the module's options; missing ones take
+    the module's defaults). Returns the module's result dict, ``diff`` (a list) included.
+    Raises ValueError/OSError when nothing could be done; per-key problems are in the result
+    (see ``settings_failure``). ``warn(text)`` is called once per skipped key."""
+    p = dict(SETTINGS_DEFAULTS)
+    p.update((k, v) for k, v in params.items() if v is not None)
+    root = p["root"]
+    path = host_path(root, p["path"])
+    old = read_bytes(path)
+    old_text = None if old is None else old.decode("utf-8", "replace")
+    result = dict(changed=False, path=p["path"], file_changed=False, changed_keys=[],
+                  skipped_keys=[], failed_keys=[], overridden_at_boot=[])
+    diffs = []
+    if p["state"] == "absent":
+        if old is not None:
+            result["file_changed"] = result["changed"] = True
+            diffs.append(dict(before_header=p["path"], after_header=p["path"],
+                              before=old_text, after=""))
+            if not check_mode:
+                os.unlink(path)
+        result["diff"] = diffs
+        return result
+    if p["values"] is None:
+        raise ValueError("state is present but values is missing: give the wanted sysctls")
+    values = validate(p["values"])
+    at_least = set(p["at_least"])
+    result["overridden_at_boot"] = boot_overrides(root, p["path"], values, at_least)
+    content = render_conf(file_values(root, values, at_least), header=SETTINGS_HEADER)
+    if old_text != content:
+        result["file_changed"] = True
+        diffs.append(dict(before_header=p["path"] if old is not None else "/dev/null",
+                          after_header=p["path"], before=old_text or "", after=content))
+        if not check_mode:
+            folder = os.path.dirname(path)
+            if not os.path.isdir(folder):
+                os.makedirs(folder, 0o755)
+            atomic_write(path, content, mode=0o644, preserve=False)
+    entries = []
+    if p["apply"]:
+        entries = apply_values(root, values, at_least=at_least, check_mode=check_mode)
+    result["values"] = entries
+    result["changed_keys"] = [e["key"] for e in entries if e["status"] == "changed"]
+    result["skipped_keys"] = [dict(key=e["key"], reason=e["reason"])
+                              for e in entries if e["status"] == "skipped"]
+    result["failed_keys"] = [e["key"] for e in entries if e["status"] == "failed"]
+    changed_values = [e for e in entries if e["status"] == "changed"]
+    if changed_values:
+        diffs.append(dict(
+            before_header="sysctl (live)", after_header="sysctl (live)",
+            before="".join("%s = %s\n" % (e["key"], e["before"]) for e in changed_values),
+            after="".join("%s = %s\n" % (e["key"], e["after"]) for e in changed_values)))
+    result["changed"] = bool(result["file_changed"] or changed_values)
+    result["diff"] = diffs
+    if warn is not None:
+        for item in result["skipped_keys"]:
+            warn("sysctl skipped: %s" % item["reason"])
+    return result
+
+
+def settings_failure(result):
+    """The failure message of a ``settings_run`` result, or None when everything took."""
+    problems = []
+    if result.get("failed_keys"):
+        reasons = [e["reason"] for e in result["values"] if e["status"] == "failed"]
+        problems.append("sysctl values not set on %d of %d keys: %s. %s" % (
+            len(result["failed_keys"]), len(result["values"]), ", ".join(result["failed_keys"]),
+            " ".join(reasons)))
+    for item in result.get("overridden_at_boot", []):
+        problems.append(
+            "%s = %s would not survive a reboot: %s, applied after %s at boot, sets it to %s "
+            "(remove it there or set %s)" % (item["key"], item["wanted"], item["file"],
+                                             result["path"], item["value"], item["wanted"]))
+    return " ".join(problems) if problems else None

@@ -153,20 +153,9 @@ commands:
 """
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
-import os  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bootapply  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
-    host_path,
-    read_bytes,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # noqa: E402
-    CommandError,
-    Runner,
-)
-
-UNIT = bootapply.UNIT_NAME
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 
 
 def build_module():
@@ -189,172 +178,13 @@ def build_module():
     )
 
 
-class Live(object):
-    """systemctl on the live host, or the reason it is not run (a tree, no systemd)."""
-
-    def __init__(self, module, root):
-        self.module = module
-        self.runner = Runner(module)
-        self.commands = []
-        self.wrote = False  # files changed before a later step failed (reported as changed)
-        self.reason = None
-        if os.path.realpath(root) != "/":
-            self.reason = "root is %s, not the live host" % root
-        elif not os.path.isdir("/run/systemd/system"):
-            self.reason = "systemd is not running here (no /run/systemd/system)"
-        elif not self.runner.which("systemctl"):
-            self.reason = "systemctl not found"
-
-    @property
-    def usable(self):
-        return self.reason is None
-
-    def run(self, *args, **kwargs):
-        """Run ``systemctl args`` (or record it as skipped/planned); return (rc, out)."""
-        text = "systemctl " + " ".join(args)
-        if not self.usable:
-            self.commands.append(dict(command=text, status="skipped", reason=self.reason))
-            return None, ""
-        if self.module.check_mode and not kwargs.get("query"):
-            self.commands.append(dict(command=text, status="planned",
-                                      reason="check mode"))
-            return None, ""
-        rc, out, _err = self.runner.run([self.runner.which("systemctl")] + list(args),
-                                        ok_rcs=kwargs.get("ok_rcs", (0,)),
-                                        hint=kwargs.get("hint"))
-        if not kwargs.get("query"):
-            self.commands.append(dict(command=text, status="run", reason=""))
-        return rc, out.strip()
-
-    def journal(self):
-        """The journal of the unit's last run, for a failure message (empty when unavailable)."""
-        binary = self.runner.which("journalctl") if self.usable else None
-        if not binary:
-            return ""
-        _rc, invocation, _err = self.runner.run(
-            [self.runner.which("systemctl"), "show", "-p", "InvocationID", "--value", UNIT],
-            check=False)
-        invocation = invocation.strip()
-        if invocation:
-            match = ["INVOCATION_ID=%s" % invocation, "+",
-                     "_SYSTEMD_INVOCATION_ID=%s" % invocation]
-        else:
-            match = ["-u", UNIT, "-n", "20"]
-        _rc, out, _err = self.runner.run([binary, "--no-pager", "-o", "cat"] + match,
-                                         check=False)
-        return ("\nLast journal lines of %s:\n%s" % (UNIT, out.strip())) if out.strip() else ""
-
-    def is_active(self):
-        if not self.usable:
-            return None
-        _rc, out = self.run("is-active", UNIT, query=True, ok_rcs=tuple(range(256)))
-        return out or "unknown"
-
-
-def _diffs(root, files, plan):
-    diffs = []
-    for path, action in plan:
-        if action == "ok":
-            continue
-        if path in (bootapply.UNIT_PATH, bootapply.CONFIG_PATH):
-            old = read_bytes(host_path(root, path))
-            diffs.append(dict(before_header=path if old is not None else "/dev/null",
-                              after_header=path,
-                              before=(old or b"").decode("utf-8", "replace"),
-                              after=files[path].decode("utf-8")))
-        else:
-            diffs.append(dict(before_header=path, after_header=path,
-                              prepared="%s %s (library file, %s)" % (
-                                  action, path, "%d bytes" % len(files[path])
-                                  if path in files else "not shipped any more")))
-    return diffs
-
-
-def present(module, live):
-    p = module.params
-    root = p["root"]
-    config = bootapply.make_config(
-        mrrs_size=p["mrrs_size"] or None, vendor=p["vendor"], classes=p["classes"],
-        include_upstream=p["include_upstream"],
-        cpuidle_deeper_than=p["cpuidle_deeper_than"] or None)
-    unit = bootapply.render_unit(after=p["after"], before=p["before"], python=p["python"])
-    files = bootapply.desired_files(config, unit)
-    plan = bootapply.plan_files(root, files)
-    link_ok = bootapply.wants_link_ok(root)
-    changed_files = [path for path, action in plan if action != "ok"]
-    result = dict(config=config, files=[dict(path=path, action=action) for path, action in plan])
-    result["files"].append(dict(path=bootapply.WANTS_LINK, action="ok" if link_ok else "create"))
-    result["diff"] = _diffs(root, files, plan)
-    changed = bool(changed_files) or not link_ok
-    if not module.check_mode:
-        live.wrote = bool(changed_files)
-        bootapply.write_files(root, files, plan)
-    if changed_files:
-        live.run("daemon-reload")
-    if not link_ok:
-        if live.usable:
-            live.run("enable", UNIT)
-        else:
-            live.commands.append(dict(command="systemctl enable %s" % UNIT,
-                                      status="skipped", reason="%s: wants link %s" % (
-                                          live.reason, "planned" if module.check_mode
-                                          else "created directly")))
-            if not module.check_mode:
-                live.wrote = True
-                bootapply.make_wants_link(root)
-    active = live.is_active()
-    if p["start"]:
-        if active != "active":
-            live.run("start", UNIT, hint="see journalctl -u %s" % UNIT)
-            if live.usable:
-                changed = True
-        elif changed_files:
-            live.run("restart", UNIT, hint="see journalctl -u %s" % UNIT)
-        if live.usable and not module.check_mode:
-            active = live.is_active()
-    result.update(changed=changed, enabled=True, active=active)
-    return result
-
-
-def absent(module, live):
-    root = module.params["root"]
-    found = bootapply.installed_paths(root)
-    result = dict(files=[dict(path=path, action="remove") for path in found], enabled=False)
-    result["diff"] = []
-    unit_file = read_bytes(host_path(root, bootapply.UNIT_PATH))
-    if unit_file is not None:
-        result["diff"].append(dict(before_header=bootapply.UNIT_PATH, after_header="/dev/null",
-                                   before=unit_file.decode("utf-8", "replace"), after=""))
-    if found:
-        if unit_file is not None:
-            live.run("disable", "--now", UNIT)
-        if not module.check_mode:
-            live.wrote = True
-            bootapply.remove_installed(root)
-        live.run("daemon-reload")
-    result["changed"] = bool(found)
-    result["active"] = live.is_active() if live.usable else None
-    return result
-
-
 def main():
     module = build_module()
-    p = module.params
-    live = Live(module, p["root"])
-    try:
-        if p["state"] == "present":
-            result = present(module, live)
-        else:
-            result = absent(module, live)
-    except (ValueError, bootapply.ConfigError, OSError) as exc:
-        module.fail_json(msg=str(exc), commands=live.commands, changed=live.wrote)
-    except CommandError as exc:
-        module.fail_json(msg="%s: %s%s" % (UNIT, exc, live.journal()), commands=live.commands,
-                         changed=live.wrote)
-    result.update(unit_path=bootapply.UNIT_PATH, config_path=bootapply.CONFIG_PATH,
-                  commands=live.commands)
+    result = bootapply.service_run(module.params, module.check_mode, Runner(module))
     if not module._diff:
         result.pop("diff", None)
+    if bootapply.service_failure(result):
+        module.fail_json(**result)
     module.exit_json(**result)
 
 

@@ -158,15 +158,8 @@ changed_count:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.cpu import (  # noqa: E402
     CpuError,
-    cpuidle_available,
-    cpuidle_driver,
-    format_cpu_list,
-    online_cpus,
-    parse_cpu_list,
-    present_cpus,
-    read_states,
-    select_states,
-    set_states,
+    idle_failure,
+    idle_run,
 )
 
 
@@ -186,67 +179,15 @@ def build_module():
     )
 
 
-def run(params, check_mode):
-    root = params["root"]
-    disabled = params["state"] == "disabled"
-    driver = cpuidle_driver(root)
-    online = online_cpus(root)
-    result = dict(changed=False, available=False, driver=driver, states=[], changed_count=0,
-                  cpus=format_cpu_list(online), skipped_cpus="")
-    wanted = None
-    if params["cpus"]:
-        wanted = set()
-        for item in params["cpus"]:
-            wanted.update(parse_cpu_list(str(item)))
-        present = set(present_cpus(root)) or set(online)
-        unknown = sorted(wanted - present)
-        if unknown:
-            raise CpuError("CPU %s not present on this host (present: %s)"
-                           % (format_cpu_list(unknown), format_cpu_list(present)))
-        result["skipped_cpus"] = format_cpu_list(wanted - set(online))
-        result["cpus"] = format_cpu_list(wanted & set(online))
-    if not cpuidle_available(root):
-        return result
-    result["available"] = True
-    states = read_states(root, wanted)
-    selection = select_states(root, names=params["names"],
-                              max_latency_us=params["max_latency_us"],
-                              deeper_than=params["deeper_than"], states=states)
-    outcome = set_states(root, selection, disabled, check_mode=check_mode)
-    written = set(outcome["changed"])
-    by_name = {}
-    for cpu in sorted(selection):
-        for state in selection[cpu]:
-            entry = by_name.setdefault(state["name"], dict(cpus=[], before=[], after=[],
-                                                           latency=set()))
-            entry["cpus"].append(cpu)
-            if state["latency_us"] is not None:
-                entry["latency"].add(state["latency_us"])
-            if state["disabled"]:
-                entry["before"].append(cpu)
-            now = disabled if (cpu, state["name"]) in written else state["disabled"]
-            if now:
-                entry["after"].append(cpu)
-    for name, entry in by_name.items():
-        result["states"].append(dict(
-            name=name,
-            latency_us=max(entry["latency"]) if entry["latency"] else None,
-            cpus=format_cpu_list(entry["cpus"]),
-            disabled_before=format_cpu_list(entry["before"]),
-            disabled_after=format_cpu_list(entry["after"]),
-        ))
-    result["states"].sort(key=lambda s: (s["latency_us"] or 0, s["name"]))
-    result["changed_count"] = len(written)
-    result["changed"] = bool(written)
-    return result
-
-
 def main():
     module = build_module()
     try:
-        result = run(module.params, module.check_mode)
+        result = idle_run(module.params, module.check_mode)
     except (CpuError, ValueError) as exc:
         module.fail_json(msg=str(exc))
+    msg = idle_failure(result)
+    if msg:
+        module.fail_json(msg=msg, **result)
     module.exit_json(**result)
 
 

@@ -206,8 +206,8 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import (  # noqa: E402
     MRRS_SIZES,
     PciError,
-    lockdown_state,
-    tune_mrrs,
+    mrrs_failure,
+    mrrs_run,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 
@@ -228,40 +228,17 @@ def build_module():
     )
 
 
-def _diff(devices):
-    def text(key):
-        return "".join("%s %s: %s\n" % (d["address"], d["role"], d[key])
-                       for d in devices if d.get("before") is not None)
-    return {"before_header": "Max Read Request Size (bytes)",
-            "after_header": "Max Read Request Size (bytes)",
-            "before": text("before"), "after": text("after")}
-
-
 def main():
     module = build_module()
-    p = module.params
     try:
-        result = tune_mrrs(
-            p["root"], size=p["size"], devices=p["devices"], vendor=p["vendor"],
-            classes=p["classes"], include_upstream=p["include_upstream"], state=p["state"],
-            method=p["method"], runner=Runner(module), check_mode=module.check_mode)
+        result = mrrs_run(module.params, module.check_mode, Runner(module), warn=module.warn)
     except (ValueError, PciError, OSError) as exc:
         module.fail_json(msg=str(exc), changed=False, devices=[], failed_devices=[])
-    if not result["devices"] and not p["devices"]:
-        module.warn("no PCI device matched vendor %s and classes %s under %s"
-                    % (p["vendor"], ", ".join(p["classes"]), p["root"]))
-    mode = lockdown_state(p["root"])
-    if module.check_mode and result["changed"] and mode not in (None, "none"):
-        module.warn("the kernel is in lockdown mode %r: the PCI config writes this run plans "
-                    "will be refused (EPERM)" % mode)
-    if module._diff:
-        result["diff"] = _diff(result["devices"])
-    if result["failed_devices"]:
-        errors = [d["error"] for d in result["devices"] if d.get("error")]
-        result["msg"] = ("Max Read Request Size not set on %d of %d devices: %s. %s"
-                         % (len(result["failed_devices"]), len(result["devices"]),
-                            ", ".join(result["failed_devices"]), " ".join(errors)))
-        module.fail_json(**result)
+    if not module._diff:
+        result.pop("diff", None)
+    msg = mrrs_failure(result)
+    if msg:
+        module.fail_json(msg=msg, **result)
     module.exit_json(**result)
 
 

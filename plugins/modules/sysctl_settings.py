@@ -150,27 +150,11 @@ overridden_at_boot:
 """
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
-import os  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
-    atomic_write,
-    host_path,
-    read_bytes,
-)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.sysctl import (  # noqa: E402
-    apply_values,
-    at_least_value,
-    boot_overrides,
-    key_path,
-    normalize,
-    read_sysctl,
-    render_conf,
+    settings_failure,
+    settings_run,
 )
-
-HEADER = ("Managed by gpuhost.tuning (sysctl_settings, role tune): the whole file is "
-          "rewritten on every run.\nChange gpuhost_sysctl instead of editing here; "
-          "ansible-playbook gpuhost.tuning.revert removes it.")
 
 
 def build_module():
@@ -188,113 +172,17 @@ def build_module():
     )
 
 
-def validate(values):
-    """Keys and values checked before anything is written; ValueError names every bad one."""
-    bad = []
-    clean = {}
-    for key, value in values.items():
-        try:
-            key_path("/", key)
-        except ValueError as exc:
-            bad.append(str(exc))
-            continue
-        if value is None or isinstance(value, (dict, list)) or normalize(value) == "":
-            bad.append("%s: value %r is not a sysctl value (use a string like \"0\")"
-                       % (key, value))
-            continue
-        if isinstance(value, bool):
-            value = int(value)
-        clean[key] = normalize(value)
-    if bad:
-        raise ValueError("invalid sysctl values, nothing written: %s" % "; ".join(bad))
-    return clean
-
-
-def file_values(root, values, at_least):
-    """What the file should hold: wanted values, a larger current one kept for at_least keys."""
-    out = {}
-    for key in sorted(values):
-        value = values[key]
-        if key in at_least:
-            value = at_least_value(read_sysctl(root, key), value)
-        out[key] = value
-    return out
-
-
-def run(module):
-    p = module.params
-    root = p["root"]
-    path = host_path(root, p["path"])
-    old = read_bytes(path)
-    old_text = None if old is None else old.decode("utf-8", "replace")
-    result = dict(changed=False, path=p["path"], file_changed=False, changed_keys=[],
-                  skipped_keys=[], failed_keys=[], overridden_at_boot=[])
-    diffs = []
-    if p["state"] == "absent":
-        if old is not None:
-            result["file_changed"] = result["changed"] = True
-            diffs.append(dict(before_header=p["path"], after_header=p["path"],
-                              before=old_text, after=""))
-            if not module.check_mode:
-                os.unlink(path)
-        result["diff"] = diffs
-        return result
-    values = validate(p["values"])
-    at_least = set(p["at_least"])
-    result["overridden_at_boot"] = boot_overrides(root, p["path"], values, at_least)
-    content = render_conf(file_values(root, values, at_least), header=HEADER)
-    if old_text != content:
-        result["file_changed"] = True
-        diffs.append(dict(before_header=p["path"] if old is not None else "/dev/null",
-                          after_header=p["path"], before=old_text or "", after=content))
-        if not module.check_mode:
-            folder = os.path.dirname(path)
-            if not os.path.isdir(folder):
-                os.makedirs(folder, 0o755)
-            atomic_write(path, content, mode=0o644, preserve=False)
-    entries = []
-    if p["apply"]:
-        entries = apply_values(root, values, at_least=at_least, check_mode=module.check_mode)
-    result["values"] = entries
-    result["changed_keys"] = [e["key"] for e in entries if e["status"] == "changed"]
-    result["skipped_keys"] = [dict(key=e["key"], reason=e["reason"])
-                              for e in entries if e["status"] == "skipped"]
-    result["failed_keys"] = [e["key"] for e in entries if e["status"] == "failed"]
-    changed_values = [e for e in entries if e["status"] == "changed"]
-    if changed_values:
-        diffs.append(dict(
-            before_header="sysctl (live)", after_header="sysctl (live)",
-            before="".join("%s = %s\n" % (e["key"], e["before"]) for e in changed_values),
-            after="".join("%s = %s\n" % (e["key"], e["after"]) for e in changed_values)))
-    result["changed"] = bool(result["file_changed"] or changed_values)
-    result["diff"] = diffs
-    return result
-
-
 def main():
     module = build_module()
     try:
-        result = run(module)
+        result = settings_run(module.params, module.check_mode, warn=module.warn)
     except (ValueError, OSError) as exc:
         module.fail_json(msg=str(exc))
     if not module._diff:
         result.pop("diff", None)
-    for item in result["skipped_keys"]:
-        module.warn("sysctl skipped: %s" % item["reason"])
-    problems = []
-    if result["failed_keys"]:
-        reasons = [e["reason"] for e in result["values"] if e["status"] == "failed"]
-        problems.append("sysctl values not set on %d of %d keys: %s. %s" % (
-            len(result["failed_keys"]), len(result["values"]), ", ".join(result["failed_keys"]),
-            " ".join(reasons)))
-    for item in result["overridden_at_boot"]:
-        problems.append(
-            "%s = %s would not survive a reboot: %s, applied after %s at boot, sets it to %s "
-            "(remove it there or set %s)" % (item["key"], item["wanted"], item["file"],
-                                             result["path"], item["value"], item["wanted"]))
-    if problems:
-        result["msg"] = " ".join(problems)
-        module.fail_json(**result)
+    msg = settings_failure(result)
+    if msg:
+        module.fail_json(msg=msg, **result)
     module.exit_json(**result)
 
 

@@ -180,10 +180,8 @@ failures:
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.cpu import CpuError  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import PciError  # noqa: E402
 
-PARTS = ["pcie", "cpuidle", "sysctl", "files"]
+PARTS = list(snap.PARTS)
 
 
 def build_module():
@@ -205,55 +203,12 @@ def build_module():
     )
 
 
-def _restore_diff(result):
-    before, after = [], []
-    for item in result["pcie"]:
-        if item["status"] == "changed":
-            before.append("MRRS %s: %s\n" % (item["address"], item.get("before")))
-            after.append("MRRS %s: %s\n" % (item["address"], item.get("after")))
-    for item in result["cpuidle"]:
-        if item["status"] == "changed":
-            before.append("cpuidle %s: current flags on CPUs %s\n"
-                          % (item["name"], item["cpus_restored"]))
-            after.append("cpuidle %s: snapshot flags on CPUs %s\n"
-                         % (item["name"], item["cpus_restored"]))
-    for item in result["sysctl"]:
-        if item["status"] == "changed":
-            before.append("%s = %s\n" % (item["key"], item["before"]))
-            after.append("%s = %s\n" % (item["key"], item["after"]))
-    for item in result["files"]:
-        if item["status"] == "changed":
-            before.append("%s: %s\n" % (item["path"], item["before"]))
-            after.append("%s: %s\n" % (item["path"], item["after"]))
-    return {"before_header": "host (now)", "after_header": result["snapshot"],
-            "before": "".join(before), "after": "".join(after)}
-
-
 def main():
     module = build_module()
-    p = module.params
-    root = p["root"]
-    try:
-        if p["state"] == "query":
-            result = {"changed": False}
-        elif p["state"] == "present":
-            taken = snap.take(root, kind=p["kind"], folder=p["dir"], check_mode=module.check_mode,
-                              sysctl_keys=p["sysctl_keys"], vendor=p["vendor"],
-                              classes=p["classes"], include_upstream=p["include_upstream"],
-                              files=p["files"])
-            result = {"changed": taken["changed"], "path": taken["path"],
-                      "original": taken["original"], "summary": snap.summarize(taken["state"])}
-        else:
-            result = snap.restore(root, name=p["snapshot"], folder=p["dir"],
-                                  check_mode=module.check_mode, parts=p["parts"])
-            if module._diff:
-                result["diff"] = _restore_diff(result)
-    except (snap.SnapshotError, PciError, CpuError, ValueError, OSError) as exc:
-        module.fail_json(msg=str(exc))
-    result["snapshots"] = snap.listing(root, p["dir"])
-    if result.get("failures"):
-        result["msg"] = "restore of %s incomplete: %d item(s) did not take: %s" % (
-            result["snapshot"], len(result["failures"]), "; ".join(result["failures"][:10]))
+    result = snap.snapshot_run(module.params, module.check_mode)
+    if not module._diff:
+        result.pop("diff", None)
+    if snap.snapshot_failure(result):
         module.fail_json(**result)
     module.exit_json(**result)
 
