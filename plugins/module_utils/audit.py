@@ -794,6 +794,19 @@ def _kernel_findings(facts, wanted, out):
         for key, value in params.items():
             if not _boot_param_applies(key, cpu):
                 continue
+            if value is False:
+                value = "off"  # YAML's unquoted off/no/false, as kernel_cmdline writes it
+            if value is None:  # wanted absent, as kernel_cmdline removes it
+                if key in source:
+                    have = source[key]
+                    out.append(_finding(
+                        "boot_param", "low", key, key if have is None else "%s=%s" % (key, have),
+                        "absent",
+                        "ansible-playbook %s%s (removes it from %s, then reboots)" % (
+                            PLAYBOOK_REBOOT, _limit(host),
+                            kern.get("configured_cmdline_source") or "the boot configuration"),
+                        reboot_required=True))
+                continue
             text = key if value is True else "%s=%s" % (key, value)
             if value is True and key in source:
                 continue

@@ -35,12 +35,18 @@ description:
 options:
   params:
     description:
-      - Parameters to set, name to value. V(true) makes a flag (C(quiet)); V(false) or
-        null removes the parameter; numbers are written as numbers; a list sets a repeated
-        parameter (C(console)) in that order. Dotted names such as
+      - Parameters to set, name to value. V(true) makes a flag (C(quiet)); null removes
+        the parameter (as does listing it in O(absent)); numbers are written as numbers; a
+        list sets a repeated parameter (C(console)) in that order. Dotted names such as
         C(processor.max_cstate) are fine.
-      - Quote values YAML reads as booleans (C(off), C(no), C(false)) - write
-        C(mitigations) as the string C("off") - or the parameter is removed.
+      - V(false) writes C(name=off). YAML 1.1, which Ansible reads, turns an unquoted
+        C(off), C(no) or C(false) (any case) into the boolean false before this module
+        sees it, so C(mitigations) given as an unquoted C(off) arrives as false, and it
+        means C(mitigations=off); the kernel's boolean parser reads C(off) as false too. To
+        remove a parameter give null or list it in O(absent), never false. When false
+        changes the file, the module warns which parameter it wrote as C(=off).
+      - Likewise an unquoted C(on), C(yes) or C(true) arrives as true and makes a bare
+        flag; quote the value when the kernel wants the word (C(intel_iommu) as C("on")).
     type: dict
     default: {}
   absent:
@@ -92,6 +98,13 @@ EXAMPLES = r"""
     argv: "{{ gpuhost_cmdline.refresh_commands[0] }}"
   when: gpuhost_cmdline.refresh_required
   changed_when: true
+
+- name: Unquoted off is read as false by YAML and written as mitigations=off
+  gpuhost.tuning.kernel_cmdline:
+    params:
+      mitigations: off
+      intel_iommu: "on"
+      splash: null
 
 - name: Remove quiet and splash, add iommu=pt, in a GRUB drop-in of our own
   gpuhost.tuning.kernel_cmdline:
@@ -177,19 +190,41 @@ def build_module():
     )
 
 
+def normalize_params(params):
+    """``(params, names)``: ``params`` with every boolean false (YAML's unquoted off, no,
+    false), alone or in a list, turned into the string ``off``; ``names`` lists the
+    parameters that had one. True (a flag) and None (remove) pass unchanged."""
+    out = {}
+    names = []
+    for name, value in (params or {}).items():
+        if value is False:
+            value = "off"
+            names.append(name)
+        elif isinstance(value, (list, tuple)) and any(v is False for v in value):
+            value = ["off" if v is False else v for v in value]
+            names.append(name)
+        out[name] = value
+    return out, names
+
+
 def main():
     module = build_module()
     p = module.params
     root = p["root"]
     runner = Runner(module) if root == "/" else None
+    params, off_names = normalize_params(p["params"])
     try:
-        planned = plan(root, p["params"], p["absent"], backend=p["backend"], runner=runner,
+        planned = plan(root, params, p["absent"], backend=p["backend"], runner=runner,
                        grub_file=p["grub_file"])
         if planned["changed"] and not module.check_mode:
             write(root, planned)
     except (BootConfigError, OSError, UnicodeDecodeError) as exc:
         module.fail_json(msg=str(exc))
     changed_files = [f for f in planned["files"] if f["changed"]]
+    if planned["changed"] and off_names:
+        module.warn("params %s: false (YAML reads an unquoted off, no or false so) was "
+                    "written as =off; to remove a parameter give null or list it in absent"
+                    % ", ".join(sorted(off_names)))
     result = dict(
         changed=planned["changed"],
         backend=planned["backend"],

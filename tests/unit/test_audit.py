@@ -481,3 +481,19 @@ def test_uvm_hmm_not_loaded_not_configured_same_remedy(tmp_path):
     assert "update-initramfs -u -k 6.1.0-56-amd64, then reboot" in hmm["remedy"]
     assert "gpuhost.tuning.reboot_verify" in hmm["remedy"]
     assert "gpuhost.tuning.tune" not in hmm["remedy"]
+
+
+# --- boot parameters given as YAML booleans read as kernel_cmdline writes them
+
+
+def test_boot_param_false_means_off_and_null_means_absent(tmp_path):
+    from fixtures import boot
+    boot.proxmox_systemd_boot(tmp_path, cmdline=hosts.PVE_CMDLINE + " mitigations=off quiet")
+    wanted = dict(WANTED, boot_params={"mitigations": False, "quiet": None, "pti": False})
+    result = audit.audit(str(tmp_path), wanted)
+    found = {f["subject"]: f for f in by_id(result, "boot_param")}
+    # mitigations=off is there: no finding; pti=off is not; quiet must go
+    assert set(found) == {"pti", "quiet"}
+    assert (found["pti"]["current"], found["pti"]["expected"]) == ("absent", "pti=off")
+    assert (found["quiet"]["current"], found["quiet"]["expected"]) == ("quiet", "absent")
+    assert "removes it from" in found["quiet"]["remedy"]

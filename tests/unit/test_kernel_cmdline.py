@@ -115,3 +115,60 @@ def test_backend_forced_grub_on_proxmox(tmp_path):
 def test_no_boot_config_fails_clearly(tmp_path):
     result = _run(tmp_path, params={"nmi_watchdog": 0})
     assert result["failed"] and "is GRUB installed" in result["msg"]
+
+
+# --- YAML booleans: `mitigations: off` arrives as False and means mitigations=off
+
+
+def test_false_from_yaml_off_writes_off_and_warns(tmp_path):
+    import yaml
+    path = boot.proxmox_systemd_boot(tmp_path)
+    params = yaml.safe_load("mitigations: off\npti: no\nnmi_watchdog: 0\n")
+    assert params["mitigations"] is False and params["pti"] is False  # what the module gets
+    result = _run(tmp_path, params=params)
+    assert not result.get("failed"), result.get("msg")
+    assert result["after"] == PVE + " mitigations=off pti=off nmi_watchdog=0"
+    assert open(path).read() == result["after"] + "\n"
+    (warning,) = result["warnings"]
+    # ansible-core 2.19 returns a summary with the text under event.msg; older ones a str
+    text = warning["event"]["msg"] if isinstance(warning, dict) else warning
+    assert "params mitigations, pti: false" in text and "written as =off" in text
+    again = _run(tmp_path, params=params)
+    assert again["changed"] is False and not again.get("warnings")
+
+
+def test_false_replaces_a_present_value_in_place(tmp_path):
+    path = boot.proxmox_systemd_boot(tmp_path, cmdline=PVE + " mitigations=auto quiet")
+    result = _run(tmp_path, params={"mitigations": False})
+    assert result["after"] == PVE + " mitigations=off quiet"
+    assert open(path).read() == PVE + " mitigations=off quiet\n"
+
+
+def test_false_on_grub_and_in_a_list(tmp_path):
+    path = boot.debian_grub(tmp_path)
+    result = _run(tmp_path, params={"pcie_aspm": False, "console": ["tty0", False]})
+    assert not result.get("failed"), result.get("msg")
+    assert result["after"] == "quiet pcie_aspm=off console=tty0 console=off"
+    assert 'GRUB_CMDLINE_LINUX_DEFAULT="quiet pcie_aspm=off console=tty0 console=off"' in \
+        open(path).read()
+
+
+def test_null_and_absent_still_remove(tmp_path):
+    boot.proxmox_systemd_boot(tmp_path, cmdline=PVE + " quiet splash mitigations=off")
+    result = _run(tmp_path, params={"splash": None}, absent=["quiet"])
+    assert result["after"] == PVE + " mitigations=off"
+    assert not result.get("warnings")
+
+
+def test_true_is_still_a_flag(tmp_path):
+    boot.proxmox_systemd_boot(tmp_path)
+    result = _run(tmp_path, params={"nosmt": True, "intel_iommu": "on"})
+    assert result["after"] == PVE + " nosmt intel_iommu=on"
+
+
+def test_false_in_check_mode_writes_nothing(tmp_path, snapshot_tree):
+    boot.proxmox_systemd_boot(tmp_path)
+    before = snapshot_tree(str(tmp_path))
+    result = _run(tmp_path, check_mode=True, params={"mitigations": False})
+    assert result["changed"] and result["after"] == PVE + " mitigations=off"
+    assert snapshot_tree(str(tmp_path)) == before
