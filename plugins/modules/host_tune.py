@@ -1,0 +1,304 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: host_tune
+short_description: The whole runtime tune pass of a GPU host in one module call
+version_added: "0.2.0"
+description:
+  - Pairs with M(gpuhost.tuning.host_audit) - one round trip to the host does everything
+    role C(gpuhost.tuning.tune) does, in this order - audit the host (read-only); record
+    a snapshot of everything managed (M(gpuhost.tuning.tuning_snapshot), kind C(before));
+    apply and persist the sysctls (M(gpuhost.tuning.sysctl_settings)); disable the idle
+    states deeper than O(cpuidle_deeper_than) (M(gpuhost.tuning.cpuidle_state)), only when
+    that state exists on the host, else reported as not applicable; set the PCIe Max Read
+    Request Size (M(gpuhost.tuning.setpci_maxreadreq)); install the boot-time re-apply
+    service (M(gpuhost.tuning.boot_service)); handle C(nvidia_peermem); record the applied
+    state (only when something changed); audit again (only when something changed, not in
+    check mode) and list the managed findings that remain.
+  - Each part calls the same code as its own module, with the same results.
+  - A failed snapshot stops the pass before anything is changed. Any other part that fails
+    is recorded and the others are still tried; the module then fails, listing in
+    RV(failures) every part that did not take and every managed finding that remains
+    (C(pcie_mrrs), C(numa_balancing), C(cpuidle_deep_state), C(sysctl) of the parts that
+    ran; sysctl keys the kernel did not let it set are skipped, not failures), with the
+    full result attached.
+  - "C(nvidia_peermem): with O(nvidia_peermem=auto) it is loaded (C(modprobe), now) and
+    listed in C(/etc/modules-load.d/gpuhost-nvidia-peermem.conf) (at boot) only where
+    C(ib_core) is available; on a PCIe-only host it is reported as not applicable (loading
+    it fails there with Invalid argument: GPUDirect RDMA does not apply). Already loaded: only
+    the boot file. O(nvidia_peermem=load) always tries; O(nvidia_peermem=skip) leaves it
+    alone."
+  - With O(root) other than C(/), values are written under that root and the commands that
+    only make sense on the live host (C(systemctl), C(modprobe)) are reported as skipped.
+author:
+  - gpuhost.tuning developers (!UNKNOWN)
+options:
+  root:
+    description: Root under which every host path is read and written (C(/) on a live host).
+    type: path
+    default: /
+  host:
+    description: Host name for the result and the failure message (the inventory name).
+    type: str
+  parts:
+    description:
+      - The parts to run. C(snapshot) also records the applied state; C(verify) audits
+        again afterwards and fails on managed findings that remain.
+      - Role C(gpuhost.tuning.tune) builds this from its C(gpuhost_tune_*) switches and tags.
+    type: list
+    elements: str
+    choices: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, verify]
+    default: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, verify]
+  gpu_vendor:
+    description: PCI vendor ID of the GPUs (hex, no C(0x)).
+    type: str
+    default: "10de"
+  gpu_classes:
+    description: PCI classes (class and subclass, hex) that count as GPUs.
+    type: list
+    elements: str
+    default: ["0300", "0302"]
+  mrrs_size:
+    description: Wanted PCIe Max Read Request Size (bytes) of GPUs and their bridges.
+    type: int
+    default: 4096
+    choices: [128, 256, 512, 1024, 2048, 4096]
+  mrrs_method:
+    description: How MRRS is written now (the boot service always uses sysfs).
+    type: str
+    default: sysfs
+    choices: [sysfs, setpci]
+  mrrs_include_upstream:
+    description: Also set the bridges between each GPU and its root complex.
+    type: bool
+    default: true
+  cpuidle_deeper_than:
+    description: Idle states with a higher exit latency than this named state are disabled.
+    type: str
+    default: C1
+  sysctl:
+    description: Wanted sysctl values (key to value as a string), applied and persisted.
+    type: dict
+    default: {}
+  sysctl_at_least:
+    description: Keys where a larger current value counts as right and is kept.
+    type: list
+    elements: str
+    default: [net.core.rmem_max, net.core.wmem_max]
+  sysctl_file:
+    description: The sysctl.d file owned by the pass (it holds exactly O(sysctl)).
+    type: path
+    default: /etc/sysctl.d/99-gpuhost-tuning.conf
+  snapshot_dir:
+    description: Folder of the snapshots on the host (under O(root)).
+    type: path
+    default: /var/lib/gpuhost
+  boot_service_start:
+    description: On a live host, start the boot service now (restart it after a change).
+    type: bool
+    default: true
+  nvidia_peermem:
+    description: What to do with C(nvidia_peermem) (see the description).
+    type: str
+    default: auto
+    choices: [auto, load, skip]
+notes:
+  - Check mode plans every part and writes nothing (no snapshot, no file, no sysfs or procfs
+    write, no command other than read-only C(systemctl is-active)); the applied snapshot and
+    the verify audit are not taken (RV(verified) is false).
+  - Needs root (C(become)) on a live host.
+seealso:
+  - module: gpuhost.tuning.host_audit
+  - module: gpuhost.tuning.tune_report
+  - module: gpuhost.tuning.tuning_snapshot
+"""
+
+EXAMPLES = r"""
+- name: Tune the host in one module call (the tune role's main path)
+  gpuhost.tuning.host_tune:
+    host: "{{ inventory_hostname }}"
+    sysctl:
+      kernel.numa_balancing: "0"
+      net.core.rmem_max: "16777216"
+  register: tuned
+  ignore_errors: true  # write the report first, then fail the host
+
+- name: Only the sysctls and the idle states, no boot service, no verify
+  gpuhost.tuning.host_tune:
+    parts: [snapshot, sysctl, cpuidle]
+    sysctl: {vm.swappiness: "10"}
+"""
+
+RETURN = r"""
+changed:
+  description: Whether any part changed the host (planned changes in check mode).
+  returned: always
+  type: bool
+host:
+  description: O(host).
+  returned: always
+  type: str
+root:
+  description: O(root).
+  returned: always
+  type: str
+check_mode:
+  description: Whether this was a check-mode run (planned, nothing changed).
+  returned: always
+  type: bool
+parts_on:
+  description: The parts that were switched on, in the order they run.
+  returned: always
+  type: list
+  elements: str
+  sample: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, verify]
+parts:
+  description:
+    - Each part's own result, keyed by step - C(snapshot_before) and C(snapshot_applied)
+      (as M(gpuhost.tuning.tuning_snapshot) returns), C(sysctl)
+      (M(gpuhost.tuning.sysctl_settings)), C(cpuidle) (M(gpuhost.tuning.cpuidle_state)),
+      C(pcie) (M(gpuhost.tuning.setpci_maxreadreq)), C(boot_service)
+      (M(gpuhost.tuning.boot_service)), C(nvidia_peermem) (the C(modprobe)),
+      C(modules_load_dir) and C(nvidia_peermem_at_boot) (the modules-load.d file).
+    - A step that did not run is absent; a failed step has C(failed) and C(msg). Diffs are
+      moved to RV(diff).
+  returned: always
+  type: dict
+  sample: {"sysctl": {"changed": true, "changed_keys": ["kernel.numa_balancing"]},
+           "cpuidle": {"changed": true, "changed_count": 128}}
+peermem:
+  description: The C(nvidia_peermem) decision, C({action, status, reason}); C(action) is
+    C(none), C(persist) or C(load).
+  returned: when the nvidia_peermem part is on
+  type: dict
+  sample: {"action": "none", "status": "not applicable",
+           "reason": "ib_core is not available (PCIe-only host): GPUDirect RDMA does not apply"}
+rows:
+  description: The before -> after table, one row per managed value (what the report shows).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    part:
+      description: C(sysctl), C(cpuidle), C(pcie), C(boot_service) or C(nvidia_peermem).
+      type: str
+    item:
+      description: The value (sysctl key, idle state, device and role, unit).
+      type: str
+    before:
+      description: Value before (string, integer or null).
+      type: raw
+    after:
+      description: Value after, read back (planned in check mode).
+      type: raw
+    status:
+      description: C(ok), C(changed), C(skipped), C(failed), C(off), C(not applicable),
+        C(not run), C(no GPU), C(loaded), C(planned).
+      type: str
+    note:
+      description: Why (skip or failure reason, CPUs, commands run).
+      type: str
+  sample: [{"part": "pcie", "item": "0000:01:00.0 endpoint MRRS", "before": 512,
+            "after": 4096, "status": "changed", "note": ""}]
+failures:
+  description: Every part that did not take (C(part: why)), then every managed finding that
+    remains (C(still off after tuning: id subject: current (want expected))).
+  returned: always
+  type: list
+  elements: str
+findings_before:
+  description: The managed findings (C(pcie_mrrs), C(numa_balancing), C(cpuidle_deep_state),
+    C(sysctl)) of the audit taken before, as M(gpuhost.tuning.host_audit) returns findings.
+  returned: always
+  type: list
+  elements: dict
+findings_after:
+  description: Managed findings of the parts that ran that remain after tuning, minus sysctl
+    keys the kernel did not let it set; empty when not verified.
+  returned: always
+  type: list
+  elements: dict
+verified:
+  description: Whether RV(findings_after) comes from a verification (false in check mode
+    and with C(verify) off).
+  returned: always
+  type: bool
+audit_again:
+  description: Whether the host was audited a second time (only when something changed; an
+    unchanged host is still in the state the first audit read).
+  returned: when verified
+  type: bool
+snapshot:
+  description: The snapshot this run wrote (host path), or a note that the state is
+    unchanged since the last recorded one.
+  returned: always
+  type: str
+  sample: /var/lib/gpuhost/original.json
+diff:
+  description: Before/after of the files and values the parts changed (with C(--diff)).
+  returned: when diff mode is on
+  type: list
+  elements: dict
+msg:
+  description: The host and every entry of RV(failures), when the module failed.
+  returned: on failure
+  type: str
+"""
+
+# Imports follow the documentation blocks (Ansible module layout), hence E402.
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import tune  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            root=dict(type="path", default="/"),
+            host=dict(type="str"),
+            parts=dict(type="list", elements="str", choices=list(tune.PARTS),
+                       default=list(tune.PARTS)),
+            gpu_vendor=dict(type="str", default="10de"),
+            gpu_classes=dict(type="list", elements="str", default=["0300", "0302"]),
+            mrrs_size=dict(type="int", default=4096, choices=[128, 256, 512, 1024, 2048, 4096]),
+            mrrs_method=dict(type="str", default="sysfs", choices=["sysfs", "setpci"]),
+            mrrs_include_upstream=dict(type="bool", default=True),
+            cpuidle_deeper_than=dict(type="str", default="C1"),
+            sysctl=dict(type="dict", default={}),
+            sysctl_at_least=dict(type="list", elements="str",
+                                 default=["net.core.rmem_max", "net.core.wmem_max"]),
+            sysctl_file=dict(type="path", default="/etc/sysctl.d/99-gpuhost-tuning.conf"),
+            snapshot_dir=dict(type="path", default="/var/lib/gpuhost"),
+            boot_service_start=dict(type="bool", default=True),
+            nvidia_peermem=dict(type="str", default="auto", choices=["auto", "load", "skip"]),
+        ),
+        supports_check_mode=True,
+    )
+
+
+def main():
+    module = build_module()
+    try:
+        result = tune.tune_run(module.params, module.check_mode, Runner(module),
+                               warn=module.warn)
+    except (ValueError, OSError) as exc:
+        module.fail_json(msg="%s: tune pass not started: %s" % (
+            module.params["host"] or module.params["root"], exc))
+    if not module._diff:
+        result.pop("diff", None)
+    msg = tune.tune_failure(result)
+    if msg:
+        module.fail_json(msg=msg, **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

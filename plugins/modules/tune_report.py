@@ -1,0 +1,145 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: tune_report
+short_description: Write the before -> after tune reports of many hosts in one call
+version_added: "0.2.0"
+description:
+  - "Renders the results of M(gpuhost.tuning.host_tune) for many hosts into O(dest):
+    C(<host>-tune.md) (the before -> after table, the snapshot, the managed findings before
+    and after, the failures) and C(<host>-tune.json) (keys C(host), C(root), C(check_mode),
+    C(snapshot), C(rows), C(findings_before), C(findings_after), C(verified), C(failures))."
+  - Meant to run once on the controller (C(run_once) and C(delegate_to localhost)) for the
+    whole play, instead of one delegated copy per host.
+  - Files are written atomically (temporary file in the same folder, then rename) and only
+    when their content changed.
+  - A host whose value is not a host_tune result (the module crashed, the host was not
+    tuned) gets a report saying so, listed in its C(failures).
+author:
+  - gpuhost.tuning developers (!UNKNOWN)
+options:
+  results:
+    description: Inventory host name to the result M(gpuhost.tuning.host_tune) returned.
+    type: dict
+    required: true
+  dest:
+    description: Folder for the reports; created when missing.
+    type: path
+    required: true
+notes:
+  - The reports are output on the controller, not a change to the hosts; the tune role runs
+    this with C(check_mode=false) so a check-mode run writes its planned table too (marked
+    as check mode in the file). In check mode (when not overridden) nothing is written and
+    RV(written) lists what would be.
+  - The same Markdown is returned in RV(tables) for printing.
+seealso:
+  - module: gpuhost.tuning.host_tune
+  - module: gpuhost.tuning.audit_report
+"""
+
+EXAMPLES = r"""
+- name: Write <host>-tune.md and <host>-tune.json for every host of the play
+  gpuhost.tuning.tune_report:
+    results: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts
+               | map('extract', hostvars, '__tuned'))) }}"
+    dest: "{{ playbook_dir }}/gpuhost-reports"
+  run_once: true
+  delegate_to: localhost
+  check_mode: false
+  register: __report
+
+- name: Print every host's table
+  ansible.builtin.debug:
+    var: __report.tables
+  run_once: true
+"""
+
+RETURN = r"""
+files:
+  description: Paths of the report files (written or unchanged).
+  returned: always
+  type: list
+  elements: str
+  sample: ["/srv/reports/gpu01-tune.json", "/srv/reports/gpu01-tune.md"]
+written:
+  description: Paths whose content changed (or would in check mode).
+  returned: always
+  type: list
+  elements: str
+tables:
+  description: Per host, the Markdown report as a list of lines (for printing).
+  returned: always
+  type: dict
+  sample: {"gpu01": ["# Tuning of gpu01", "", "- root: `/`"]}
+failed_hosts:
+  description: Hosts whose report lists failures.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import report  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
+    atomic_write,
+)
+
+
+def write_files(dest, files, check_mode=False):
+    """Write ``files`` (name -> text) into ``dest``, skipping unchanged ones."""
+    if not check_mode and not os.path.isdir(dest):
+        os.makedirs(dest, 0o755)
+    paths, written = [], []
+    for name in sorted(files):
+        path = os.path.join(dest, name)
+        data = files[name].encode("utf-8")
+        paths.append(path)
+        try:
+            with open(path, "rb") as handle:
+                if handle.read() == data:
+                    continue
+        except (IOError, OSError):
+            pass
+        written.append(path)
+        if not check_mode:
+            atomic_write(path, data, mode=0o644)
+    return paths, written
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            results=dict(type="dict", required=True),
+            dest=dict(type="path", required=True),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    files = report.tune_files(params["results"])
+    try:
+        paths, written = write_files(params["dest"], files, module.check_mode)
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="tune_report: cannot write reports in %s: %s (pick a writable "
+                             "folder with gpuhost_tune_report_dir)" % (params["dest"], exc))
+    tables, failed = {}, []
+    for host in sorted(params["results"]):
+        name = report.safe_name(host)
+        tables[host] = files["%s-tune.md" % name].splitlines()
+        if report.tune_document(host, params["results"][host])["failures"]:
+            failed.append(host)
+    module.exit_json(changed=bool(written), files=paths, written=written, tables=tables,
+                     failed_hosts=failed)
+
+
+if __name__ == "__main__":
+    main()
