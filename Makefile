@@ -85,8 +85,15 @@ clean:
 	rm -rf build collections tests/output .pytest_cache
 
 # VM lab (issue 7): a real reboot into a new kernel under QEMU/TCG; see lab/README.md.
-.PHONY: lab
+# lab: the lab's own upgrade playbook; lab-collection: the collection's audit, tune and
+# reboot_verify (real reboot, trial boot, containers) and the headers gate.
+.PHONY: lab lab-collection
 lab: setup
 	@scripts/apt-ensure.sh $(LAB_PKGS)
 	$(BIN)/pytest -q tests/lab
 	lab/run.sh
+
+lab-collection: setup
+	@scripts/apt-ensure.sh $(LAB_PKGS)
+	$(BIN)/pytest -q tests/lab
+	LAB_COLLECTION=1 lab/run.sh

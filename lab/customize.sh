@@ -84,8 +84,10 @@ entry="$esp/loader/entries/$MACHINE_ID-$LAB_KERNEL_OLD.conf"
 # 90-loaderentry writes paths relative to the mount point holding BOOT_ROOT: here that is
 # "/", so they start with /boot/efi. On the ESP they are relative to its root.
 sed -i -E 's#^(linux|initrd)( +)/boot/efi/#\1\2/#' "$entry"
-[ -f "$entry" ] && grep -q "^options.*root=PARTUUID=$ROOT_PARTUUID" "$entry" \
-  || { echo "kernel-install wrote no loader entry $entry with /etc/kernel/cmdline" >&2; exit 1; }
+if ! { [ -f "$entry" ] && grep -q "^options.*root=PARTUUID=$ROOT_PARTUUID" "$entry"; }; then
+  echo "kernel-install wrote no loader entry $entry with /etc/kernel/cmdline" >&2
+  exit 1
+fi
 find "$root/boot/efi" -type f >&2
 cat "$root/boot/efi/loader/entries/"*.conf >&2
 # The ESP's content leaves the root image: /boot/efi stays as the empty mount point.

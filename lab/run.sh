@@ -17,6 +17,7 @@
 #   verify   HOOK: LAB_VERIFY_PLAYBOOK (empty = skipped)
 #   gate     lab/gate.yml: reboot_verify aimed at a kernel without headers must stop before
 #            the reboot, boot configuration untouched (needs the collection run's variables)
+# LAB_COLLECTION=1 runs the collection's playbooks in the hooks (`make lab-collection`).
 #   shutdown power off, delete the overlay
 # Every playbook gets -i <run>/inventory.yml and -e @<run>/lab-vars.yml (lab_kernel_old,
 # lab_kernel_new, lab_dkms_name, lab_run_dir, ...); LAB_PLAYBOOK_ARGS adds more to all.
@@ -25,6 +26,14 @@ set -euo pipefail
 . "$LAB_DIR/vm.sh"
 
 ALL_STEPS="image boot ping setup audit tune upgrade reboot assert verify gate shutdown"
+# LAB_COLLECTION=1 (`make lab-collection`): the collection's own playbooks fill the hooks,
+# with lab/collection-vars.yml; reboot_verify reboots by itself, so no `reboot` step.
+if [ -n "${LAB_COLLECTION:-}" ]; then
+  : "${LAB_AUDIT_PLAYBOOK:=gpuhost.tuning.audit}" "${LAB_TUNE_PLAYBOOK:=gpuhost.tuning.tune}"
+  : "${LAB_UPGRADE_PLAYBOOK:=gpuhost.tuning.reboot_verify}"
+  : "${LAB_STEPS:=image boot ping setup audit tune upgrade assert gate shutdown}"
+  LAB_PLAYBOOK_ARGS="-e @$LAB_DIR/collection-vars.yml ${LAB_PLAYBOOK_ARGS:-}"
+fi
 LAB_STEPS=${LAB_STEPS:-"image boot ping setup audit upgrade reboot assert verify shutdown"}
 LAB_AUDIT_PLAYBOOK=${LAB_AUDIT_PLAYBOOK:-}
 LAB_AUDIT_CHECK=${LAB_AUDIT_CHECK:-$LAB_DIR/audit-check.yml}
@@ -69,11 +78,14 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM
 
+# The *_ARGS variables are split into words at blanks (no quotes, no globbing).
+words() { local -n __words=$1; read -r -a __words <<<"${2:-}"; }
+
 playbook() { # playbook-or-FQCN [args...]
-  local pb=$1; shift
-  # shellcheck disable=SC2086
+  local pb=$1 common; shift
+  words common "$LAB_PLAYBOOK_ARGS"
   "$BIN/ansible-playbook" -i "$LAB_RUN/inventory.yml" -e "@$LAB_RUN/lab-vars.yml" \
-    $LAB_PLAYBOOK_ARGS "$@" "$pb" 2>&1 | tee -a "$LAB_RUN/ansible.log"
+    "${common[@]}" "$@" "$pb" 2>&1 | tee -a "$LAB_RUN/ansible.log"
   return "${PIPESTATUS[0]}"
 }
 
@@ -111,15 +123,16 @@ step_ping() { "$BIN/ansible" -i "$LAB_RUN/inventory.yml" lab -m ansible.builtin.
 step_setup() { playbook "$LAB_DIR/setup.yml"; }
 step_audit() {
   [ -n "$LAB_AUDIT_PLAYBOOK" ] || { log "audit hook empty (set LAB_AUDIT_PLAYBOOK): skipped"; return 0; }
-  playbook "$LAB_AUDIT_PLAYBOOK" ${LAB_AUDIT_ARGS:-}
+  local args; words args "${LAB_AUDIT_ARGS:-}"
+  playbook "$LAB_AUDIT_PLAYBOOK" "${args[@]}"
   [ -z "$LAB_AUDIT_CHECK" ] || playbook "$LAB_AUDIT_CHECK"
 }
 # tune fails the host when a device ignores the MRRS write (QEMU's NVMe does): that is the
 # expected result here, so its exit code is kept and LAB_TUNE_CHECK judges the report.
 step_tune() {
   [ -n "$LAB_TUNE_PLAYBOOK" ] || { log "tune hook empty (set LAB_TUNE_PLAYBOOK): skipped"; return 0; }
-  local rc=0
-  playbook "$LAB_TUNE_PLAYBOOK" ${LAB_TUNE_ARGS:-} || rc=$?
+  local rc=0 args; words args "${LAB_TUNE_ARGS:-}"
+  playbook "$LAB_TUNE_PLAYBOOK" "${args[@]}" || rc=$?
   log "tune playbook exited $rc"
   if [ -n "$LAB_TUNE_CHECK" ]; then
     playbook "$LAB_TUNE_CHECK" -e "lab_tune_rc=$rc"
@@ -127,14 +140,18 @@ step_tune() {
     return "$rc"
   fi
 }
-step_upgrade() { playbook "$LAB_UPGRADE_PLAYBOOK" ${LAB_UPGRADE_ARGS:-}; }
+step_upgrade() { local args; words args "${LAB_UPGRADE_ARGS:-}"; playbook "$LAB_UPGRADE_PLAYBOOK" "${args[@]}"; }
 step_reboot() { playbook "$LAB_DIR/reboot.yml"; }
 step_assert() { playbook "$LAB_DIR/assert.yml"; }
 step_verify() {
   [ -n "$LAB_VERIFY_PLAYBOOK" ] || { log "verify hook empty (set LAB_VERIFY_PLAYBOOK): skipped"; return 0; }
-  playbook "$LAB_VERIFY_PLAYBOOK" ${LAB_VERIFY_ARGS:-}
+  local args; words args "${LAB_VERIFY_ARGS:-}"
+  playbook "$LAB_VERIFY_PLAYBOOK" "${args[@]}"
 }
-step_gate() { playbook "$LAB_DIR/gate.yml" -e "gpuhost_kernel_version=$LAB_KERNEL_OLD"; }
+step_gate() {
+  playbook "$LAB_DIR/gate.yml" -e "gpuhost_kernel_version=$LAB_KERNEL_OLD" \
+    -e "gpuhost_report_dir=$LAB_RUN/reports/gate"
+}
 step_shutdown() {
   [ -n "$LAB_KEEP" ] && { log "LAB_KEEP set: not shutting down"; return 0; }
   vm_stop
@@ -143,6 +160,7 @@ step_shutdown() {
 
 log "run folder $LAB_RUN; steps: $LAB_STEPS"
 log "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+log "hooks: audit=$LAB_AUDIT_PLAYBOOK tune=$LAB_TUNE_PLAYBOOK upgrade=$LAB_UPGRADE_PLAYBOOK verify=$LAB_VERIFY_PLAYBOOK; args: $LAB_PLAYBOOK_ARGS"
 for s in $LAB_STEPS; do
   declare -F "step_$s" >/dev/null || die "unknown step '$s' (known: $ALL_STEPS)"
 done

@@ -17,6 +17,8 @@ ssh_opts() {
   printf '%s\n' -p "$LAB_SSH_PORT" -i "$IMAGE_DIR/id_ed25519" -o StrictHostKeyChecking=no \
     -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes -o ConnectTimeout=10
 }
+# The command is a string for the guest's shell, expanded there on purpose.
+# shellcheck disable=SC2029
 vm_ssh() { local o; mapfile -t o < <(ssh_opts); ssh "${o[@]}" root@127.0.0.1 "$@"; }
 
 # QEMU runs under a supervisor (see vm_start): vm_pid is the supervisor, which outlives
@@ -64,6 +66,8 @@ vm_start() {
   # complex (parent pci0000:00, as a passed-through GPU in a VM); an NVMe controller sits
   # behind a PCIe root port, so lspci shows a bridge and DevCtl MaxReadReq (QEMU ignores
   # MRRS writes: the lab's expected "write ignored" failure).
+  # Commas inside QEMU's option values (tcg,thread=multi) are QEMU's, not array separators.
+  # shellcheck disable=SC2054
   local qemu=(
     qemu-system-x86_64 -name gpuhost-lab -machine q35 -accel tcg,thread=multi
     -smp "$LAB_SMP" -m "$LAB_MEM_MIB"
@@ -85,13 +89,14 @@ vm_start() {
   rm -f "$LAB_RUN/stop"
   vm_supervise "${qemu[@]}" </dev/null >>"$LAB_RUN/supervisor.log" 2>&1 &
   echo $! >"$LAB_RUN/supervisor.pid"
-  local i
-  for i in 1 2 3 4 5 6 7 8 9 10; do
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
     [ -s "$LAB_RUN/qemu.pid" ] && break
     sleep 1
   done
-  vm_alive && [ -s "$LAB_RUN/qemu.pid" ] && kill -0 "$(cat "$LAB_RUN/qemu.pid")" 2>/dev/null \
-    || { cat "$LAB_RUN/supervisor.log" >&2; die "qemu did not start (see $LAB_RUN/supervisor.log)"; }
+  if ! { vm_alive && [ -s "$LAB_RUN/qemu.pid" ] && kill -0 "$(cat "$LAB_RUN/qemu.pid")" 2>/dev/null; }; then
+    cat "$LAB_RUN/supervisor.log" >&2
+    die "qemu did not start (see $LAB_RUN/supervisor.log)"
+  fi
   log "VM started: supervisor pid $(vm_pid), qemu pid $(cat "$LAB_RUN/qemu.pid"), ssh 127.0.0.1:$LAB_SSH_PORT, console $LAB_RUN/console.log"
 }
 
@@ -138,8 +143,7 @@ vm_stop() {
   vm_alive || return 0
   touch "$LAB_RUN/stop"
   vm_ssh 'systemctl poweroff --no-block' >/dev/null 2>&1 || true
-  local i
-  for i in $(seq 1 "${LAB_STOP_TIMEOUT:-120}"); do
+  for _ in $(seq 1 "${LAB_STOP_TIMEOUT:-120}"); do
     vm_alive || return 0
     sleep 1
   done
