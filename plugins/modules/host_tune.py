@@ -209,8 +209,8 @@ rows:
   sample: [{"part": "pcie", "item": "0000:01:00.0 endpoint MRRS", "before": 512,
             "after": 4096, "status": "changed", "note": ""}]
 failures:
-  description: Every part that did not take (C(part: why)), then every managed finding that
-    remains (C(still off after tuning: id subject: current (want expected))).
+  description: "Every part that did not take (C(part: why)), then every managed finding that
+    remains (C(still off after tuning: id subject: current (want expected)))."
   returned: always
   type: list
   elements: str

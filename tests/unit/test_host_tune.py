@@ -1,0 +1,253 @@
+"""host_tune module: the whole tune pass in one call, on the field story's host tree (seed
+host), an H200 VM and variants: what a user sees in the result and on the host."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from fixtures import hosts, procsys
+from fixtures import pci as pcifix
+from modrun import run_module
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci
+from ansible_collections.gpuhost.tuning.plugins.module_utils import tune
+from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
+
+WANTED = hosts.common_wanted()
+MANAGED = ("pcie_mrrs", "numa_balancing", "cpuidle_deep_state", "sysctl")
+UNIT = "etc/systemd/system/gpuhost-tuning.service"
+CONF = "etc/sysctl.d/99-gpuhost-tuning.conf"
+
+
+def run(root, check_mode=False, diff=False, **args):
+    params = {"root": root, "host": "gpu01", "sysctl": WANTED["sysctl"]}
+    params.update(args)
+    return run_module(host_tune, params, check_mode=check_mode, diff=diff)
+
+
+def managed_findings(root):
+    return [f for f in audit_mod.audit(root, WANTED)["findings"] if f["id"] in MANAGED]
+
+
+def rows(result):
+    return dict(((r["part"], r["item"]), r) for r in result["rows"])
+
+
+def read(root, rel):
+    with open(os.path.join(root, rel)) as handle:
+        return handle.read()
+
+
+@pytest.fixture
+def seed(tmp_path):
+    root = str(tmp_path / "seed")
+    return root, hosts.seed_host(root)
+
+
+def test_first_run_tunes_everything_second_run_changes_nothing(seed, snapshot_tree):
+    root, built = seed
+    assert {f["id"] for f in managed_findings(root)} == set(MANAGED)
+
+    first = run(root)
+    assert first.get("failed") is not True, first.get("msg")
+    assert first["changed"] is True and first["failures"] == []
+    assert first["verified"] is True and first["audit_again"] is True
+    assert first["findings_after"] == [] and len(first["findings_before"]) >= 26
+    assert first["snapshot"] == "/var/lib/gpuhost/original.json"
+    assert managed_findings(root) == []  # an independent audit agrees
+    table = rows(first)
+    gpu = built["gpus"][0]
+    assert (table[("pcie", gpu + " endpoint MRRS")]["before"],
+            table[("pcie", gpu + " endpoint MRRS")]["after"]) == (512, 4096)
+    assert table[("sysctl", "kernel.numa_balancing")]["status"] == "changed"
+    assert table[("cpuidle", "C2 (800 us)")]["after"] == "disabled on CPUs 0-127"
+    peer = table[("nvidia_peermem", "nvidia_peermem")]
+    assert peer["status"] == "not applicable" and "ib_core is not available" in peer["note"]
+    assert "systemctl start gpuhost-tuning.service: skipped" in table[
+        ("boot_service", "gpuhost-tuning.service")]["note"]
+    assert "kernel.numa_balancing = 0" in read(root, CONF).splitlines()
+    assert "RemainAfterExit=yes" in read(root, UNIT).splitlines()
+    assert sorted(os.listdir(os.path.join(root, "var/lib/gpuhost"))) == [
+        "applied.json", "original.json"]
+
+    tuned = snapshot_tree(root)
+    second = run(root)
+    assert second.get("failed") is not True, second.get("msg")
+    assert second["changed"] is False and second["failures"] == []
+    # an unchanged host is still in the state the first audit read: no second audit
+    assert second["verified"] is True and second["audit_again"] is False
+    assert "unchanged since the last recorded state" in second["snapshot"]
+    assert {r["status"] for r in second["rows"] if r["part"] in ("sysctl", "pcie", "cpuidle")} \
+        == {"ok"}
+    assert snapshot_tree(root) == tuned  # not one byte, mode or link written
+
+
+def test_check_mode_plans_everything_and_writes_nothing(seed, snapshot_tree):
+    root, built = seed
+    before = snapshot_tree(root)
+    result = run(root, check_mode=True, diff=True)
+    assert snapshot_tree(root) == before
+    assert result.get("failed") is not True, result.get("msg")
+    assert result["changed"] is True and result["check_mode"] is True
+    assert result["verified"] is False and result["findings_after"] == []
+    table = rows(result)
+    assert table[("pcie", built["gpus"][0] + " endpoint MRRS")]["after"] == 4096  # planned
+    assert table[("sysctl", "vm.swappiness")]["after"] == "10"
+    text = json.dumps(result["diff"])
+    assert "kernel.numa_balancing = 0" in text and "RemainAfterExit=yes" in text
+    assert "Max Read Request Size (bytes)" in text
+    assert result["parts"]["snapshot_before"]["path"] == "/var/lib/gpuhost/original.json"
+
+
+def test_a_device_ignoring_the_mrrs_write_fails_the_host_after_everything_else(
+        seed, monkeypatch):
+    root, built = seed
+    bad = "0000:03:00.0"
+    real_write = pci._write_config
+
+    def drop_one(path, offset, data):
+        if os.path.dirname(path) == pcifix.device_dir(root, bad):
+            return  # QEMU's emulated PCIe devices keep MRRS at what it was
+        real_write(path, offset, data)
+
+    monkeypatch.setattr(pci, "_write_config", drop_one)
+    result = run(root)
+    assert result["failed"] is True and result["changed"] is True
+    assert result["failures"][0].startswith(
+        "pcie: Max Read Request Size not set on 1 of 16 devices: %s" % bad)
+    assert any(f.startswith("still off after tuning: pcie_mrrs %s" % bad)
+               for f in result["failures"])
+    assert result["msg"].startswith("gpu01: pcie: ")
+    assert rows(result)[("pcie", bad + " endpoint MRRS")]["status"] == "failed"
+    # every other part still took
+    assert [(f["id"], f["subject"]) for f in managed_findings(root)] == [("pcie_mrrs", bad)]
+    assert os.path.isfile(os.path.join(root, UNIT))
+    assert os.path.isfile(os.path.join(root, "var/lib/gpuhost/applied.json"))
+    assert pcifix.devctl_of(root, built["gpus"][7]) >> 12 & 7 == 5
+
+
+def test_a_failed_snapshot_stops_before_anything_changes(seed, snapshot_tree):
+    root, _built = seed
+    os.makedirs(os.path.join(root, "var/lib"), exist_ok=True)
+    with open(os.path.join(root, "var/lib/gpuhost"), "w") as handle:
+        handle.write("a file where the snapshot folder should be\n")
+    before = snapshot_tree(root)
+    result = run(root)
+    assert result["failed"] is True and result["changed"] is False
+    assert len(result["failures"]) == 1
+    assert result["failures"][0].startswith("snapshot: ")
+    assert "nothing was changed" in result["failures"][0]
+    assert set(result["parts"]) == {"snapshot_before"}
+    assert snapshot_tree(root) == before
+
+
+def test_parts_switched_off_are_left_alone_and_not_verified(seed):
+    root, built = seed
+    gpu = built["gpus"][0]
+    devctl = pcifix.devctl_of(root, gpu)
+    result = run(root, parts=["snapshot", "sysctl", "verify"])
+    assert result.get("failed") is not True, result.get("msg")
+    assert pcifix.devctl_of(root, gpu) == devctl  # MRRS untouched
+    assert not os.path.exists(os.path.join(root, UNIT))
+    table = rows(result)
+    assert table[("pcie", "MRRS")]["status"] == "off"
+    assert table[("cpuidle", "deeper than C1")]["status"] == "off"
+    assert table[("boot_service", "gpuhost-tuning.service")]["status"] == "off"
+    assert table[("nvidia_peermem", "nvidia_peermem")]["status"] == "off"
+    # pcie and cpuidle findings remain, but they are not this run's business
+    assert result["findings_after"] == []
+    assert {f["id"] for f in managed_findings(root)} == {"pcie_mrrs", "cpuidle_deep_state"}
+
+
+def test_vm_without_cpuidle_or_numa_balancing_is_not_a_failure(tmp_path):
+    root = str(tmp_path / "vm")
+    built = hosts.vm_host(root)
+    result = run(root)
+    assert result.get("failed") is not True, result.get("msg")
+    table = rows(result)
+    assert table[("cpuidle", "deeper than C1")]["status"] == "not applicable"
+    numa = table[("sysctl", "kernel.numa_balancing")]
+    assert numa["status"] == "skipped" and "no such key" in numa["note"]
+    assert table[("pcie", built["gpu"] + " endpoint MRRS")]["status"] == "ok"
+    assert result["findings_after"] == []
+
+
+def test_infiniband_tree_gets_nvidia_peermem_at_boot_without_modprobe(seed):
+    root, _built = seed
+    procsys.proc_modules(root, procsys.SEED_MODULES + [("ib_core", 471040, 2, "-")])
+    result = run(root)
+    assert result.get("failed") is not True, result.get("msg")
+    assert result["peermem"]["action"] == "persist"
+    assert "nvidia_peermem" in read(
+        root, "etc/modules-load.d/gpuhost-nvidia-peermem.conf").splitlines()
+    peer = rows(result)[("nvidia_peermem", "nvidia_peermem")]
+    assert peer["status"] == "skipped" and "not the live host" in peer["note"]
+    assert "nvidia_peermem" not in result["parts"]  # no modprobe under a tree
+
+
+@pytest.mark.parametrize("mode,nvidia,root,action,status", [
+    ("skip", {}, "/", "none", "skipped"),
+    ("auto", {"ib_core": {"loaded": False, "available": False}}, "/", "none", "not applicable"),
+    ("load", {"ib_core": {}, "nvidia_peermem": {"available": True}}, "/", "load", "load"),
+    ("auto", {"ib_core": {"available": True}, "nvidia_peermem": {"loaded": True}}, "/",
+     "persist", "ok"),
+    ("auto", {"ib_core": {"loaded": True}, "nvidia_peermem": {"available": False}}, "/",
+     "none", "not applicable"),
+    ("auto", {"ib_core": {"loaded": True}, "nvidia_peermem": {"available": True}}, "/",
+     "load", "load"),
+    ("auto", {"ib_core": {"loaded": True}, "nvidia_peermem": {"available": True}}, "/srv/x",
+     "persist", "skipped"),
+])
+def test_nvidia_peermem_decision_matches_the_role(mode, nvidia, root, action, status):
+    decision = tune.peermem_decision(mode, nvidia, root)
+    assert (decision["action"], decision["status"]) == (action, status)
+
+
+class FailingModprobe(object):
+    """A runner whose modprobe fails as on a PCIe-only host."""
+
+    def __init__(self):
+        self.calls = []
+
+    def which(self, name):
+        return "/sbin/" + name
+
+    def run(self, args, **_kwargs):
+        from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import CommandError
+        self.calls.append(args)
+        raise CommandError(args, 1, "", "modprobe: ERROR: could not insert 'nvidia_peermem': "
+                                        "Invalid argument")
+
+
+def test_a_failed_modprobe_is_reported_and_the_other_parts_still_run(seed, monkeypatch):
+    root, _built = seed
+    procsys.proc_modules(root, procsys.SEED_MODULES + [("ib_core", 471040, 2, "-")])
+    monkeypatch.setattr(tune, "is_live", lambda _root: True)  # as if root were the host
+    runner = FailingModprobe()
+    result = tune.tune_run({"root": root, "host": "gpu01", "sysctl": WANTED["sysctl"],
+                            "parts": ["sysctl", "nvidia_peermem", "verify"]}, runner=runner)
+    assert runner.calls == [["/sbin/modprobe", "nvidia_peermem"]]
+    assert result["failures"][0].startswith("nvidia_peermem: command /sbin/modprobe")
+    assert "Invalid argument" in result["failures"][0]
+    assert rows(result)[("nvidia_peermem", "nvidia_peermem")]["status"] == "failed"
+    assert result["parts"]["sysctl"]["changed"] is True
+    assert tune.tune_failure(result).startswith("gpu01: nvidia_peermem: ")
+
+
+def test_ansible_doc_renders_and_matches_the_spec(seed):
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(tests, "output", "pathlink"))
+    doc_bin = os.path.join(os.path.dirname(sys.executable), "ansible-doc")
+    out = subprocess.run([doc_bin, "--json", "gpuhost.tuning.host_tune"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    doc = json.loads(out)["gpuhost.tuning.host_tune"]
+    assert set(doc["doc"]["options"]) == {
+        "root", "host", "parts", "gpu_vendor", "gpu_classes", "mrrs_size", "mrrs_method",
+        "mrrs_include_upstream", "cpuidle_deeper_than", "sysctl", "sysctl_at_least",
+        "sysctl_file", "snapshot_dir", "boot_service_start", "nvidia_peermem"}
+    root, _built = seed
+    result = run(root, diff=True)
+    assert set(result) - {"invocation", "warnings"} <= set(doc["return"])
