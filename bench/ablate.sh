@@ -18,25 +18,42 @@ export ANSIBLE_CALLBACK_PLUGINS=$HERE/callback_plugins ANSIBLE_CALLBACKS_ENABLED
 export ANSIBLE_LOAD_CALLBACK_PLUGINS=True
 BASE=$ANSIBLE_COLLECTIONS_PATH
 
-# Variant collections: lean-specs (no meta/argument_specs.yml), lean (also no audit debug/fail).
+# Variant collections: lean-common (no argument spec for role common, which tune and audit
+# depend on), lean-specs (no meta/argument_specs.yml at all), lean (also no audit
+# debug/fail-gate tasks).
 variant() {
   local name=$1 dest=$BENCH_RUN/variants/$1
   rm -rf "$dest"; mkdir -p "$dest"; cp -a "$BASE/ansible_collections" "$dest/"
-  rm -f "$dest"/ansible_collections/gpuhost/tuning/roles/*/meta/argument_specs.yml
+  if [ "$name" = lean-common ]; then
+    rm -f "$dest"/ansible_collections/gpuhost/tuning/roles/common/meta/argument_specs.yml
+  else
+    rm -f "$dest"/ansible_collections/gpuhost/tuning/roles/*/meta/argument_specs.yml
+  fi
   if [ "$name" = lean ]; then
-    "$PY" - "$dest/ansible_collections/gpuhost/tuning/roles/audit/tasks/main.yml" <<'EOF'
+    "$PY" - "$dest/ansible_collections/gpuhost/tuning/roles/audit/tasks/main.yml" <<'EOF2'
 import sys
 import yaml
 path = sys.argv[1]
 tasks = yaml.safe_load(open(path))
 keep = [t for t in tasks if not t["name"].startswith(("Show the ranked", "Fail hosts"))]
 yaml.safe_dump(keep, open(path, "w"), sort_keys=False)
-EOF
+EOF2
   fi
   echo "$dest"
 }
+LEAN_COMMON=$(variant lean-common)
 LEAN_SPECS=$(variant lean-specs)
 LEAN=$(variant lean)
+# host_tune ad hoc with the role's wanted values (role common's defaults).
+TUNE_ARGS=$("$PY" - "$(dirname "$HERE")/roles/common/defaults/main.yml" <<'EOF2'
+import json
+import sys
+import yaml
+d = yaml.safe_load(open(sys.argv[1]))
+print(json.dumps({"root": "{{ gpuhost_root }}", "host": "{{ inventory_hostname }}",
+                  "sysctl": d["gpuhost_sysctl"]}))
+EOF2
+)
 
 m() {  # m LABEL COLLECTIONS_PATH CMD...
   local label=$1 cpath=$2; shift 2
@@ -55,19 +72,20 @@ m ping_no_pipelining "$BASE" ansible all "${I[@]}" -m ansible.builtin.ping \
 m gather_facts "$BASE" ansible all "${I[@]}" -m ansible.builtin.setup
 m host_audit_adhoc "$BASE" ansible all "${I[@]}" -m gpuhost.tuning.host_audit -a 'root={{ gpuhost_root }}'
 m audit "$BASE" ansible-playbook "${I[@]}" gpuhost.tuning.audit "${R[@]}"
+m audit_no_common_spec "$LEAN_COMMON" ansible-playbook "${I[@]}" gpuhost.tuning.audit "${R[@]}"
 m audit_no_specs "$LEAN_SPECS" ansible-playbook "${I[@]}" gpuhost.tuning.audit "${R[@]}"
 m audit_no_specs_debug_gate "$LEAN" ansible-playbook "${I[@]}" gpuhost.tuning.audit "${R[@]}"
 m tune_first "$BASE" ansible-playbook "${I[@]}" gpuhost.tuning.tune "${R[@]}"
 m tune_again "$BASE" ansible-playbook "${I[@]}" gpuhost.tuning.tune "${R[@]}"
 m tune_again_no_report "$BASE" ansible-playbook "${I[@]}" gpuhost.tuning.tune "${R[@]}" \
   -e gpuhost_tune_report=false
-m tune_again_no_report_verify "$BASE" ansible-playbook "${I[@]}" gpuhost.tuning.tune "${R[@]}" \
-  -e gpuhost_tune_report=false -e gpuhost_tune_verify=false
-m tune_again_no_report_verify_snapshot "$BASE" ansible-playbook "${I[@]}" gpuhost.tuning.tune \
-  "${R[@]}" -e gpuhost_tune_report=false -e gpuhost_tune_verify=false -e gpuhost_tune_snapshot=false
-m tune_again_no_report_verify_snapshot_specs "$LEAN_SPECS" ansible-playbook "${I[@]}" \
-  gpuhost.tuning.tune "${R[@]}" -e gpuhost_tune_report=false -e gpuhost_tune_verify=false \
-  -e gpuhost_tune_snapshot=false
+m tune_again_no_common_spec "$LEAN_COMMON" ansible-playbook "${I[@]}" gpuhost.tuning.tune \
+  "${R[@]}"
+m tune_again_no_specs "$LEAN_SPECS" ansible-playbook "${I[@]}" gpuhost.tuning.tune "${R[@]}"
+m tune_again_no_specs_no_report "$LEAN_SPECS" ansible-playbook "${I[@]}" gpuhost.tuning.tune \
+  "${R[@]}" -e gpuhost_tune_report=false
+# The module alone, ad hoc: the floor of a tune pass through Ansible.
+m host_tune_adhoc_again "$BASE" ansible all "${I[@]}" -m gpuhost.tuning.host_tune -a "$TUNE_ARGS"
 
 "$PY" - "$OUT" "$N" "$HERE/ABLATION.md" <<'EOF'
 import datetime
