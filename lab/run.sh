@@ -27,12 +27,12 @@ set -euo pipefail
 
 ALL_STEPS="image boot ping setup audit tune upgrade reboot assert verify gate shutdown"
 # LAB_COLLECTION=1 (`make lab-collection`): the collection's own playbooks fill the hooks,
-# with lab/collection-vars.yml; reboot_verify reboots by itself, so no `reboot` step.
+# with lab/vars/collection.yml; reboot_verify reboots by itself, so no `reboot` step.
 if [ -n "${LAB_COLLECTION:-}" ]; then
   : "${LAB_AUDIT_PLAYBOOK:=gpuhost.tuning.audit}" "${LAB_TUNE_PLAYBOOK:=gpuhost.tuning.tune}"
   : "${LAB_UPGRADE_PLAYBOOK:=gpuhost.tuning.reboot_verify}"
   : "${LAB_STEPS:=image boot ping setup audit tune upgrade assert gate shutdown}"
-  LAB_PLAYBOOK_ARGS="-e @$LAB_DIR/collection-vars.yml ${LAB_PLAYBOOK_ARGS:-}"
+  LAB_PLAYBOOK_ARGS="-e @$LAB_DIR/vars/collection.yml ${LAB_PLAYBOOK_ARGS:-}"
 fi
 LAB_STEPS=${LAB_STEPS:-"image boot ping setup audit upgrade reboot assert verify shutdown"}
 LAB_AUDIT_PLAYBOOK=${LAB_AUDIT_PLAYBOOK:-}

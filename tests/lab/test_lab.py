@@ -172,11 +172,11 @@ def _declared_role_variables():
 
 
 def test_collection_vars_name_only_variables_the_roles_define():
-    with open(os.path.join(LAB, "collection-vars.yml"), encoding="utf-8") as handle:
+    with open(os.path.join(LAB, "vars/collection.yml"), encoding="utf-8") as handle:
         lab_vars = yaml.safe_load(handle)
     unknown = sorted(k for k in lab_vars
                      if not k.startswith("lab_") and k not in _declared_role_variables())
-    assert not unknown, "lab/collection-vars.yml sets variables no role defines: %s" % unknown
+    assert not unknown, "lab/vars/collection.yml sets variables no role defines: %s" % unknown
     # the run the issue asks for: upgrade, trial boot, reboot by the role itself
     assert lab_vars["gpuhost_kernel_upgrade"] is True and lab_vars["gpuhost_reboot"] is True
     assert lab_vars["gpuhost_trial_boot"] is True
@@ -249,7 +249,7 @@ def test_collection_mode_fills_the_hooks_with_the_collection_playbooks(tmp_path)
     assert hooks, result.stderr
     assert hooks.groups()[:3] == ("gpuhost.tuning.audit", "gpuhost.tuning.tune",
                                   "gpuhost.tuning.reboot_verify")
-    assert hooks.group(4).split() == ["-e", "@" + os.path.join(LAB, "collection-vars.yml")]
+    assert hooks.group(4).split() == ["-e", "@" + os.path.join(LAB, "vars/collection.yml")]
     for fqcn in hooks.groups()[:3]:
         assert os.path.isfile(os.path.join(REPO, "playbooks", fqcn.split(".")[-1] + ".yml"))
     # its default steps: the role reboots (no `reboot` step), assert and gate after it
