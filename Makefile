@@ -15,8 +15,9 @@ export PATH := $(BIN):$(PATH)
 UNIT_PKGS := pciutils
 INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium
 MOLECULE_PKGS := podman runc mmdebstrap
-# shellcheck: without it ansible-test sanity skips its shellcheck test.
-SANITY_PKGS := shellcheck
+# shellcheck: without it ansible-test sanity skips its shellcheck test. python3-venv:
+# ansible-test makes a virtualenv per sanity test (ensurepip, on Debian's python3).
+SANITY_PKGS := shellcheck python3-venv
 # The fleet benchmark (make bench; not part of make test): sshd per namespace, ip netns.
 BENCH_PKGS := openssh-server openssh-client iproute2
 LAB_PKGS := qemu-system-x86 qemu-utils ovmf mtools dosfstools mmdebstrap e2fsprogs fdisk openssh-client
@@ -25,7 +26,7 @@ LAB_PKGS := qemu-system-x86 qemu-utils ovmf mtools dosfstools mmdebstrap e2fspro
 
 help:
 	@echo "make audit   audit this machine read-only; reports in gpuhost-reports/"
-	@echo "make test    every test tier (unit, integration, lint, molecule)"
+	@echo "make test    every test tier (unit, lint, sanity, integration, molecule)"
 
 venv:
 	@scripts/venv.sh
@@ -45,7 +46,9 @@ audit: setup
 	  echo "The audit playbook is not there yet: make audit will run gpuhost.tuning.audit on this machine, read-only."; \
 	fi
 
-test: unit integration lint molecule
+# Fast tiers first, so a finding stops the run before the slow ones: unit, lint (about
+# 50 s), sanity (about 1 min warm, 3.5 min the first time), integration, molecule.
+test: unit lint sanity integration molecule
 
 unit: setup
 	@scripts/apt-ensure.sh $(UNIT_PKGS)
@@ -72,8 +75,9 @@ lint: collection
 	@scripts/lint.sh
 
 # ansible-test sanity (every test that runs here, no ignore file) on an
-# ansible_collections/gpuhost/tuning copy; first run installs ansible-test's pinned
-# requirements from PyPI into ~/.ansible/test/venv.
+# ansible_collections/gpuhost/tuning copy of the checkout (in ~/.cache/gpuhost-sanity);
+# the first run installs ansible-test's pinned requirements from PyPI into
+# ~/.ansible/test/venv, later runs reuse them.
 sanity: venv
 	@scripts/apt-ensure.sh $(SANITY_PKGS)
 	@scripts/sanity.sh

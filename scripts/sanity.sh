@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# `ansible-test sanity` over this checkout, with no ignore file.
+# `ansible-test sanity` over this checkout, every test that runs here, with no ignore file.
 #
 # ansible-test needs the collection at .../ansible_collections/<namespace>/<name>/, so the
 # checkout's files (tracked plus untracked-but-not-ignored: .venv, collections/, tests/output,
-# caches are left out by .gitignore) are copied to a temporary
-# ansible_collections/gpuhost/tuning and tested there.
+# caches are left out by .gitignore) are copied to a fresh ansible_collections/gpuhost/tuning
+# under a per-checkout cache folder and tested there. The copy is new on every run; only
+# ansible-test's delegation virtualenv (tests/output/.tmp/delegation: a Python with pip,
+# about 10 s and a PyPI round trip to make) is carried over, for the same ansible-test
+# version. It lives under the same path every run, as a virtualenv must.
 #
-# Requirements: by default each sanity test gets the virtualenv ansible-test makes for it
+# Requirements: each sanity test gets the virtualenv ansible-test makes for it
 # (`--venv --requirements`: pip installs ansible-test's pinned sanity requirements from PyPI
-# into ~/.ansible/test/venv/, once; later runs reuse them).
+# into ~/.ansible/test/venv/, once; later runs reuse them). shellcheck comes from Debian
+# (make sanity installs it); without it ansible-test skips the shellcheck test silently, so
+# this script refuses to run without it.
 #
 # Usage: scripts/sanity.sh [extra ansible-test sanity arguments, e.g. --test pep8]
-# Env:   SANITY_KEEP=1 keeps the temporary tree (its path is printed).
+# Env:   GPUHOST_SANITY_CACHE  cache folder (default ${XDG_CACHE_HOME:-~/.cache}/gpuhost-sanity)
+# The tested tree stays in the cache folder until the next run (its path is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -25,12 +31,33 @@ if compgen -G "tests/sanity/ignore-*.txt" >/dev/null; then
   echo "sanity.sh: tests/sanity/ignore-*.txt exists; this collection keeps sanity clean without one" >&2
   exit 1
 fi
-
-work=$(mktemp -d /tmp/gpuhost-sanity.XXXXXX)
-if [ "${SANITY_KEEP:-0}" != 1 ]; then
-  trap 'rm -rf "$work"' EXIT
+if ! command -v shellcheck >/dev/null; then
+  echo "sanity.sh: shellcheck not found (ansible-test would skip its test): apt-get install shellcheck, or run make sanity" >&2
+  exit 1
 fi
+start=$(date +%s)
+
+# One folder per checkout (the lead's clean clone and this one do not share it), one run at
+# a time in it.
+cache_base=${GPUHOST_SANITY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuhost-sanity}
+cache=$cache_base/$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)
+mkdir -p "$cache"
+exec 9>"$cache/lock"
+if ! flock -n 9; then
+  echo "sanity.sh: another sanity run of $ROOT holds $cache/lock; waiting"
+  flock 9
+fi
+work=$cache/tree
 dest=$work/ansible_collections/gpuhost/tuning
+delegation=tests/output/.tmp/delegation
+at_version=$("$ANSIBLE_TEST" --version)
+kept=$cache/delegation
+rm -rf "$kept"
+if [ -f "$dest/$delegation/python$PYVER/marker.txt" ] && \
+   [ "$(cat "$cache/delegation.version" 2>/dev/null)" = "$at_version" ]; then
+  mv "$dest/$delegation" "$kept"
+fi
+rm -rf "$work"
 mkdir -p "$dest"
 
 # Files as git sees them (respects .gitignore), only those present on disk.
@@ -42,6 +69,12 @@ git ls-files -z --cached --others --exclude-standard \
 git -C "$dest" init -q
 git -C "$dest" add -A
 git -C "$dest" -c user.name=sanity -c user.email=sanity@localhost commit -q -m sanity
+
+if [ -d "$kept" ]; then
+  mkdir -p "$dest/$(dirname "$delegation")"
+  mv "$kept" "$dest/$delegation"
+fi
+printf '%s\n' "$at_version" > "$cache/delegation.version"
 
 # ansible-test bootstraps pip into each empty virtualenv with a get-pip script it downloads
 # from a host outside PyPI, which is unreachable here. It runs a cached copy when one exists,
@@ -72,7 +105,6 @@ PY
 fi
 
 cd "$dest"
-start=$(date +%s)
 set +e
 "$ANSIBLE_TEST" sanity --color no --python "$PYVER" --venv --requirements "$@"
 rc=$?

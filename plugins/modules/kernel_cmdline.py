@@ -99,11 +99,11 @@ EXAMPLES = r"""
   when: gpuhost_cmdline.refresh_required
   changed_when: true
 
-- name: Unquoted off is read as false by YAML and written as mitigations=off
+- name: Write mitigations=off and intel_iommu=on, remove splash
   gpuhost.tuning.kernel_cmdline:
     params:
-      mitigations: off
-      intel_iommu: "on"
+      mitigations: false  # an unquoted off arrives as false too; both write mitigations=off
+      intel_iommu: "on"  # quoted: an unquoted on would make a bare intel_iommu flag
       splash: null
 
 - name: Remove quiet and splash, add iommu=pt, in a GRUB drop-in of our own
