@@ -64,6 +64,7 @@ finish() {
     log "FAILED in step '${failed_step:-?}' (exit $rc); run folder: $LAB_RUN"
     [ -f "$LAB_RUN/console.log" ] && vm_console_tail 60
   fi
+  [ -n "$IMAGE_DIR" ] || IMAGE_DIR=$(lab_image_dir)
   if [ -n "$LAB_KEEP" ] && vm_alive; then
     log "LAB_KEEP set: VM left running (pid $(vm_pid)): ssh -p $LAB_SSH_PORT -i $IMAGE_DIR/id_ed25519 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null root@127.0.0.1"
     log "stop it with: touch $LAB_RUN/stop; kill $(cat "$LAB_RUN/qemu.pid" 2>/dev/null); rm $LAB_RUN/overlay.qcow2"

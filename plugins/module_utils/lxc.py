@@ -431,7 +431,7 @@ def driver_majors(driver, char_majors_by_name):
 
 
 def sync_device_rules(config, char_majors_by_name, drivers, access="rwm", remove_stale=True,
-                      missing="fail", where=None):
+                      missing="fail", where=None, previous_majors=()):
     """Plan one container's allow rules against ``/proc/devices``; nothing is written.
 
     ``char_majors_by_name``: ``{name: [majors]}`` (:func:`procfs.char_majors`). Wanted: one
@@ -440,10 +440,18 @@ def sync_device_rules(config, char_majors_by_name, drivers, access="rwm", remove
     ``/proc/devices`` does not list raises LxcError with ``missing="fail"`` (rules repaired
     then would drop the container's access to it for good); ``missing="skip"`` leaves it out.
 
-    Returns ``{plan, majors, majors_all, missing, added, removed, stale, other_allowed}``;
-    ``other_allowed`` lists live char rules kept because their major is registered under a
-    name no listed driver uses (``c 226:* rwm`` -> drm; an old NVIDIA major a new kernel
-    gave to another driver shows up here too: check those by hand).
+    ``previous_majors``: majors the listed drivers had before (an audit taken before the
+    reboot). With ``remove_stale``, live allow rules for such a major that no listed driver
+    has now are stale too, even when a new kernel gave the major to another driver: the
+    registered-at-all test cannot see that, and the container would keep access to that
+    other driver's devices (in the VM lab gpustub's 244 became nvme's on the new kernel).
+
+    Returns ``{plan, majors, majors_all, missing, added, removed, stale, moved,
+    other_allowed}``; ``moved`` lists the previous majors removed that way, with the names
+    ``/proc/devices`` registers them under now; ``other_allowed`` lists live char rules kept
+    because their major is registered under a name no listed driver uses (``c 226:* rwm``
+    -> drm; without ``previous_majors`` an old GPU major a new kernel gave to another driver
+    shows up here too: check those by hand).
     """
     if set(access) - set("rwm") or not access:
         raise LxcError("access must be made of r, w, m (got %r)" % (access,))
@@ -472,6 +480,13 @@ def sync_device_rules(config, char_majors_by_name, drivers, access="rwm", remove
         )
     stale = stale_majors(config, char_majors_by_name) if remove_stale else []
     keep = set(FIXED_MAJORS.values())
+    moved = []
+    if remove_stale and previous_majors:
+        now = set(m for majors in majors_all.values() for m in majors) | keep
+        allowed = set(r["major"] for r in config.allow_rules()
+                      if r["type"] == "c" and isinstance(r["major"], int))
+        moved = sorted((set(int(m) for m in previous_majors) - now) & allowed)
+        stale = sorted(set(stale) | set(moved))
     plan = config.plan(wanted, stale, keep_majors=keep)
     names_by_major = {}
     for name, found in char_majors_by_name.items():
@@ -494,5 +509,7 @@ def sync_device_rules(config, char_majors_by_name, drivers, access="rwm", remove
         "added": list(plan.add),
         "removed": plan.removed_values,
         "stale": sorted(set(stale) - keep - set(r["major"] for r in wanted)),
+        "moved": [{"major": m, "registered_as": sorted(names_by_major.get(m, []))}
+                  for m in moved],
         "other_allowed": other,
     }

@@ -27,7 +27,9 @@ description:
     order. New rules go right after the last existing C(lxc.cgroup2.devices.allow) line,
     or at the end of the live section when there is none.
   - The file is written through a temporary file in the same folder and a rename, without
-    chmod/chown (pmxcfs refuses them; it keeps mode 0640 root:www-data by itself).
+    chmod (pmxcfs refuses it; it keeps mode 0640 root:www-data by itself). The temporary
+    file gets the old file's mode; on a plain filesystem the old owner and group are put
+    back after the rename (pmxcfs refuses that too, harmlessly).
   - A listed driver that C(/proc/devices) does not register (right after boot nvidia-uvm is
     often not loaded yet) fails by default and nothing is written - rewriting the rules then
     would drop the container's access for good. Load it first, or set O(missing=skip).
@@ -70,6 +72,17 @@ options:
         test; such rules are listed in RV(other_allowed).
     type: bool
     default: true
+  previous_majors:
+    description:
+      - Majors the listed drivers had before, e.g. read by an audit before a reboot
+        (the playbook C(gpuhost.tuning.reboot_verify) passes them).
+      - With O(remove_stale), live allow rules for such a major that no listed driver has
+        now are removed even when a new kernel gave the major to another driver (a GPU
+        container would keep access to that driver's devices otherwise). Listed in
+        RV(moved).
+    type: list
+    elements: int
+    default: []
   missing:
     description:
       - What to do when a listed driver is not in C(/proc/devices).
@@ -151,6 +164,14 @@ missing:
   type: list
   elements: str
   sample: []
+moved:
+  description: Previous majors (O(previous_majors)) whose rules were removed (or would be)
+    because no listed driver has them now, with the names C(/proc/devices) registers them
+    under now.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{major: 244, registered_as: [nvme]}]
 other_allowed:
   description: Live char allow rules kept that belong to no listed driver, with the names
     C(/proc/devices) registers their major under (an empty list means nothing registers it
@@ -207,6 +228,7 @@ def build_module():
                          default=["nvidia", "nvidia-uvm", "nvidia-caps"]),
             access=dict(type="str", default="rwm"),
             remove_stale=dict(type="bool", default=True),
+            previous_majors=dict(type="list", elements="int", default=[]),
             missing=dict(type="str", choices=["fail", "skip"], default="fail"),
             backup=dict(type="bool", default=False),
             root=dict(type="path", default="/"),
@@ -244,6 +266,17 @@ def backup_copy(path, data):
     return backup
 
 
+def keep_owner(path, old):
+    """Put the old owner and group back after the rename (the temporary file is the
+    writer's). pmxcfs refuses chown and shows root:www-data by itself: ignored there."""
+    now = os.stat(path)
+    if (now.st_uid, now.st_gid) != (old.st_uid, old.st_gid):
+        try:
+            os.chown(path, old.st_uid, old.st_gid)
+        except OSError:
+            pass
+
+
 def run(params, check_mode):
     path = locate(params)
     text = read_proc_devices(params["root"])
@@ -253,7 +286,8 @@ def run(params, check_mode):
     config = LxcConfig.read(path)
     sync = sync_device_rules(config, char_majors(text=text), params["drivers"],
                              access=params["access"], remove_stale=params["remove_stale"],
-                             missing=params["missing"], where=path)
+                             missing=params["missing"], where=path,
+                             previous_majors=params["previous_majors"])
     plan = sync["plan"]
     result = dict(
         changed=plan.changed,
@@ -263,6 +297,7 @@ def run(params, check_mode):
         majors=sync["majors"],
         majors_all=sync["majors_all"],
         missing=sync["missing"],
+        moved=sync["moved"],
         other_allowed=sync["other_allowed"],
         onboot=config.onboot,
     )
@@ -275,11 +310,13 @@ def run(params, check_mode):
         return result
     if params["backup"]:
         result["backup_file"] = backup_copy(path, config.render_bytes())
+    old = os.stat(path)
     try:
         atomic_write(path, new.render_bytes(), chmod=False)
     except (IOError, OSError) as exc:
         raise LxcError("writing %s failed: %s (is /etc/pve read-only without quorum? "
                        "check pvecm status)" % (path, exc))
+    keep_owner(path, old)
     with open(path, "rb") as handle:
         if handle.read() != new.render_bytes():
             raise LxcError("%s reads back different from what was written" % path)
