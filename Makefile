@@ -47,7 +47,7 @@ audit: setup
 	fi
 
 # Fast tiers first, so a finding stops the run before the slow ones: unit, lint (about
-# 50 s), sanity (about 1 min warm, 3.5 min the first time), integration, molecule.
+# 50 s), sanity (40-80 s warm, 2.5-3.5 min the first time), integration, molecule.
 test: unit lint sanity integration molecule
 
 unit: setup
