@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: host_tune
 short_description: The whole runtime tune pass of a GPU host in one module call
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Pairs with M(gpuhost.tuning.host_audit) - one round trip to the host does everything
     role C(gpuhost.tuning.tune) does, in this order - audit the host (read-only); record

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: tune_report
 short_description: Write the before -> after tune reports of many hosts in one call
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - "Renders the results of M(gpuhost.tuning.host_tune) for many hosts into O(dest):
     C(<host>-tune.md) (the before -> after table, the snapshot, the managed findings before
