@@ -219,6 +219,29 @@ def test_a_key_the_kernel_ignores_fails_the_host_after_everything_else(seed):
     assert rows[("pcie", built["gpus"][7] + " endpoint MRRS")]["after"] == 4096
 
 
+def test_tags_select_parts_of_the_one_module_call(seed):
+    root, built, reports = seed
+    gpu = built["gpus"][0]
+    proc = playbook("tune", root, reports, "--skip-tags", "tune_pcie,tune_boot_service",
+                    label="tune --skip-tags tune_pcie,tune_boot_service")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
+    with open(os.path.join(reports, "localhost-tune.json")) as handle:
+        rows = dict(((r["part"], r["item"]), r) for r in json.load(handle)["rows"])
+    assert rows[("pcie", "MRRS")]["status"] == "off"
+    assert rows[("boot_service", "gpuhost-tuning.service")]["status"] == "off"
+    assert rows[("sysctl", "kernel.numa_balancing")]["status"] == "changed"
+    assert [f["id"] for f in managed_findings(root)] == ["pcie_mrrs"] * 16
+    assert not os.path.exists(os.path.join(root, UNIT))
+    only = playbook("tune", root, reports, "--tags", "tune_pcie,tune_report",
+                    label="tune --tags tune_pcie,tune_report")
+    assert only.returncode == 0, only.stdout[-4000:] + only.stderr
+    with open(os.path.join(reports, "localhost-tune.json")) as handle:
+        rows = dict(((r["part"], r["item"]), r) for r in json.load(handle)["rows"])
+    assert rows[("pcie", gpu + " endpoint MRRS")]["status"] == "changed"
+    assert rows[("sysctl", "(all)")]["status"] == "off"
+    assert managed_findings(root) == []
+
+
 def test_vm_without_cpuidle_or_numa_balancing(tmp_path):
     root = str(tmp_path / "vm")
     built = hosts.vm_host(root)
