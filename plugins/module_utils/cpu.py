@@ -418,7 +418,6 @@ def idle_failure(result):
     return result.get("msg") if result.get("failed") else None
 
 
-
 # --- cpufreq ------------------------------------------------------------------------------
 
 

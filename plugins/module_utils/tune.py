@@ -68,8 +68,8 @@ def _params(params):
     p.update((k, v) for k, v in params.items() if v is not None)
     unknown = sorted(set(p["parts"]) - set(PARTS))
     if unknown:
-        raise ValueError("unknown tune part(s) %s: use %s" % (", ".join(unknown),
-                                                               ", ".join(PARTS)))
+        raise ValueError("unknown tune part(s) %s: use %s"
+                         % (", ".join(unknown), ", ".join(PARTS)))
     return p
 
 
