@@ -432,6 +432,9 @@ def dkms_facts(root):
             for e in dkms_mod.tree_status(root)]
 
 
+FIXED_GPU_MAJORS = frozenset(lxc_mod.FIXED_MAJORS.values())
+
+
 def lxc_facts(root, config_dir, gpu_drivers):
     majors = procfs.char_majors(root)
     registered = procfs.registered_char_majors(root)
@@ -461,7 +464,11 @@ def lxc_facts(root, config_dir, gpu_drivers):
             "onboot": config.onboot,
             "gpu": gpu,
             "allowed_majors": allowed,
-            "stale_majors": lxc_mod.stale_majors(config, registered) if registered else [],
+            # NVIDIA's fixed majors (195) are the driver's own even while it is not loaded
+            # (audited before nvidia loads, or on a host where it failed): never stale, the
+            # same rule the repair (lxc_cgroup_devices) keeps them by.
+            "stale_majors": [m for m in lxc_mod.stale_majors(config, registered)
+                             if m not in FIXED_GPU_MAJORS] if registered else [],
             "missing_majors": missing,
         })
     return out

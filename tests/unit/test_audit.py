@@ -497,3 +497,18 @@ def test_boot_param_false_means_off_and_null_means_absent(tmp_path):
     assert (found["pti"]["current"], found["pti"]["expected"]) == ("absent", "pti=off")
     assert (found["quiet"]["current"], found["quiet"]["expected"]) == ("quiet", "absent")
     assert "removes it from" in found["quiet"]["remedy"]
+
+
+def test_nvidia_not_loaded_fixed_major_is_not_stale(tmp_path):
+    # Audited before nvidia loads (or where it failed to load): /proc/devices has no 195,
+    # yet 195 is NVIDIA's fixed major. Calling it stale would tell the user to remove the
+    # container's GPU access; the repair keeps it, so must the audit.
+    from fixtures import lxc
+
+    lxc.seed_host(tmp_path, era="after", config_era="after")
+    lxc.proc_devices(tmp_path, "after", without=("nvidia-frontend",))
+    result = audit.audit(str(tmp_path), WANTED)
+    ct = [c for c in result["lxc"] if c["vmid"] == 129][0]
+    assert 195 in ct["allowed_majors"]
+    assert ct["stale_majors"] == []
+    assert not by_id(result, "lxc_stale_majors")
