@@ -95,9 +95,12 @@ def has_root(cmdline):
 
 
 def format_value(value):
-    """Ansible/YAML value -> kernel text: True -> flag (None), numbers as strings."""
+    """Ansible/YAML value -> kernel text: True -> flag (None), False -> ``off`` (YAML's
+    unquoted off/no/false), numbers as strings."""
     if value is True:
         return None
+    if value is False:
+        return "off"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
@@ -146,13 +149,14 @@ def validate(params, absent):
 def apply(cmdline, params=None, absent=None, add=True):
     """Return ``cmdline`` with ``params`` set and ``absent`` removed.
 
-    ``params``: name -> value; True makes a flag (``quiet``), False/None removes, numbers
-    become strings, a list sets repeated parameters (``console``) in that order. A present
-    parameter is replaced where it stands (later duplicates are dropped); a new one goes to
-    the end (before a ``--`` that starts init's arguments). ``absent``: names, or
-    ``name=value`` to remove only that pair. With ``add=False`` nothing new is added (used
-    for GRUB_CMDLINE_LINUX, where only present parameters are touched). Everything not asked
-    about is kept in order; when nothing changes the string is returned as is.
+    ``params``: name -> value; True makes a flag (``quiet``), False is ``off`` (YAML's
+    unquoted off/no/false), None removes, numbers become strings, a list sets repeated
+    parameters (``console``) in that order. A present parameter is replaced where it stands
+    (later duplicates are dropped); a new one goes to the end (before a ``--`` that starts
+    init's arguments). ``absent``: names, or ``name=value`` to remove only that pair. With
+    ``add=False`` nothing new is added (used for GRUB_CMDLINE_LINUX, where only present
+    parameters are touched). Everything not asked about is kept in order; when nothing
+    changes the string is returned as is.
     """
     params = dict(params or {})
     absent = list(absent or [])
@@ -165,12 +169,11 @@ def apply(cmdline, params=None, absent=None, add=True):
         head, tail = tokens, []
     wanted = {}
     for name, value in params.items():
-        if value is None or value is False:
+        if value is None:
             absent.append(name)
             continue
         values = value if isinstance(value, (list, tuple)) else [value]
-        wanted[norm_name(name)] = [format_param(name, v) for v in values if v is not False
-                                   and v is not None]
+        wanted[norm_name(name)] = [format_param(name, v) for v in values if v is not None]
     out = []
     placed = set()
     for token in head:
@@ -500,7 +503,7 @@ def verify(cmdline, params, absent, where):
     """Raise when ``cmdline`` does not carry what was asked (e.g. a later GRUB drop-in
     overrides the file edited)."""
     for name, value in (params or {}).items():
-        if value is None or value is False:
+        if value is None:
             if get(cmdline, name) is not None:
                 raise BootConfigError("%s would still be set in the effective command line "
                                       "(%s): %s" % (name, where, cmdline))

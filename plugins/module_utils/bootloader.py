@@ -78,13 +78,13 @@ def kernel_from_path(path):
 
 
 def missing_params(cmdline, params=None, absent=None):
-    """What ``cmdline`` lacks of ``params`` (name -> value, True for a flag, False/None
-    for "must not be there") and still has of ``absent``: list of readable strings such
-    as ``amd_pstate=active`` or ``!quiet``. Empty when it carries everything."""
+    """What ``cmdline`` lacks of ``params`` (name -> value, True for a flag, False for
+    ``off``, None for "must not be there") and still has of ``absent``: list of readable
+    strings such as ``amd_pstate=active`` or ``!quiet``. Empty when it carries everything."""
     out = []
     for name, value in (params or {}).items():
         got = bootcfg.get(cmdline or "", name)
-        if value is None or value is False:
+        if value is None:
             if got is not None:
                 out.append("!%s" % name)
             continue

@@ -32,7 +32,8 @@ options:
   params:
     description:
       - Kernel parameters the entries must carry (name to value; V(true) for a flag,
-        V(false) or null for "must not be there").
+        V(false) for C(off) (YAML reads an unquoted C(off) as false), null for "must not be
+        there").
     type: dict
     default: {}
   absent:

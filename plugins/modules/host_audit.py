@@ -63,7 +63,8 @@ options:
     elements: str
     default: ["amd-pstate-epp", "amd-pstate", "intel_pstate"]
   boot_params:
-    description: Wanted kernel command-line parameters (name to value; V(true) for a flag).
+    description: Wanted kernel command-line parameters (name to value; V(true) for a flag, V(false)
+      for C(off), null for "must not be there").
     type: dict
     default: {}
   nvidia_uvm_disable_hmm:

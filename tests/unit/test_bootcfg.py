@@ -38,8 +38,10 @@ def test_apply_dash_and_underscore_are_one_name():
 def test_apply_flags_removal_and_false():
     line = "root=x quiet splash mitigations=auto"
     assert bootcfg.apply(line, {"quiet": True}) == line
-    assert bootcfg.apply(line, {"splash": False, "iommu": "pt"}, ["mitigations"]) == (
+    assert bootcfg.apply(line, {"splash": None, "iommu": "pt"}, ["mitigations"]) == (
         "root=x quiet iommu=pt")
+    # YAML's unquoted `mitigations: off` arrives as False: the user means the word "off"
+    assert bootcfg.apply(line, {"mitigations": False}) == "root=x quiet splash mitigations=off"
     assert bootcfg.apply(line, {"quiet": None}) == "root=x splash mitigations=auto"
     assert bootcfg.apply("root=x quiet=1", {"quiet": True}) == "root=x quiet"
 

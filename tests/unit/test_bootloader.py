@@ -162,7 +162,9 @@ def test_missing_params_values_flags_and_absent():
     line = "root=x amd-pstate=active processor.max_cstate=2 quiet"
     assert bl.missing_params(line, PARAMS) == ["processor.max_cstate=1", "nmi_watchdog=0"]
     assert bl.missing_params(TUNED, PARAMS) == []
-    assert bl.missing_params(line, {"quiet": True, "splash": False}) == []
+    assert bl.missing_params(line, {"quiet": True, "splash": None}) == []
+    assert bl.missing_params(line, {"mitigations": False}) == ["mitigations=off"]
+    assert bl.missing_params("root=x mitigations=off", {"mitigations": False}) == []
     assert bl.missing_params(line, {"iommu": True}) == ["iommu"]
     assert bl.missing_params(line, {}, ["quiet", "processor.max_cstate=1"]) == ["!quiet"]
 
