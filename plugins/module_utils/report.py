@@ -13,8 +13,10 @@ __metaclass__ = type
 
 import html
 import json
+import os
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import atomic_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import (
     CHECKS,
     SCHEMA,
@@ -424,3 +426,27 @@ def tune_files(results):
         files["%s-tune.json" % safe_name(host)] = json.dumps(doc, indent=4,
                                                              sort_keys=True) + "\n"
     return files
+
+
+def write_files(dest, files, check_mode=False):
+    """Write report ``files`` (name -> text) into the controller folder ``dest``.
+
+    Atomic per file; a file whose bytes are already there is not rewritten (a re-run leaves
+    mtimes alone). Returns ``(paths, written)``; in check mode nothing is created."""
+    if not check_mode and not os.path.isdir(dest):
+        os.makedirs(dest, 0o755)
+    paths, written = [], []
+    for name in sorted(files):
+        path = os.path.join(dest, name)
+        data = files[name].encode("utf-8")
+        paths.append(path)
+        try:
+            with open(path, "rb") as handle:
+                if handle.read() == data:
+                    continue
+        except (IOError, OSError):
+            pass
+        written.append(path)
+        if not check_mode:
+            atomic_write(path, data, mode=0o644)
+    return paths, written

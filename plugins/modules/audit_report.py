@@ -83,32 +83,11 @@ import time  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
-    atomic_write,
-)
 
 
 def write_reports(dest, audits, generated_at, mrrs_size, check_mode=False):
     files = report.report_files(audits, generated_at, mrrs_size)
-    if not check_mode and not os.path.isdir(dest):
-        os.makedirs(dest)
-    paths = []
-    written = []
-    for name in sorted(files):
-        path = os.path.join(dest, name)
-        data = files[name].encode("utf-8")
-        paths.append(path)
-        try:
-            with open(path, "rb") as handle:
-                same = handle.read() == data
-        except (IOError, OSError):
-            same = False
-        if same:
-            continue
-        written.append(path)
-        if not check_mode:
-            atomic_write(path, data, mode=0o644)
-    return paths, written
+    return report.write_files(dest, files, check_mode)
 
 
 def main():

@@ -86,34 +86,8 @@ failed_hosts:
   elements: str
 """
 
-import os  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
-    atomic_write,
-)
-
-
-def write_files(dest, files, check_mode=False):
-    """Write ``files`` (name -> text) into ``dest``, skipping unchanged ones."""
-    if not check_mode and not os.path.isdir(dest):
-        os.makedirs(dest, 0o755)
-    paths, written = [], []
-    for name in sorted(files):
-        path = os.path.join(dest, name)
-        data = files[name].encode("utf-8")
-        paths.append(path)
-        try:
-            with open(path, "rb") as handle:
-                if handle.read() == data:
-                    continue
-        except (IOError, OSError):
-            pass
-        written.append(path)
-        if not check_mode:
-            atomic_write(path, data, mode=0o644)
-    return paths, written
 
 
 def main():
@@ -127,7 +101,7 @@ def main():
     params = module.params
     files = report.tune_files(params["results"])
     try:
-        paths, written = write_files(params["dest"], files, module.check_mode)
+        paths, written = report.write_files(params["dest"], files, module.check_mode)
     except (IOError, OSError) as exc:
         module.fail_json(msg="tune_report: cannot write reports in %s: %s (pick a writable "
                              "folder with gpuhost_tune_report_dir)" % (params["dest"], exc))
