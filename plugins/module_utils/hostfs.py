@@ -86,8 +86,11 @@ def atomic_write(path, data, mode=None, preserve=True, chmod=True):
 
     A temporary file is created in the same folder and renamed over ``path``, so a reader
     sees the old or the new file, never half of one. With ``preserve`` the existing file's
-    mode and owner are kept; ``chmod=False`` skips chmod/chown entirely (pmxcfs refuses
-    them). ``mode`` applies to new files (and to existing ones when ``preserve`` is off).
+    mode and owner are kept; ``chmod=False`` never calls chmod (pmxcfs refuses it): the
+    temporary file is created with the old file's mode instead, and the old owner and group
+    are put back only when they differ, a refusal ignored (pmxcfs shows root:www-data by
+    itself; a plain filesystem would otherwise leave the writer's owner). ``mode`` applies
+    to new files (and to existing ones when ``preserve`` is off).
     """
     if isinstance(data, str):
         data = data.encode("utf-8")
@@ -121,6 +124,8 @@ def atomic_write(path, data, mode=None, preserve=True, chmod=True):
                 os.chmod(tmp, mode)
             else:
                 os.chmod(tmp, 0o644)
+        elif old is not None and preserve:
+            _restore_owner(tmp, old)
         os.rename(tmp, path)
     except BaseException:
         try:
@@ -128,6 +133,16 @@ def atomic_write(path, data, mode=None, preserve=True, chmod=True):
         except OSError:
             pass
         raise
+
+
+def _restore_owner(path, old):
+    """chown ``path`` to ``old``'s owner and group when they differ; a refusal is ignored."""
+    now = os.stat(path)
+    if (now.st_uid, now.st_gid) != (old.st_uid, old.st_gid):
+        try:
+            os.chown(path, old.st_uid, old.st_gid)
+        except OSError:
+            pass
 
 
 def _create_temp(folder, name, create_mode):

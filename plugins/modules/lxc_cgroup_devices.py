@@ -266,17 +266,6 @@ def backup_copy(path, data):
     return backup
 
 
-def keep_owner(path, old):
-    """Put the old owner and group back after the rename (the temporary file is the
-    writer's). pmxcfs refuses chown and shows root:www-data by itself: ignored there."""
-    now = os.stat(path)
-    if (now.st_uid, now.st_gid) != (old.st_uid, old.st_gid):
-        try:
-            os.chown(path, old.st_uid, old.st_gid)
-        except OSError:
-            pass
-
-
 def run(params, check_mode):
     path = locate(params)
     text = read_proc_devices(params["root"])
@@ -310,13 +299,11 @@ def run(params, check_mode):
         return result
     if params["backup"]:
         result["backup_file"] = backup_copy(path, config.render_bytes())
-    old = os.stat(path)
     try:
         atomic_write(path, new.render_bytes(), chmod=False)
     except (IOError, OSError) as exc:
         raise LxcError("writing %s failed: %s (is /etc/pve read-only without quorum? "
                        "check pvecm status)" % (path, exc))
-    keep_owner(path, old)
     with open(path, "rb") as handle:
         if handle.read() != new.render_bytes():
             raise LxcError("%s reads back different from what was written" % path)

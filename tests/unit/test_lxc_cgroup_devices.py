@@ -229,11 +229,13 @@ def test_owner_and_group_kept_on_a_plain_filesystem(tmp_path):
 
 
 def test_pmxcfs_refusing_chown_is_not_a_failure(tmp_path, monkeypatch):
+    # pmxcfs shows root:www-data by itself and refuses chown: the write still succeeds.
+    if os.geteuid() != 0:
+        import pytest
+        pytest.skip("needs root to give the config another group")
     lxcfix.seed_host(tmp_path)
     path = os.path.join(str(tmp_path), "etc/pve/lxc/129.conf")
-
-    class Old:  # the file before the write, as pmxcfs shows it: root:www-data
-        st_uid, st_gid = 0, 33
+    os.chown(path, 0, 33)  # the file before the write, as pmxcfs shows it: root:www-data
 
     calls = []
 
@@ -242,9 +244,11 @@ def test_pmxcfs_refusing_chown_is_not_a_failure(tmp_path, monkeypatch):
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(os, "chown", chown)
-    lxc_cgroup_devices.keep_owner(path, Old())
-    assert calls == [(path, 0, 33)]
+    result = run(tmp_path, vmid=129)
+    assert result["changed"] is True
+    assert [c[1:] for c in calls] == [(0, 33)]  # one attempt, on the file being written
     calls.clear()
-    same = os.stat(path)
-    lxc_cgroup_devices.keep_owner(path, same)  # owner unchanged: no chown at all
-    assert calls == []
+    lxcfix.seed_host(tmp_path)  # the old rules again, owned root:root like the writer
+    os.lchown(path, 0, 0)
+    assert run(tmp_path, vmid=129)["changed"] is True
+    assert calls == []  # owner unchanged: no chown at all
