@@ -801,8 +801,6 @@ def _kernel_findings(facts, wanted, out):
         for key, value in params.items():
             if not _boot_param_applies(key, cpu):
                 continue
-            if value is False:
-                value = "off"  # YAML's unquoted off/no/false, as kernel_cmdline writes it
             if value is None:  # wanted absent, as kernel_cmdline removes it
                 if key in source:
                     have = source[key]
@@ -814,10 +812,13 @@ def _kernel_findings(facts, wanted, out):
                             kern.get("configured_cmdline_source") or "the boot configuration"),
                         reboot_required=True))
                 continue
-            text = key if value is True else "%s=%s" % (key, value)
-            if value is True and key in source:
+            # bootcfg's reading of a wanted value, as kernel_cmdline writes it: true is a
+            # flag, false (YAML's unquoted off/no) is "off", numbers as the kernel shows them
+            value = bootcfg_mod.format_value(value)
+            text = key if value is None else "%s=%s" % (key, value)
+            if value is None and key in source:
                 continue
-            if key in source and str(source[key]) == str(value):
+            if key in source and str(source[key]) == value:
                 continue
             have = source.get(key, None) if key in source else "absent"
             out.append(_finding(

@@ -190,21 +190,12 @@ def build_module():
     )
 
 
-def normalize_params(params):
-    """``(params, names)``: ``params`` with every boolean false (YAML's unquoted off, no,
-    false), alone or in a list, turned into the string ``off``; ``names`` lists the
-    parameters that had one. True (a flag) and None (remove) pass unchanged."""
-    out = {}
-    names = []
-    for name, value in (params or {}).items():
-        if value is False:
-            value = "off"
-            names.append(name)
-        elif isinstance(value, (list, tuple)) and any(v is False for v in value):
-            value = ["off" if v is False else v for v in value]
-            names.append(name)
-        out[name] = value
-    return out, names
+def false_params(params):
+    """Names of ``params`` given as boolean false (YAML's unquoted off, no, false), alone or in
+    a list: bootcfg writes them as ``=off``, and the module says so."""
+    return sorted(name for name, value in (params or {}).items()
+                  if value is False or (isinstance(value, (list, tuple))
+                                        and any(v is False for v in value)))
 
 
 def main():
@@ -212,9 +203,9 @@ def main():
     p = module.params
     root = p["root"]
     runner = Runner(module) if root == "/" else None
-    params, off_names = normalize_params(p["params"])
+    off_names = false_params(p["params"])
     try:
-        planned = plan(root, params, p["absent"], backend=p["backend"], runner=runner,
+        planned = plan(root, p["params"], p["absent"], backend=p["backend"], runner=runner,
                        grub_file=p["grub_file"])
         if planned["changed"] and not module.check_mode:
             write(root, planned)
@@ -224,7 +215,7 @@ def main():
     if planned["changed"] and off_names:
         module.warn("params %s: false (YAML reads an unquoted off, no or false so) was "
                     "written as =off; to remove a parameter give null or list it in absent"
-                    % ", ".join(sorted(off_names)))
+                    % ", ".join(off_names))
     result = dict(
         changed=planned["changed"],
         backend=planned["backend"],
