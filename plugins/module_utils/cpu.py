@@ -412,12 +412,6 @@ def idle_run(params, check_mode=False):
     return result
 
 
-def idle_failure(result):
-    """The failure message of an ``idle_run`` result, or None (idle_run raises instead of
-    returning a partial failure, so a returned result has taken)."""
-    return result.get("msg") if result.get("failed") else None
-
-
 # --- cpufreq ------------------------------------------------------------------------------
 
 

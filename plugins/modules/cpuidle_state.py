@@ -158,7 +158,6 @@ changed_count:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.cpu import (  # noqa: E402
     CpuError,
-    idle_failure,
     idle_run,
 )
 
@@ -185,9 +184,6 @@ def main():
         result = idle_run(module.params, module.check_mode)
     except (CpuError, ValueError) as exc:
         module.fail_json(msg=str(exc))
-    msg = idle_failure(result)
-    if msg:
-        module.fail_json(msg=msg, **result)
     module.exit_json(**result)
 
 
