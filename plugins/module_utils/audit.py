@@ -421,8 +421,8 @@ def nvidia_facts(root, running):
     }
 
 
-def char_device_facts(root):
-    majors = procfs.char_majors(root)
+def char_device_facts(majors):
+    """``{name: first major}`` of ``procfs.char_majors``' ``{name: [majors]}``."""
     return dict((name, values[0]) for name, values in sorted(majors.items()) if values)
 
 
@@ -488,7 +488,10 @@ def collect(root, wanted=None):
     facts["gpus"] = _guard(errors, "gpus", lambda: gpu_facts(
         root, wanted["gpu_vendor"], wanted["gpu_classes"]), [])
     facts["nvidia"] = _guard(errors, "nvidia", lambda: nvidia_facts(root, running), {})
-    facts["char_devices"] = _guard(errors, "char_devices", lambda: char_device_facts(root), {})
+    # Every major per name (nvidia-caps may hold two): reboot_verify keeps them as the GPU
+    # drivers' majors before the reboot. char_devices: the first of each, as documented.
+    facts["char_majors"] = _guard(errors, "char_devices", lambda: procfs.char_majors(root), {})
+    facts["char_devices"] = char_device_facts(facts["char_majors"] or {})
     facts["dkms"] = _guard(errors, "dkms", lambda: dkms_facts(root), [])
     facts["lxc"] = _guard(errors, "lxc", lambda: lxc_facts(
         root, wanted["lxc_config_dir"], wanted["lxc_gpu_drivers"]), [])
@@ -914,9 +917,6 @@ def _nvidia_findings(facts, wanted, out):
 
 def _lxc_findings(facts, wanted, out):
     host = wanted.get("host")
-    by_major = {}
-    for name, major in (facts.get("char_devices") or {}).items():
-        by_major.setdefault(major, name)
     for ct in facts.get("lxc") or []:
         subject = "lxc %s" % ct["vmid"]
         if ct["stale_majors"]:

@@ -24,8 +24,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import (
     SEVERITY_RANK,
 )
 
-FACT_KEYS = ("kernel", "cpu", "sysctl", "gpus", "nvidia", "char_devices", "dkms", "lxc",
-             "errors")
+FACT_KEYS = ("kernel", "cpu", "sysctl", "gpus", "nvidia", "char_devices", "char_majors", "dkms",
+             "lxc", "errors")
 STATUS_ORDER = SEVERITIES + ("ok", "n/a")
 
 

@@ -182,6 +182,12 @@ audit:
       type: dict
       returned: always
       sample: {"nvidia-frontend": 195, "nvidia-uvm": 509, "nvidia-caps": 238}
+    char_majors:
+      description: Character device name to every major (list of int, file order) from
+        C(/proc/devices); a name registered twice (C(nvidia-caps)) lists both.
+      type: dict
+      returned: always
+      sample: {"nvidia-frontend": [195], "nvidia-uvm": [509], "nvidia-caps": [238, 237]}
     dkms:
       description: DKMS modules read from C(/var/lib/dkms) and C(/lib/modules) without
         running dkms, each C({name, version, kernel, arch, state, warning}); C(state) is

@@ -512,3 +512,17 @@ def test_nvidia_not_loaded_fixed_major_is_not_stale(tmp_path):
     assert 195 in ct["allowed_majors"]
     assert ct["stale_majors"] == []
     assert not by_id(result, "lxc_stale_majors")
+
+
+def test_char_majors_keeps_both_majors_of_a_name_registered_twice(tmp_path):
+    # The seed's literal reading after the upgrade: nvidia-caps at 237 and 238. reboot_verify
+    # takes the GPU drivers' majors before the reboot from char_majors: both must be there,
+    # or a stale rule for the second survives the container repair.
+    from fixtures import lxc
+
+    lxc.seed_host(tmp_path, era="after", config_era="after")
+    lxc.proc_devices(tmp_path, "after", caps_twice=True)
+    result = audit.audit(str(tmp_path), WANTED)
+    assert sorted(result["char_majors"]["nvidia-caps"]) == [237, 238]
+    assert result["char_devices"]["nvidia-caps"] in (237, 238)  # the first, as documented
+    assert result["char_majors"]["nvidia-uvm"] == [509]
