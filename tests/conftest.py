@@ -45,3 +45,9 @@ def tree_snapshot(root):
 @pytest.fixture
 def snapshot_tree():
     return tree_snapshot
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite tests/unit/golden from the current code (an intended "
+                          "change of the audit's output; review the diff)")

@@ -1,0 +1,168 @@
+"""Golden outputs of the audit: what a user reads, byte for byte, on every fixture host.
+
+For each host below, the ``host_audit`` module's whole result (facts, findings, per-check
+status, counts, worst, text lines, headline, the files it read) and the reports
+``audit_report`` writes for all of them (``<host>.json``, ``summary.md``, ``index.html``) are
+compared with the files in ``tests/unit/golden/``. A refactoring must leave them alone; an
+intended change of output regenerates them on purpose and shows in the diff:
+
+    .venv/bin/pytest -q tests/unit/test_golden.py --update-golden
+
+Only what differs between runs is neutralised: the temporary root's path, ``collected_at``
+and ``duration_s`` (the reports' ``generated_at`` is an argument and is fixed here).
+"""
+
+import json
+import os
+import shutil
+
+import pytest
+from fixtures import boot, cpu, dkms, hosts, lxc, pci, procsys
+from modrun import run_module
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import report
+from ansible_collections.gpuhost.tuning.plugins.modules import host_audit
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+GENERATED_AT = "2026-01-01 00:00:00Z"
+ROOT_MARK = "/HOSTROOT"
+
+
+def empty_host(root):
+    """Nothing at all under root: every fact absent, every check ok or n/a."""
+    return {}
+
+
+def odd_host(root):
+    """The paths the three whole hosts leave untried: links trained down (a bad riser, and an
+    NVIDIA GPU idling at 2.5 GT/s), a config space a non-root reader sees (64 bytes), a GPU
+    with no driver bound, CPUs of an Intel host on acpi-cpufreq, a running kernel from
+    outside the root (the DKMS fallback, headers missing for the next boot), boot
+    parameters wanted as false and absent, containers missing majors without onboot,
+    ib_core available without nvidia_peermem, and a reader that fails (``audit_error``)."""
+    root = str(root)
+    built = pci.seed_gpus(root, mrrs=4096)
+    pci.degrade_link(root, built["gpus"][1], speed=16.0, width=8)
+    pci.degrade_link(root, built["gpus"][2], speed=2.5, width=16)
+    path = os.path.join(pci.device_dir(root, built["gpus"][3]), "config")
+    with open(path, "rb") as handle:
+        data = handle.read(64)
+    with open(path, "wb") as handle:
+        handle.write(data)
+    os.unlink(os.path.join(pci.device_dir(root, built["gpus"][4]), "driver"))
+    cpu.mixed_cpus(root, threads=8)
+    cpu_base = os.path.join(root, "sys/devices/system/cpu/cpufreq")
+    for name in os.listdir(cpu_base):
+        with open(os.path.join(cpu_base, name, "scaling_driver"), "w") as handle:
+            handle.write("acpi-cpufreq\n")
+    procsys.cpuinfo(root, threads=8, vendor="GenuineIntel",
+                    model="Intel(R) Xeon(R) Platinum 8480+", family=6, model_number=143,
+                    flags="fpu vme de pse tsc msr pae", mhz="2000.000")
+    procsys.sysctls(root, {"kernel.numa_balancing": "0", "net.core.rmem_max": "1048576",
+                           "vm.swappiness": "10"})
+    dkms.kernel_tree(root, hosts.SEED_RUNNING, headers=True)
+    dkms.kernel_tree(root, hosts.SEED_NEW, headers=False)
+    dkms.dkms_tree(root, "nvidia", hosts.SEED_NVIDIA, installed=[hosts.SEED_RUNNING])
+    dkms.proc_running(root, "6.12.57+deb13-amd64")
+    procsys.proc_modules(root, [("ib_core", 528384, 0, "-")] + [
+        m for m in procsys.SEED_MODULES if m[0] != "nvidia_uvm"])
+    procsys.nvidia_driver(root, hosts.SEED_NVIDIA, uvm_disable_hmm=None)
+    lxc.proc_devices(root, "after")
+    lxc.container_129(root, "after")
+    text = lxc.container_129_text("before").replace("onboot: 1\n", "")
+    lxc.write_config(root, 131, text)
+    boot.proxmox_systemd_boot(root, cmdline=hosts.PVE_CMDLINE + " quiet mitigations=off")
+    # a reader that fails: the THP setting is a folder, not a file
+    thp = os.path.join(root, "sys/kernel/mm/transparent_hugepage/enabled")
+    os.makedirs(thp)
+    return built
+
+
+# name -> (builder, extra wanted values)
+HOSTS = {
+    "pve-gpu01": (hosts.seed_host, {}),
+    "pve-gpu02": (hosts.tuned_host, {}),
+    "h200-vm": (hosts.vm_host, {}),
+    "empty": (empty_host, {}),
+    "odd": (odd_host, {"boot_params": {"amd_pstate": "active", "nmi_watchdog": 0,
+                                       "mitigations": False, "quiet": None, "pti": False,
+                                       "intel_pstate": "active"}}),
+}
+
+
+def _neutral(text, root):
+    return text.replace(root, ROOT_MARK)
+
+
+def generate(base):
+    """``{relative path: bytes}`` of every golden file, built under folder ``base``."""
+    files = {}
+    audits = {}
+    for name, (build, extra) in HOSTS.items():
+        root = os.path.join(str(base), name)
+        os.makedirs(root)
+        build(root)
+        args = dict(hosts.common_wanted(host=name), root=root, record_files=True)
+        args.update(extra)
+        result = run_module(host_audit, args)
+        assert not result.get("failed"), result.get("msg")
+        result["audit"]["collected_at"] = "2026-01-01T00:00:00Z"
+        result["audit"]["duration_s"] = 0.0
+        files_read = result.pop("files_read")
+        result.pop("invocation", None)
+        text = json.dumps(result, indent=1) + "\n"
+        files["%s.result.json" % name] = _neutral(text, root)
+        files["%s.files_read.json" % name] = json.dumps(files_read, indent=1,
+                                                        sort_keys=True) + "\n"
+        files["%s.lines.txt" % name] = _neutral("\n".join(
+            [result["headline"]] + result["lines"]) + "\n", root)
+        audits[name] = json.loads(_neutral(json.dumps(result["audit"]), root))
+    out = os.path.join(str(base), "reports")
+    paths, _written = report.write_files(out, report.report_files(audits, GENERATED_AT, 4096))
+    for path in paths:
+        with open(path, "rb") as handle:
+            files["reports/" + os.path.basename(path)] = handle.read().decode("utf-8")
+    return dict((k, v.encode("utf-8")) for k, v in files.items())
+
+
+def _stored():
+    out = {}
+    for folder, _dirs, names in os.walk(GOLDEN):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as handle:
+                out[os.path.relpath(path, GOLDEN)] = handle.read()
+    return out
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    return generate(tmp_path_factory.mktemp("golden"))
+
+
+def test_golden_outputs_unchanged(generated, request):
+    if request.config.getoption("--update-golden"):
+        shutil.rmtree(GOLDEN, ignore_errors=True)
+        for rel, data in generated.items():
+            path = os.path.join(GOLDEN, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as handle:
+                handle.write(data)
+    stored = _stored()
+    assert sorted(stored) == sorted(generated), "golden files added or gone: run with " \
+        "--update-golden if intended"
+    changed = [rel for rel in sorted(generated) if generated[rel] != stored[rel]]
+    assert not changed, "output changed in %s (tests/unit/golden; --update-golden if " \
+        "intended)" % ", ".join(changed)
+
+
+def test_golden_hosts_cover_every_finding_id(generated):
+    # the golden files are only as good as the paths they take: every id shows up somewhere
+    seen = set()
+    for rel, data in generated.items():
+        if rel.endswith(".result.json"):
+            seen.update(f["id"] for f in json.loads(data)["audit"]["findings"])
+    documented = set(host_audit.DOCUMENTATION.split("Finding ids (stable):")[1]
+                     .split("Some ids")[0].replace("C(", " ").replace(")", " ").split())
+    documented = set(w.strip(",") for w in documented if "_" in w)
+    assert documented - seen == set()
