@@ -49,6 +49,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     procfs,
     sysinfo,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils import (
+    sysctl as sysctl_mod,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path, read_text
 
 
@@ -111,9 +114,6 @@ SYSCTL_SEVERITY = {
     "vm.dirty_ratio": "low",
     "vm.dirty_background_ratio": "low",
 }
-# Keys where a larger value than wanted is just as good (buffer ceilings).
-SYSCTL_AT_LEAST = ("net.core.rmem_max", "net.core.wmem_max", "net.core.rmem_default",
-                   "net.core.wmem_default")
 
 DEFAULT_WANTED = {
     "gpu_vendor": "10de",
@@ -124,6 +124,7 @@ DEFAULT_WANTED = {
     "cpufreq_drivers_wanted": ["amd-pstate-epp", "amd-pstate", "intel_pstate"],
     "boot_params": {},
     "nvidia_uvm_disable_hmm": True,
+    "nvidia_uvm_modprobe_file": sysinfo.UVM_MODPROBE_FILE,
     "lxc_gpu_drivers": ["nvidia", "nvidia-uvm", "nvidia-caps"],
     "lxc_config_dir": "/etc/pve/lxc",
     "host": None,
@@ -605,14 +606,8 @@ def _sysctl_findings(facts, wanted, out):
     for key, want in (wanted.get("sysctl") or {}).items():
         want = " ".join(str(want).split())
         have = values.get(key)
-        if have is None or have == want:
+        if have is None or sysctl_mod.satisfied(key, have, want):
             continue
-        if key in SYSCTL_AT_LEAST:
-            try:
-                if int(have) >= int(want):
-                    continue
-            except ValueError:
-                pass
         remedy = "sysctl -w %s=%s (now); ansible-playbook %s%s (now and persisted in " \
                  "/etc/sysctl.d)" % (key, want, PLAYBOOK_TUNE, _limit(host))
         if key == "kernel.numa_balancing":
@@ -684,29 +679,6 @@ def _cpufreq_findings(facts, wanted, out):
             reboot_required=True))
 
 
-def _dkms_installed_basis(dkms, running, next_boot):
-    """``({name: version}, {name: kernel})``: the DKMS modules installed for the running
-    kernel; when it has none, those installed for any kernel but ``next_boot`` (per name,
-    the version of the newest such kernel), with the kernel each was found on."""
-    on_running = {}
-    for entry in dkms:
-        if running and entry["kernel"] == running and entry["state"] == "installed":
-            on_running[entry["name"]] = entry["version"]
-    if on_running:
-        return on_running, dict((name, running) for name in on_running)
-    found = {}
-    for entry in dkms:
-        kernel = entry["kernel"]
-        if entry["state"] != "installed" or not kernel or kernel == next_boot:
-            continue
-        old = found.get(entry["name"])
-        key = kernel_mod.kernel_sort_key(kernel)
-        if old is None or key > kernel_mod.kernel_sort_key(old[1]):
-            found[entry["name"]] = (entry["version"], kernel)
-    return (dict((name, v[0]) for name, v in found.items()),
-            dict((name, v[1]) for name, v in found.items()))
-
-
 def _dkms_gap_detail(running, basis, name, version, next_boot):
     kernel = basis.get(name)
     if kernel == running:
@@ -731,7 +703,7 @@ def _kernel_findings(facts, wanted, out):
     # with a direct kernel boot, a capture; or a kernel DKMS never built for), the modules
     # installed for any other kernel stand in for it, newest kernel first.
     if next_boot and next_boot != running:
-        on_running, basis = _dkms_installed_basis(dkms, running, next_boot)
+        on_running, basis = dkms_mod.installed_basis(dkms, running, next_boot)
         for name, version in sorted(on_running.items()):
             state = None
             for entry in dkms:
@@ -848,32 +820,19 @@ def _boot_param_applies(key, cpu):
     return True
 
 
-# Where role boot_config writes the modprobe option (its default file name).
-UVM_MODPROBE_FILE = "/etc/modprobe.d/gpuhost-nvidia-uvm.conf"
-
-
-def _initramfs_kernels(kern):
-    """The kernels whose initramfs must carry modprobe.d options, as role boot_config picks
-    them: the running kernel (when installed here), the newest installed, the next boot."""
-    installed = kern.get("installed") or []
-    picked = set(k for k in (kern.get("next_boot"), kern.get("newest")) if k)
-    if kern.get("running") in installed:
-        picked.add(kern["running"])
-    return sorted(picked, key=kernel_mod.kernel_sort_key)
-
-
-def _uvm_hmm_remedy(kern, host):
+def _uvm_hmm_remedy(kern, host, modprobe_file):
     """uvm_disable_hmm is read when nvidia_uvm loads, and the initramfs carries its own copy
     of /etc/modprobe.d: the fix is the option file, a refreshed initramfs for every kernel
     that may boot (the next one included), then a reboot. Role tune does not do this; role
     boot_config (run by the reboot_verify playbook) does."""
-    kernels = _initramfs_kernels(kern)
+    kernels = kernel_mod.initramfs_kernels(kern.get("installed"), kern.get("running"),
+                                           kern.get("next_boot"))
     refresh = " && ".join("update-initramfs -u -k %s" % k for k in kernels) or \
         "update-initramfs -u -k all"
     return ("echo 'options nvidia_uvm uvm_disable_hmm=1' > %s && %s, then reboot (the option "
             "is read only when nvidia_uvm loads); or ansible-playbook %s%s (role boot_config "
             "writes the option and refreshes the initramfs of %s; add -e gpuhost_reboot=true "
-            "to reboot)" % (UVM_MODPROBE_FILE, refresh, PLAYBOOK_REBOOT, _limit(host),
+            "to reboot)" % (modprobe_file, refresh, PLAYBOOK_REBOOT, _limit(host),
                             ", ".join(kernels) or "the installed kernels"))
 
 
@@ -886,7 +845,9 @@ def _nvidia_findings(facts, wanted, out):
     if not has_nvidia:
         return
     if wanted.get("nvidia_uvm_disable_hmm"):
-        remedy = _uvm_hmm_remedy(facts.get("kernel") or {}, host)
+        remedy = _uvm_hmm_remedy(
+            facts.get("kernel") or {}, host,
+            wanted.get("nvidia_uvm_modprobe_file") or sysinfo.UVM_MODPROBE_FILE)
         if "nvidia_uvm" in loaded and nv.get("uvm_disable_hmm") is not True:
             out.append(_finding(
                 "nvidia_uvm_hmm", "medium", "nvidia_uvm",

@@ -564,6 +564,39 @@ def ensure(runner, root, name, version=None, kernel=None, state="installed", che
     return result
 
 
+def installed_basis(entries, running, next_boot):
+    """Which DKMS modules the kernel ``next_boot`` needs: ``({name: version}, {name: kernel})``.
+
+    The modules installed for the running kernel; when it has none (booted from outside this
+    root: a container, a VM with a direct kernel boot, a capture; or a kernel DKMS never
+    built for), those installed for any kernel but ``next_boot`` stand in, per name the
+    version of the newest such kernel. The second dict names the kernel each was found on.
+    ``entries``: ``tree_status`` or parsed ``dkms status``."""
+    on_running = {}
+    for entry in entries:
+        if running and entry["kernel"] == running and entry["state"] == "installed":
+            on_running[entry["name"]] = entry["version"]
+    if on_running:
+        return on_running, dict((name, running) for name in on_running)
+    found = {}
+    for entry in entries:
+        kernel = entry["kernel"]
+        if entry["state"] != "installed" or not kernel or kernel == next_boot:
+            continue
+        old = found.get(entry["name"])
+        key = kernel_sort_key(kernel)
+        if old is None or key > kernel_sort_key(old[1]):
+            found[entry["name"]] = (entry["version"], kernel)
+    return (dict((name, v[0]) for name, v in found.items()),
+            dict((name, v[1]) for name, v in found.items()))
+
+
+def needed_modules(entries, running, next_boot):
+    """The names of the DKMS modules kernel ``next_boot`` needs (see ``installed_basis``),
+    sorted: one rule for the audit's DKMS finding and role kernel_upgrade's gate."""
+    return sorted(installed_basis(entries, running, next_boot)[0])
+
+
 def coverage(root="/", names=None, entries=None):
     """For every installed kernel and every DKMS module (``names``, default all the tree
     knows), the newest version's state there - the reboot gate: a kernel the host may boot

@@ -100,6 +100,18 @@ def newest_kernel(root="/"):
     return kernels[-1] if kernels else None
 
 
+def initramfs_kernels(installed, running=None, next_boot=None, also=()):
+    """The kernels whose initramfs must carry the modprobe.d options: every kernel that may
+    boot - the running one, the newest installed, the one the boot loader boots next and
+    ``also`` (an upgrade's target) - among ``installed`` (an initramfs is made only for an
+    installed kernel), oldest first. One rule for the audit's remedy and role boot_config."""
+    installed = list(installed or [])
+    picked = set([running, next_boot] + list(also or []))
+    if installed:
+        picked.add(sorted(installed, key=kernel_sort_key)[-1])
+    return sorted((k for k in picked if k and k in installed), key=kernel_sort_key)
+
+
 def resolve_under(root, path, max_links=40):
     """Resolve ``path`` (absolute on the host) under ``root``, following symlinks the way
     the host would: absolute link targets start again at ``root``. Return the resolved

@@ -86,6 +86,23 @@ def write_sysctl(root, key, value):
                                "mismatch", key)
 
 
+# Keys where a larger value than wanted is just as good (socket buffer sizes and
+# ceilings): the audit does not report them and the tune does not lower them.
+AT_LEAST = ("net.core.rmem_max", "net.core.wmem_max", "net.core.rmem_default",
+            "net.core.wmem_default")
+
+
+def satisfied(key, current, wanted, at_least=AT_LEAST):
+    """True when ``current`` meets ``wanted`` for ``key``: the same value as sysctl prints
+    it, or for an ``at_least`` key an integer at least as large. One rule for the audit's
+    sysctl findings and the values tune writes (``at_least_value``)."""
+    if current is None:
+        return False
+    if key in at_least:
+        return at_least_value(current, wanted) == normalize(current)
+    return normalize(current) == normalize(wanted)
+
+
 def at_least_value(current, wanted):
     """``current`` when both are integers and ``current >= wanted`` (a buffer ceiling already
     larger than wanted is kept), else ``wanted``; both normalized."""

@@ -79,6 +79,9 @@ def param_true(value):
     return None
 
 
+# The modprobe.d file role boot_config writes the nvidia_uvm option to (the default of
+# host_audit's nvidia_uvm_modprobe_file and of role common's gpuhost_nvidia_uvm_modprobe_file).
+UVM_MODPROBE_FILE = "/etc/modprobe.d/gpuhost-nvidia-uvm.conf"
 MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/lib/modprobe.d", "/usr/lib/modprobe.d")
 
 

@@ -71,6 +71,12 @@ options:
     description: Whether C(nvidia_uvm) should load with C(uvm_disable_hmm=1).
     type: bool
     default: true
+  nvidia_uvm_modprobe_file:
+    description:
+      - The modprobe.d file the C(nvidia_uvm_hmm) remedy tells to write (role boot_config
+        writes the option there; role common's C(gpuhost_nvidia_uvm_modprobe_file)).
+    type: path
+    default: /etc/modprobe.d/gpuhost-nvidia-uvm.conf
   lxc_gpu_drivers:
     description: Character-device drivers GPU containers must be allowed.
     type: list
@@ -299,10 +305,11 @@ files_read:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import sysinfo  # noqa: E402
 
 WANTED_KEYS = ("gpu_vendor", "gpu_classes", "mrrs_size", "cpuidle_deeper_than", "sysctl",
                "cpufreq_drivers_wanted", "boot_params", "nvidia_uvm_disable_hmm",
-               "lxc_gpu_drivers", "lxc_config_dir", "host")
+               "nvidia_uvm_modprobe_file", "lxc_gpu_drivers", "lxc_config_dir", "host")
 
 
 def argument_spec():
@@ -317,6 +324,7 @@ def argument_spec():
                                     default=["amd-pstate-epp", "amd-pstate", "intel_pstate"]),
         boot_params=dict(type="dict", default={}),
         nvidia_uvm_disable_hmm=dict(type="bool", default=True),
+        nvidia_uvm_modprobe_file=dict(type="path", default=sysinfo.UVM_MODPROBE_FILE),
         lxc_gpu_drivers=dict(type="list", elements="str",
                              default=["nvidia", "nvidia-uvm", "nvidia-caps"]),
         lxc_config_dir=dict(type="path", default="/etc/pve/lxc"),

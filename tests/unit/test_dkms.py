@@ -150,3 +150,30 @@ def test_coverage_from_live_status_entries(tmp_path):
                              "nvidia/590.48.01, 6.14.11-5-bpo12-pve, x86_64: built\n")
     rows = dkms.coverage(str(tmp_path), names=["nvidia"], entries=live)
     assert [r["state"] for r in rows] == ["installed", "built"]
+
+
+def _entry(name, version, kernel, state="installed"):
+    return {"name": name, "version": version, "kernel": kernel, "arch": "x86_64",
+            "state": state, "warning": None}
+
+
+def test_needed_modules_are_those_of_the_running_kernel():
+    entries = [_entry("nvidia", "570.133.20", "6.8.12-9-pve"),
+               _entry("hello", "1.0", "6.5.13-6-pve"),
+               _entry("nvidia", "570.133.20", "6.14.11-5-bpo12-pve", "added")]
+    assert dkms.needed_modules(entries, "6.8.12-9-pve", "6.14.11-5-bpo12-pve") == ["nvidia"]
+    assert dkms.installed_basis(entries, "6.8.12-9-pve", "6.14.11-5-bpo12-pve") == (
+        {"nvidia": "570.133.20"}, {"nvidia": "6.8.12-9-pve"})
+
+
+def test_needed_modules_when_the_running_kernel_has_none():
+    # booted from outside the root: the newest other kernel's version stands in, and what is
+    # installed only for the next kernel itself is not a need
+    entries = [_entry("nvidia", "550.144.03", "6.8.12-4-pve"),
+               _entry("nvidia", "570.133.20", "6.8.12-9-pve"),
+               _entry("gdrdrv", "2.4", "6.14.11-5-bpo12-pve"),
+               _entry("hello", "1.0", "6.8.12-9-pve", "built")]
+    assert dkms.installed_basis(entries, "6.1.0-56-amd64", "6.14.11-5-bpo12-pve") == (
+        {"nvidia": "570.133.20"}, {"nvidia": "6.8.12-9-pve"})
+    assert dkms.needed_modules(entries, None, "6.14.11-5-bpo12-pve") == ["nvidia"]
+    assert dkms.needed_modules([], "6.8.12-9-pve", "6.14.11-5-bpo12-pve") == []

@@ -220,3 +220,15 @@ def test_a_later_file_undoing_a_key_at_boot_fails_naming_it(host):
     with open(os.path.join(etc, "sysctl.conf"), "w") as handle:
         handle.write("net.core.rmem_max = 33554432\n")
     assert run(host, values=WANTED, at_least=["net.core.rmem_max"]).get("failed") is not True
+
+
+def test_satisfied_is_exact_except_for_buffer_sizes():
+    assert sysctl_mod.satisfied("vm.swappiness", "10", 10)
+    assert not sysctl_mod.satisfied("vm.swappiness", "60", "10")
+    assert not sysctl_mod.satisfied("vm.swappiness", None, "10")
+    assert sysctl_mod.satisfied("net.ipv4.tcp_rmem", "4096\t131072  6291456", "4096 131072 6291456")
+    # a larger socket buffer is as good; a smaller one is not; every rmem/wmem key alike
+    for key in sysctl_mod.AT_LEAST:
+        assert sysctl_mod.satisfied(key, "33554432", "16777216"), key
+        assert not sysctl_mod.satisfied(key, "212992", "16777216"), key
+    assert not sysctl_mod.satisfied("kernel.perf_event_paranoid", "2", "1")
