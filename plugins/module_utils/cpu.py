@@ -41,8 +41,27 @@ _STATE_DIR = re.compile(r"^state(\d+)$")
 _POLICY_DIR = re.compile(r"^policy(\d+)$")
 
 
+MAX_CPU = 65535  # a CPU list naming more is refused before it is expanded
+
+
 class CpuError(Exception):
-    """A cpuidle/cpufreq operation failed; the message names CPU, state and what to do."""
+    """A cpuidle/cpufreq operation failed; the message names CPU, state and what to do.
+
+    ``written``: the ``(cpu, state name)`` flags changed before the failure (a partial run
+    reports changed=true and names them)."""
+
+    def __init__(self, msg, written=None):
+        super(CpuError, self).__init__(msg)
+        self.written = list(written or [])
+
+
+def _read_flag(path):
+    """The text of a ``disable`` file; None when missing; an unreadable one (a folder, EIO)
+    raises CpuError naming it."""
+    try:
+        return read_text(path)
+    except (IOError, OSError) as exc:
+        raise CpuError("cannot read %s: %s (not a cpuidle flag file)" % (path, exc))
 
 
 # --- CPU lists ------------------------------------------------------------------------
@@ -65,13 +84,16 @@ def parse_cpu_list(text):
             if "-" in part:
                 low, high = part.split("-", 1)
                 low, high = int(low), int(high)
-                if high < low:
+                if high < low or high > MAX_CPU:
                     raise ValueError(part)
                 cpus.update(range(low, high + 1))
             else:
+                if int(part) > MAX_CPU or int(part) < 0:
+                    raise ValueError(part)
                 cpus.add(int(part))
         except ValueError:
-            raise ValueError("not a CPU list: %r (want e.g. 0-63,65-127)" % text)
+            raise ValueError("not a CPU list: %r (want e.g. 0-63,65-127, CPUs 0-%d)"
+                             % (text, MAX_CPU))
     return sorted(cpus)
 
 
@@ -164,7 +186,7 @@ def _state_dirs(root, cpu):
 
 
 def _read_state(index, folder):
-    disable = read_text(os.path.join(folder, "disable"))
+    disable = _read_flag(os.path.join(folder, "disable"))
     return {
         "index": index,
         "name": read_text(os.path.join(folder, "name"), "state%d" % index),
@@ -235,6 +257,22 @@ def summarize_states(root, states=None):
 def state_names(states):
     """Every state name present on any CPU of a :func:`read_states` result, sorted."""
     return sorted(set(s["name"] for cpu_states in states.values() for s in cpu_states))
+
+
+def deeper_than_applies(names, deeper_than):
+    """Whether tuning ``deeper_than`` applies to a host whose CPUs have idle states ``names``.
+
+    False on a host without idle states, or with only polling ones (a VM's POLL and
+    haltpoll): nothing there is deeper. A name that no CPU has on a host with C-states is a
+    CpuError (a typo such as ``c1`` must not pass as "not applicable").
+    """
+    names = list(names or [])
+    if deeper_than in names:
+        return True
+    if not any(re.match(r"^C[0-9]", name) for name in names):
+        return False
+    raise CpuError("idle state %s (deeper_than) not found on any online CPU (available: %s): "
+                   "name one of them as the kernel spells it" % (deeper_than, ", ".join(names)))
 
 
 def select_states(root, names=None, max_latency_us=None, deeper_than=None, cpus=None,
@@ -313,7 +351,11 @@ def set_states(root, selection, disabled, cpus=None, check_mode=False):
             continue
         for state in selection[cpu]:
             path = os.path.join(state["path"], "disable")
-            current = read_text(path)
+            try:
+                current = read_text(path)
+            except (IOError, OSError) as exc:
+                failures.append("cpu%d %s: cannot read %s: %s" % (cpu, state["name"], path, exc))
+                continue
             if current is None:
                 failures.append("cpu%d %s: %s is missing" % (cpu, state["name"], path))
             elif (current != "0") == bool(disabled):
@@ -324,8 +366,8 @@ def set_states(root, selection, disabled, cpus=None, check_mode=False):
         raise CpuError("cpuidle state files missing, nothing written: %s (CPU went offline?)"
                        % "; ".join(failures[:10]))
     for cpu, name, path in todo:
-        changed.append((cpu, name))
         if check_mode:
+            changed.append((cpu, name))
             continue
         try:
             write_in_place(path, value)
@@ -333,19 +375,30 @@ def set_states(root, selection, disabled, cpus=None, check_mode=False):
             failures.append("cpu%d %s: writing %s to %s failed: %s"
                             % (cpu, name, value, path, exc))
             continue
-        after = read_text(path)
+        changed.append((cpu, name))
+        try:
+            after = read_text(path)
+        except (IOError, OSError):
+            after = None
         if after is None or (after != "0") != bool(disabled):
             failures.append("cpu%d %s: wrote %s to %s but it reads back %r"
                             % (cpu, name, value, path, after))
     if failures:
         shown = failures[:10]
         more = len(failures) - len(shown)
+        done = ""
+        if changed:
+            by_name = {}
+            for cpu, name in changed:
+                by_name.setdefault(name, []).append(cpu)
+            done = "; %d flag(s) written (changed): %s" % (len(changed), ", ".join(
+                "%s on CPUs %s" % (name, format_cpu_list(cpus))
+                for name, cpus in sorted(by_name.items())))
         raise CpuError(
             "cpuidle %s did not take on %d CPU state(s): %s%s (run as root; a hypervisor "
-            "or firmware may own idle states)"
+            "or firmware may own idle states)%s"
             % ("disable" if disabled else "enable", len(failures), "; ".join(shown),
-               " and %d more" % more if more else "")
-        )
+               " and %d more" % more if more else "", done), written=changed)
     return {"changed": changed, "unchanged": unchanged}
 
 

@@ -164,3 +164,54 @@ def unified_diff_dict(path, before, after):
         "before": before,
         "after": after,
     }
+
+
+# ---------------------------------------------------------------------------------------
+# roots and paths that must stay under them
+
+
+class PathError(ValueError):
+    """A root that is not a folder, or a path that leaves its root; the message names both."""
+
+
+def check_root(root):
+    """Refuse a root that cannot be meant: empty (an unset variable), missing, not a
+    folder, or one that only resolves to ``/`` (``//``, ``/tmp/..``): the live host is
+    written only when the root is given as ``/``."""
+    if root is None or root == "":
+        raise PathError("root: %r is empty: give / for the live host or the folder of a host "
+                        "tree (an unset variable?)" % (root,))
+    if not isinstance(root, str):
+        raise PathError("root: %r is not a path" % (root,))
+    if root == "/":
+        return
+    if not os.path.isdir(root):
+        raise PathError("root: %s %s: give / for the live host or an existing folder of a "
+                        "host tree" % (root, "is not a folder" if os.path.lexists(root)
+                                       else "does not exist"))
+    if os.path.realpath(root) == "/":
+        raise PathError("root: %s resolves to / : write / itself to act on the live host"
+                        % root)
+
+
+def inside_root(root, full):
+    """True when ``full`` (a path on this machine), resolved with symlinks and ``..``, is
+    ``root`` or below it."""
+    if (root or "/") == "/":
+        return True
+    base = os.path.realpath(root)
+    real = os.path.realpath(full)
+    return real == base or real.startswith(base.rstrip("/") + "/")
+
+
+def under_root(root, path, what="path", follow=True):
+    """``host_path(root, path)``, refused (PathError) when it resolves outside ``root``:
+    ``..`` components, or a symlink on the way that points out of the tree. With
+    ``follow=False`` a link as the last component is not followed (it is the entry itself
+    that is recorded, replaced or removed)."""
+    full = host_path(root, path)
+    check = full if follow else os.path.dirname(full.rstrip("/"))
+    if not inside_root(root, check) or (not follow and ".." in path.split("/")):
+        raise PathError("%s: %s resolves to %s, outside root %s: refused (paths are host "
+                        "paths inside the root)" % (what, path, os.path.realpath(full), root))
+    return full

@@ -36,9 +36,12 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_m
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl as sysctl_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+    PathError,
     atomic_write,
     host_path,
+    inside_root,
     read_bytes,
+    under_root,
 )
 
 SCHEMA = 1
@@ -58,6 +61,15 @@ MANAGED_FILES = (
 )
 
 
+def managed_files(sysctl_file=None):
+    """MANAGED_FILES plus the sysctl file tune writes (when it is another one), so a
+    snapshot records an operator's file before tune may take it over."""
+    files = list(MANAGED_FILES)
+    if sysctl_file and sysctl_file not in files:
+        files.append(sysctl_file)
+    return files
+
+
 class SnapshotError(Exception):
     """A snapshot could not be read, written or found; the message names the file."""
 
@@ -67,18 +79,39 @@ class SnapshotError(Exception):
 
 
 def record_file(root, path):
-    """``{"type": "absent"|"file"|"link"|"dir", ...}`` for a host path (files with their
-    content as base64 and their mode, links with their target; folders by existence)."""
-    full = host_path(root, path)
+    """``{"type": "absent"|"file"|"link"|"dir", ...}`` for a host path: files with their
+    content as base64, mode and owner; links with their target and owner; folders with
+    mode and owner; an absent path with ``parent``, the nearest folder above it that exists
+    (a restore removes the folders created below that one, once empty)."""
+    full = under_root(root, path, "snapshot file", follow=False)
     if os.path.islink(full):
-        return {"type": "link", "target": os.readlink(full)}
+        st = os.lstat(full)
+        return {"type": "link", "target": os.readlink(full), "uid": st.st_uid,
+                "gid": st.st_gid}
     if os.path.isdir(full):
-        return {"type": "dir"}
+        st = os.stat(full)
+        return {"type": "dir", "mode": "%04o" % (st.st_mode & 0o7777), "uid": st.st_uid,
+                "gid": st.st_gid}
     data = read_bytes(full)
     if data is None:
-        return {"type": "absent"}
-    return {"type": "file", "mode": "%04o" % (os.stat(full).st_mode & 0o7777),
-            "content_b64": base64.b64encode(data).decode("ascii")}
+        parent = os.path.dirname(path.rstrip("/")) or "/"
+        while parent != "/" and not os.path.isdir(host_path(root, parent)):
+            parent = os.path.dirname(parent)
+        return {"type": "absent", "parent": parent}
+    st = os.stat(full)
+    return {"type": "file", "mode": "%04o" % (st.st_mode & 0o7777), "uid": st.st_uid,
+            "gid": st.st_gid, "content_b64": base64.b64encode(data).decode("ascii")}
+
+
+def same_file(now, rec):
+    """Whether the path is as ``rec`` recorded it (fields a record lacks are not compared:
+    snapshots taken before owners were recorded still match)."""
+    if now["type"] != rec["type"]:
+        return False
+    if rec["type"] == "absent":
+        return True
+    return all(now.get(key) == rec[key] for key in ("target", "mode", "uid", "gid",
+                                                       "content_b64") if key in rec)
 
 
 def record_pcie(root, vendor, classes, include_upstream):
@@ -135,10 +168,14 @@ def summarize(state):
 
 
 def snapshot_dir(root, folder=SNAPSHOT_DIR):
-    return host_path(root, folder)
+    try:
+        return under_root(root, folder, "snapshot dir")
+    except PathError as exc:
+        raise SnapshotError(str(exc))
 
 
-def load(path):
+def load(path, root=None):
+    """The snapshot document at ``path``, checked (see ``check_document``)."""
     try:
         with open(path, "r") as handle:
             doc = json.load(handle)
@@ -146,9 +183,83 @@ def load(path):
         raise SnapshotError("cannot read snapshot %s: %s" % (path, exc))
     except ValueError as exc:
         raise SnapshotError("snapshot %s is not valid JSON: %s" % (path, exc))
+    except UnicodeDecodeError as exc:
+        raise SnapshotError("snapshot %s is not UTF-8 text: %s" % (path, exc))
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or "state" not in doc:
         raise SnapshotError("%s is not a gpuhost.tuning snapshot (schema %s)" % (path, SCHEMA))
+    check_document(doc, path, root)
     return doc
+
+
+_FILE_TYPES = ("absent", "file", "link", "dir")
+
+
+def check_document(doc, path, root=None):
+    """Every entry of a snapshot checked before a restore acts on any: types, PCI addresses,
+    MRRS sizes, CPU numbers, sysctl keys, and file paths that stay under ``root``.
+    Raises SnapshotError naming the snapshot and the first bad entry."""
+    def bad(what):
+        raise SnapshotError("snapshot %s is damaged or was edited: %s; nothing was restored "
+                            "(restore another snapshot: tuning_snapshot state=query lists them)"
+                            % (path, what))
+    state = doc["state"]
+    if not isinstance(state, dict):
+        bad("state is not a mapping")
+    for dev in state.get("pcie") or []:
+        if not isinstance(dev, dict) or not isinstance(dev.get("address"), str) or \
+                not pci_mod._SYSFS_BDF_RE.match(dev["address"]):
+            bad("pcie entry %r has no valid PCI address" % (dev,))
+        if dev.get("mrrs") not in pci_mod.MRRS_SIZES:
+            bad("pcie %s: MRRS %r is not one of %s" % (dev["address"], dev.get("mrrs"),
+                                                       list(pci_mod.MRRS_SIZES)))
+    idle = state.get("cpuidle") or {"cpus": {}}
+    if not isinstance(idle, dict) or not isinstance(idle.get("cpus", {}), dict):
+        bad("cpuidle is not a mapping of CPU to flags")
+    for cpu, flags in (idle.get("cpus") or {}).items():
+        if not str(cpu).isdigit() or int(cpu) > 65535 or not isinstance(flags, dict):
+            bad("cpuidle CPU %r is not a CPU number with flags" % (cpu,))
+        for name, flag in flags.items():
+            if not isinstance(name, str) or "/" in name or not isinstance(flag, bool):
+                bad("cpuidle CPU %s state %r: flag %r" % (cpu, name, flag))
+    sysctls = state.get("sysctl") or {}
+    if not isinstance(sysctls, dict):
+        bad("sysctl is not a mapping")
+    for key, value in sysctls.items():
+        try:
+            sysctl_mod.key_path("/", key)
+        except ValueError:
+            bad("sysctl key %r" % (key,))
+        if value is not None and (not isinstance(value, str) or "\n" in value):
+            bad("sysctl %s value %r" % (key, value))
+    files = state.get("files") or {}
+    if not isinstance(files, dict):
+        bad("files is not a mapping")
+    for fpath, rec in files.items():
+        if not isinstance(fpath, str) or not fpath.startswith("/") or \
+                ".." in fpath.split("/"):
+            bad("file path %r is not an absolute host path without '..'" % (fpath,))
+        if root is not None:
+            try:
+                under_root(root, fpath, "snapshot file", follow=False)
+            except PathError as exc:
+                bad(str(exc))
+        if not isinstance(rec, dict) or rec.get("type") not in _FILE_TYPES:
+            bad("file %s: type %r is not one of %s" % (fpath, (rec or {}).get("type"),
+                                                       ", ".join(_FILE_TYPES)))
+        if rec["type"] == "file":
+            try:
+                base64.b64decode(rec.get("content_b64", ""), validate=True)
+                mode = int(rec.get("mode"), 8)
+            except (TypeError, ValueError):
+                bad("file %s: content or mode unreadable" % fpath)
+            if not 0 <= mode <= 0o7777:
+                bad("file %s: mode %s" % (fpath, rec["mode"]))
+        if rec["type"] == "link" and (not isinstance(rec.get("target"), str)
+                                      or not rec["target"] or "\0" in rec["target"]):
+            bad("link %s: target %r" % (fpath, rec.get("target")))
+        for key in ("uid", "gid"):
+            if key in rec and (not isinstance(rec[key], int) or rec[key] < 0):
+                bad("%s %s: %s %r" % (rec["type"], fpath, key, rec[key]))
 
 
 def listing(root, folder=SNAPSHOT_DIR):
@@ -188,8 +299,14 @@ def resolve(root, name, folder=SNAPSHOT_DIR):
         path = os.path.join(base, names[-1])
     elif "/" in name:
         path = host_path(root, name)
+    elif name in (".", "..") or name.startswith("."):
+        raise SnapshotError("snapshot name %r: give original, latest or a file name in %s"
+                            % (name, base))
     else:
         path = os.path.join(base, name if name.endswith(".json") else name + ".json")
+    if not inside_root(root, path):
+        raise SnapshotError("snapshot %s resolves to %s, outside root %s: refused"
+                            % (name, os.path.realpath(path), root))
     if not os.path.isfile(path):
         have = ", ".join(listing(root, folder)) or "none"
         raise SnapshotError("snapshot %s not found at %s (snapshots there: %s)"
@@ -345,23 +462,56 @@ def _restore_sysctl(root, recorded, check_mode, out, failures):
         out.append(entry)
 
 
+def _owner(full, rec, link=False):
+    """Give ``full`` the recorded owner (when recorded and different)."""
+    if "uid" not in rec:
+        return
+    st = os.lstat(full)
+    if (st.st_uid, st.st_gid) != (rec["uid"], rec.get("gid", st.st_gid)):
+        (os.lchown if link else os.chown)(full, rec["uid"], rec.get("gid", st.st_gid))
+
+
+def _remove_empty_parents(root, path, stop):
+    """Remove the folders between ``path`` and ``stop`` (a host path that existed when the
+    snapshot was taken) that are empty now: folders a tune run created."""
+    folder = os.path.dirname(path.rstrip("/"))
+    while folder not in ("/", "") and folder != stop and folder.startswith(stop.rstrip("/") + "/"):
+        try:
+            os.rmdir(host_path(root, folder))
+        except OSError:
+            return
+        folder = os.path.dirname(folder)
+
+
 def _put_file(root, path, rec):
-    full = host_path(root, path)
+    full = under_root(root, path, "snapshot file", follow=False)
     if os.path.lexists(full):
         if os.path.isdir(full) and not os.path.islink(full):
-            shutil.rmtree(full)
+            if rec["type"] == "dir":
+                pass
+            else:
+                shutil.rmtree(full)
         elif rec["type"] != "file":
             os.unlink(full)
     if rec["type"] == "absent":
+        if rec.get("parent"):
+            _remove_empty_parents(root, path, rec["parent"])
         return
     folder = os.path.dirname(full)
     if not os.path.isdir(folder):
         os.makedirs(folder, 0o755)
     if rec["type"] == "link":
         os.symlink(rec["target"], full)
+        _owner(full, rec, link=True)
+    elif rec["type"] == "dir":
+        if not os.path.isdir(full):
+            os.mkdir(full, 0o700)
+        os.chmod(full, int(rec.get("mode", "0755"), 8))
+        _owner(full, rec)
     else:
         atomic_write(full, base64.b64decode(rec["content_b64"]), mode=int(rec["mode"], 8),
                      preserve=False)
+        _owner(full, rec)
 
 
 def _restore_files(root, recorded, check_mode, out, failures):
@@ -369,12 +519,9 @@ def _restore_files(root, recorded, check_mode, out, failures):
         rec = recorded[path]
         now = record_file(root, path)
         entry = {"path": path, "before": now["type"], "after": rec["type"]}
-        if now == rec or (rec["type"] == "dir" and now["type"] == "dir"):
+        if same_file(now, rec) or (rec["type"] == "dir" and now["type"] == "dir"
+                                   and "mode" not in rec):
             entry["status"] = "ok"
-        elif rec["type"] == "dir":
-            entry.update(status="failed", reason="%s was a folder whose content a snapshot "
-                                                 "does not record: restore it by hand" % path)
-            failures.append(entry["reason"])
         else:
             entry["status"] = "changed"
             if not check_mode:
@@ -395,7 +542,7 @@ def restore(root, name="original", folder=SNAPSHOT_DIR, check_mode=False, parts=
     restore ``applied.json`` is removed (the host is not in the applied state any more).
     """
     path = resolve(root, name, folder)
-    doc = load(path)
+    doc = load(path, root)
     state = doc["state"]
     parts = set(parts or ("pcie", "cpuidle", "sysctl", "files"))
     result = {"snapshot": os.path.join(folder, os.path.basename(path)),

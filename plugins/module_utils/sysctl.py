@@ -15,6 +15,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     host_path,
     read_bytes,
     read_text,
+    under_root,
     write_in_place,
 )
 
@@ -253,7 +254,51 @@ SETTINGS_HEADER = ("Managed by gpuhost.tuning (sysctl_settings, role tune): the 
                    "rewritten on every run.\nChange gpuhost_sysctl instead of editing here; "
                    "ansible-playbook gpuhost.tuning.revert removes it.")
 SETTINGS_DEFAULTS = {"values": None, "at_least": [], "path": "/etc/sysctl.d/99-gpuhost-tuning.conf",
-                     "apply": True, "state": "present", "root": "/"}
+                     "apply": True, "state": "present", "root": "/", "snapshot_dir": None}
+OWN_MARK = b"# Managed by gpuhost.tuning"
+
+
+def owned(full):
+    """Whether the file at ``full`` is one this module wrote (a plain file that starts with
+    its header, or one named ``*gpuhost-tuning*``, the collection's own name), or does not
+    exist. A link, or another file without the header, is the operator's."""
+    if not os.path.lexists(full):
+        return True
+    if os.path.islink(full) or not os.path.isfile(full):
+        return False
+    if "gpuhost-tuning" in os.path.basename(full):
+        return True
+    with open(full, "rb") as handle:
+        return handle.read(len(OWN_MARK)) == OWN_MARK
+
+
+def takeover_refusal(root, path, full, snapshot_dir, check_mode):
+    """Why the operator's file at ``path`` must not be overwritten, or None when the original
+    snapshot in ``snapshot_dir`` holds its exact current state (content, mode, owner, link
+    target), so a revert puts it back. In check mode a missing original is fine: the run
+    would record it first."""
+    what = "a symlink to %s" % os.readlink(full) if os.path.islink(full) else (
+        "a folder" if os.path.isdir(full) else "a file without the gpuhost.tuning header")
+    advice = ("refusing to overwrite the operator's settings: choose a file of its own "
+              "(gpuhost_tune_sysctl_file, default /etc/sysctl.d/99-gpuhost-tuning.conf) or move "
+              "those settings elsewhere first")
+    if os.path.isdir(full) and not os.path.islink(full):
+        return "%s is %s: %s" % (path, what, advice)
+    if not snapshot_dir:
+        return "%s exists and is %s: %s" % (path, what, advice)
+    # Imported here: snapshot imports this file.
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap
+    original = os.path.join(snap.snapshot_dir(root, snapshot_dir), snap.ORIGINAL)
+    if not os.path.isfile(original):
+        return None if check_mode else (
+            "%s exists and is %s, and no original snapshot in %s records it: %s"
+            % (path, what, snapshot_dir, advice))
+    rec = (snap.load(original, root)["state"].get("files") or {}).get(path)
+    if rec is None or not snap.same_file(snap.record_file(root, path), rec) \
+            or rec["type"] == "absent":
+        return ("%s exists and is %s, and the original snapshot %s does not hold its current "
+                "state (a revert could not put it back): %s" % (path, what, original, advice))
+    return None
 
 
 def validate(values):
@@ -297,14 +342,21 @@ def settings_run(params, check_mode=False, warn=None):
     p = dict(SETTINGS_DEFAULTS)
     p.update((k, v) for k, v in params.items() if v is not None)
     root = p["root"]
-    path = host_path(root, p["path"])
+    path = under_root(root, p["path"], "path", follow=False)
+    if os.path.isdir(path):
+        raise ValueError("path: %s is a folder: give the sysctl.d file to own" % p["path"])
     old = read_bytes(path)
     old_text = None if old is None else old.decode("utf-8", "replace")
     result = dict(changed=False, path=p["path"], file_changed=False, changed_keys=[],
                   skipped_keys=[], failed_keys=[], overridden_at_boot=[])
     diffs = []
     if p["state"] == "absent":
-        if old is not None:
+        if not owned(path):
+            result["kept"] = True
+            if warn is not None:
+                warn("%s was not written by gpuhost.tuning (no header, or a link): left in place"
+                     % p["path"])
+        elif old is not None:
             result["file_changed"] = result["changed"] = True
             diffs.append(dict(before_header=p["path"], after_header=p["path"],
                               before=old_text, after=""))
@@ -318,6 +370,10 @@ def settings_run(params, check_mode=False, warn=None):
     at_least = set(p["at_least"])
     result["overridden_at_boot"] = boot_overrides(root, p["path"], values, at_least)
     content = render_conf(file_values(root, values, at_least), header=SETTINGS_HEADER)
+    if old_text != content and not owned(path):
+        refusal = takeover_refusal(root, p["path"], path, p["snapshot_dir"], check_mode)
+        if refusal:
+            raise ValueError(refusal)
     if old_text != content:
         result["file_changed"] = True
         diffs.append(dict(before_header=p["path"] if old is not None else "/dev/null",

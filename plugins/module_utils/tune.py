@@ -165,7 +165,8 @@ def _step(steps, name, func):
         steps[name] = func()
     except (ValueError, OSError, CommandError, pci_mod.PciError, cpu_mod.CpuError,
             bootapply.ConfigError, sysctl_mod.SysctlWriteError) as exc:
-        steps[name] = {"failed": True, "changed": False, "msg": str(exc)}
+        steps[name] = {"failed": True, "changed": bool(getattr(exc, "written", None)),
+                       "msg": str(exc)}
     return steps[name]
 
 
@@ -193,6 +194,7 @@ def tune_run(params, check_mode=False, runner=None, warn=None):
     if "snapshot" in on:
         taken = snap.snapshot_run(dict(selection, state="present", kind="before",
                                        dir=p["snapshot_dir"], sysctl_keys=list(p["sysctl"]),
+                                       files=snap.managed_files(p["sysctl_file"]),
                                        root=root), check_mode)
         steps["snapshot_before"] = taken
         if snap.snapshot_failure(taken):
@@ -209,14 +211,21 @@ def tune_run(params, check_mode=False, runner=None, warn=None):
     if "sysctl" in on:
         _step(steps, "sysctl", lambda: sysctl_mod.settings_run(
             {"values": p["sysctl"], "at_least": p["sysctl_at_least"], "path": p["sysctl_file"],
-             "root": root}, check_mode, warn=warn))
+             "root": root, "snapshot_dir": p["snapshot_dir"] if "snapshot" in on else None},
+            check_mode, warn=warn))
         msg = sysctl_mod.settings_failure(steps["sysctl"]) if "values" in steps["sysctl"] else None
         if msg:
             steps["sysctl"].update(failed=True, msg=msg)
 
     states = [s["name"] for s in ((before.get("cpu") or {}).get("cpuidle") or {}).get("states")
               or []]
-    if "cpuidle" in on and p["cpuidle_deeper_than"] in states:
+    if "cpuidle" in on:
+        try:
+            applies = cpu_mod.deeper_than_applies(states, p["cpuidle_deeper_than"])
+        except cpu_mod.CpuError as exc:
+            applies = False
+            steps["cpuidle"] = {"failed": True, "changed": False, "msg": str(exc)}
+    if "cpuidle" in on and applies:
         _step(steps, "cpuidle", lambda: cpu_mod.idle_run(
             {"deeper_than": p["cpuidle_deeper_than"], "state": "disabled", "root": root},
             check_mode))
@@ -256,7 +265,8 @@ def tune_run(params, check_mode=False, runner=None, warn=None):
         else:
             steps["snapshot_applied"] = snap.snapshot_run(
                 dict(selection, state="present", kind="applied", dir=p["snapshot_dir"],
-                     sysctl_keys=list(p["sysctl"]), root=root), False)
+                     sysctl_keys=list(p["sysctl"]), files=snap.managed_files(p["sysctl_file"]),
+                     root=root), False)
 
     if "verify" in on and not check_mode:
         after = _audit(p) if changed else before

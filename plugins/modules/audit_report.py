@@ -81,6 +81,7 @@ import os  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report  # noqa: E402
 
@@ -100,6 +101,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    check_module(module, "audit_report")
     params = module.params
     audits = params["audits"]
     bad = [host for host, value in audits.items()

@@ -227,6 +227,7 @@ import os  # noqa: E402
 import tempfile  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
     bootcfg,
     bootloader,
@@ -274,6 +275,7 @@ def _grub_refs(entries):
 
 def main():
     module = build_module()
+    check_module(module, "boot_entries")
     p = module.params
     root = p["root"]
     live = root == "/"

@@ -154,6 +154,7 @@ commands:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bootapply  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 
@@ -180,6 +181,7 @@ def build_module():
 
 def main():
     module = build_module()
+    check_module(module, "boot_service")
     result = bootapply.service_run(module.params, module.check_mode, Runner(module))
     if not module._diff:
         result.pop("diff", None)

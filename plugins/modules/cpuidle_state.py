@@ -91,6 +91,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+written:
+  description: When the task failed after some flags were written, each C({cpu, name})
+    written (the task then reports changed=true).
+  returned: on a failure after writing
+  type: list
+  elements: dict
+  sample: [{"cpu": 0, "name": "C2"}]
 available:
   description: Whether a cpuidle driver with idle states is active (false on hosts without
     cpuidle or with driver C(none); nothing is changed then).
@@ -156,6 +163,7 @@ changed_count:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.cpu import (  # noqa: E402
     CpuError,
     idle_run,
@@ -180,10 +188,14 @@ def build_module():
 
 def main():
     module = build_module()
+    check_module(module, "cpuidle_state")
     try:
         result = idle_run(module.params, module.check_mode)
-    except (CpuError, ValueError) as exc:
-        module.fail_json(msg=str(exc))
+    except CpuError as exc:
+        written = [{"cpu": cpu, "name": name} for cpu, name in exc.written]
+        module.fail_json(msg=str(exc), changed=bool(written), written=written)
+    except (ValueError, OSError) as exc:
+        module.fail_json(msg="cpuidle_state: %s" % exc, changed=False)
     module.exit_json(**result)
 
 

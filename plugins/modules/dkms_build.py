@@ -210,6 +210,7 @@ outputs:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.dkms import (  # noqa: E402
     DkmsError,
     ensure,
@@ -237,6 +238,7 @@ def build_module():
 
 def main():
     module = build_module()
+    check_module(module, "dkms_build")
     params = module.params
     runner = Runner(module)
     dkms = params["executable"]

@@ -303,6 +303,7 @@ files_read:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysinfo  # noqa: E402
@@ -343,6 +344,7 @@ def summarize(findings):
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    check_module(module, "host_audit")
     params = module.params
     wanted = dict((key, params[key]) for key in WANTED_KEYS)
     recorder = audit_mod.ReadRecorder(params["root"]) if params["record_files"] else None

@@ -112,6 +112,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
@@ -179,6 +180,7 @@ def main():
         required_together=[("archive", "dest")],
         supports_check_mode=True,
     )
+    check_module(module, "host_capture")
     if module.params["archive"] is not None:
         write(module)
     else:

@@ -255,6 +255,7 @@ msg:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import tune  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 
@@ -286,6 +287,7 @@ def build_module():
 
 def main():
     module = build_module()
+    check_module(module, "host_tune")
     try:
         result = tune.tune_run(module.params, module.check_mode, Runner(module),
                                warn=module.warn)

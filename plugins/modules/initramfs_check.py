@@ -99,6 +99,7 @@ stale:
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
     host_path,
 )
@@ -131,6 +132,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    check_module(module, "initramfs_check")
     p = module.params
     runner = Runner(module)
     lister = p["executable"] or module.get_bin_path("lsinitramfs")

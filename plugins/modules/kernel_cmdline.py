@@ -169,6 +169,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.bootcfg import (  # noqa: E402
     BootConfigError,
     plan,
@@ -200,6 +201,7 @@ def false_params(params):
 
 def main():
     module = build_module()
+    check_module(module, "kernel_cmdline")
     p = module.params
     root = p["root"]
     runner = Runner(module) if root == "/" else None

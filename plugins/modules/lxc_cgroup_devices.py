@@ -200,6 +200,7 @@ import os  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
     atomic_write,
     host_path,
@@ -312,6 +313,7 @@ def run(params, check_mode):
 
 def main():
     module = build_module()
+    check_module(module, "lxc_cgroup_devices")
     try:
         result = run(module.params, module.check_mode)
     except LxcError as exc:

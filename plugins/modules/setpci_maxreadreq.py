@@ -203,6 +203,7 @@ failed_devices:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import (  # noqa: E402
     MRRS_SIZES,
     PciError,
@@ -230,6 +231,7 @@ def build_module():
 
 def main():
     module = build_module()
+    check_module(module, "setpci_maxreadreq")
     try:
         result = mrrs_run(module.params, module.check_mode, Runner(module), warn=module.warn)
     except (ValueError, PciError, OSError) as exc:

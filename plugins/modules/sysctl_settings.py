@@ -151,6 +151,7 @@ overridden_at_boot:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.sysctl import (  # noqa: E402
     settings_failure,
     settings_run,
@@ -174,6 +175,7 @@ def build_module():
 
 def main():
     module = build_module()
+    check_module(module, "sysctl_settings")
     try:
         result = settings_run(module.params, module.check_mode, warn=module.warn)
     except (ValueError, OSError) as exc:

@@ -87,6 +87,7 @@ failed_hosts:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report  # noqa: E402
 
 
@@ -98,6 +99,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    check_module(module, "tune_report")
     params = module.params
     files = report.tune_files(params["results"])
     try:

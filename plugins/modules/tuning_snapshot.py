@@ -179,6 +179,7 @@ failures:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap  # noqa: E402
 
 PARTS = list(snap.PARTS)
@@ -205,6 +206,7 @@ def build_module():
 
 def main():
     module = build_module()
+    check_module(module, "tuning_snapshot")
     result = snap.snapshot_run(module.params, module.check_mode)
     if not module._diff:
         result.pop("diff", None)

@@ -1,0 +1,450 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Option values checked before a module reads or writes anything.
+
+One layer for every module (and so for every role, which reach hosts only through module
+options): ``check(name, params)`` raises ValidationError naming the option, the value and
+what is allowed; ``check_module(module, name)`` turns that into ``fail_json`` with
+``changed=false``. The rules per module are in ``RULES``; each is a plain function of the
+parameters, so a test calls them without a module.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+    PathError,
+    check_root,
+    under_root,
+)
+
+
+class ValidationError(ValueError):
+    """An option value that can only be a mistake; nothing was read or written."""
+
+
+# Names as the kernel, systemd and Proxmox spell them.
+SYSCTL_KEY = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$")
+# Idle state names the kernel's drivers use: POLL, C1, C1E, C1_ACPI, C6S, C10, WFI, haltpoll.
+IDLE_STATE = re.compile(r"^(POLL|WFI|haltpoll|C[0-9]{1,2}[A-Z0-9_]{0,8})$")
+UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]{1,200}\.(service|target|socket|mount|device|"
+                       r"path|timer|slice|scope|swap|automount)$")
+EXEC_PATH = re.compile(r"^/[A-Za-z0-9._+/-]{1,4000}$")
+KERNEL_PARAM = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}$")
+# Characters a boot parameter never needs and a shell (GRUB's files are sourced) or the
+# kernel's tokenizer would act on.
+BOOT_VALUE_BAD = re.compile(r"[\x00-\x1f\x7f$`\\'\";]")
+NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,200}$")
+RELEASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,200}$")
+SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@:+-]{0,200}$")
+CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+MAX_CPU = 65535           # highest CPU number accepted in a CPU list (kernel NR_CPUS <= 8192)
+MAX_LATENCY_US = 10000000  # 10 s: larger is no idle state any kernel has
+MAX_MAJOR = 4095           # majors are 12 bits (MAJORBITS)
+MAX_VALUE_CHARS = 4096     # a sysctl value is at most a page
+VMID_RANGE = (100, 999999999)  # Proxmox guest ids
+
+
+def _fail(option, value, allowed):
+    raise ValidationError("%s: %r is not allowed: %s" % (option, value, allowed))
+
+
+def no_control(option, value):
+    """Refuse newlines and other control characters (a tab is allowed) anywhere in
+    ``value``: strings, dict keys and values, list items."""
+    if isinstance(value, str):
+        if CONTROL.search(value):
+            _fail(option, value, "no newline or other control character (it would add a "
+                                 "line or split a field)")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            no_control("%s key" % option, key)
+            no_control("%s.%s" % (option, key), item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            no_control(option, item)
+
+
+def root(params, option="root"):
+    try:
+        check_root(params.get(option))
+    except PathError as exc:
+        raise ValidationError(str(exc))
+
+
+def inside(params, option, follow=True):
+    """A host path option (or each of a list) must stay under the root once resolved
+    (``follow``: the last component too, when it is a link)."""
+    value = params.get(option)
+    if value is None:
+        return
+    for item in value if isinstance(value, list) else [value]:
+        if not isinstance(item, str) or not item:
+            _fail(option, item, "a non-empty host path")
+        try:
+            under_root(params.get("root") or "/", item, option, follow=follow)
+        except PathError as exc:
+            raise ValidationError(str(exc))
+
+
+def sysctl_key(option, key):
+    if not isinstance(key, str) or not SYSCTL_KEY.match(key):
+        _fail(option, key, "a dotted sysctl key like kernel.numa_balancing (letters, digits, "
+                           "_ and -, at least two parts, no spaces, '=' or '/')")
+
+
+def sysctl_values(option, values, allow_empty=True):
+    """Every key and value checked; the error names each bad one."""
+    if values is None:
+        return
+    if not isinstance(values, dict):
+        _fail(option, values, "a mapping of sysctl key to value")
+    if not values and not allow_empty:
+        _fail(option, values, "at least one key")
+    problems = []
+    for key, value in values.items():
+        try:
+            sysctl_key("%s key" % option, key)
+            where = "%s.%s" % (option, key)
+            if value is None or isinstance(value, (dict, list)):
+                _fail(where, value, "a string or number like \"0\"")
+            text = str(value)
+            if not text.strip():
+                _fail(where, value, "a non-empty value")
+            if CONTROL.search(text):
+                _fail(where, value, "one line (no newline or control character)")
+            if len(text) > MAX_VALUE_CHARS:
+                _fail(where, text[:40] + "...", "at most %d characters" % MAX_VALUE_CHARS)
+        except ValidationError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ValidationError("invalid sysctl values, nothing written: %s" % "; ".join(problems))
+
+
+def idle_state_name(option, name, allow_empty=False):
+    if allow_empty and name in ("", None):
+        return
+    if not isinstance(name, str) or not IDLE_STATE.match(name):
+        _fail(option, name, "an idle state name as the kernel spells it (POLL, C1, C1E, C2, "
+                            "C6, C1_ACPI, ...; case matters)")
+
+
+def cpu_list(option, text):
+    """A CPU list checked piece by piece, before anything is expanded."""
+    text = str(text)
+    pieces = [p.strip() for p in text.split(",")]
+    if not text.strip() or not all(pieces):
+        _fail(option, text, "a CPU list like 0-63,65-127")
+    for piece in pieces:
+        bounds = piece.split("-")
+        if len(bounds) > 2 or not all(b.isdigit() for b in bounds):
+            _fail(option, text, "a CPU list like 0-63,65-127")
+        numbers = [int(b) for b in bounds]
+        if numbers[-1] < numbers[0]:
+            _fail(option, text, "ranges low-high (%s is backwards)" % piece)
+        if numbers[-1] > MAX_CPU:
+            _fail(option, text, "CPU numbers 0-%d" % MAX_CPU)
+
+
+def vendor_id(option, value):
+    try:
+        text = pci_mod._norm_hex(value, "vendor")
+    except ValueError:
+        text = ""
+    if len(text) != 4:
+        _fail(option, value, "a PCI vendor id of four hex digits like 10de (quote it in YAML)")
+
+
+def pci_classes(option, values):
+    if values is None:
+        return
+    if not values:
+        _fail(option, values, "at least one PCI class like 0300 (an empty list selects "
+                              "nothing)")
+    for value in values:
+        try:
+            pci_mod.normalize_class(value)
+        except ValueError as exc:
+            raise ValidationError("%s: %s" % (option, exc))
+
+
+def pci_addresses(option, values):
+    for value in values or []:
+        try:
+            pci_mod.normalize_address(value)
+        except ValueError as exc:
+            raise ValidationError("%s: %s" % (option, exc))
+
+
+def non_empty_list(option, value, what):
+    if value is not None and len(value) == 0:
+        _fail(option, value, "%s; an empty list is refused (leave the option out instead)"
+                             % what)
+
+
+def names(option, values, pattern=NAME, what="names of letters, digits, _ . + -"):
+    for value in values or []:
+        if not isinstance(value, str) or not pattern.match(value):
+            _fail(option, value, what)
+
+
+def int_range(option, value, low, high):
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        _fail(option, value, "an integer from %d to %d" % (low, high))
+
+
+def boot_params(option, params, absent_option=None, absent=None):
+    """Kernel parameters: names the kernel parses, values without whitespace breaks, quotes
+    or shell syntax (GRUB's files are sourced by a shell); ``root`` never removed."""
+    for name, value in (params or {}).items():
+        if not isinstance(name, str) or not KERNEL_PARAM.match(name):
+            _fail("%s key" % option, name, "a kernel parameter name (letters, digits, _ . -)")
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if name == "root" and any(v is None or isinstance(v, bool) for v in values):
+            _fail("%s.root" % option, value, "a device (root=UUID=...): refusing to remove root= "
+                                             "or make it a flag, the host would not boot")
+        for item in values:
+            if isinstance(item, dict):
+                _fail("%s.%s" % (option, name), item, "a string, number, true, false or null")
+            if isinstance(item, str) and (BOOT_VALUE_BAD.search(item) or len(item) > 1024):
+                _fail("%s.%s" % (option, name), item,
+                      "one word or a space-separated value without quotes, backslashes, '$', "
+                      "'`', ';' or control characters (at most 1024 characters)")
+    for spec in absent or []:
+        if not isinstance(spec, str) or not spec:
+            _fail(absent_option, spec, "a parameter name or name=value")
+        name = spec.split("=", 1)[0]
+        if not KERNEL_PARAM.match(name) or BOOT_VALUE_BAD.search(spec):
+            _fail(absent_option, spec, "a parameter name or name=value (no spaces, quotes or "
+                                       "control characters)")
+        if name == "root":
+            _fail(absent_option, spec, "anything but root (refusing to remove root=: the host "
+                                       "would not find its root file system)")
+
+
+def snapshot_name(option, value):
+    if value in ("original", "latest"):
+        return
+    if not isinstance(value, str) or not value:
+        _fail(option, value, "original, latest, a file name in the snapshot folder or a host "
+                             "path")
+    if "/" not in value and not SNAPSHOT_NAME.match(value):
+        _fail(option, value, "original, latest, a file name in the snapshot folder (letters, "
+                             "digits, _ . @ : + -) or a host path")
+
+
+# --------------------------------------------------------------------------------------
+# per module
+
+
+def _common(p, skip=()):
+    for key, value in p.items():
+        if key not in skip and not key.startswith("_"):
+            no_control(key, value)
+    if "root" in p:
+        root(p)
+
+
+def _gpu(p, vendor="vendor", classes="classes"):
+    if p.get(vendor) is not None:
+        vendor_id(vendor, p[vendor])
+    pci_classes(classes, p.get(classes))
+
+
+def _sysctl_settings(p):
+    _common(p)
+    sysctl_values("values", p.get("values"), allow_empty=p.get("state") != "present")
+    for key in p.get("at_least") or []:
+        sysctl_key("at_least", key)
+    inside(p, "path", follow=False)
+    if p.get("path") and p["path"].endswith("/"):
+        _fail("path", p["path"], "a file path, not a folder")
+
+
+def _cpuidle_state(p):
+    _common(p)
+    names("names", p.get("names"), IDLE_STATE,
+          "idle state names as the kernel spells them (POLL, C1, C1E, C2, ...; case matters)")
+    non_empty_list("names", p.get("names"), "idle state names")
+    idle_state_name("deeper_than", p.get("deeper_than"), allow_empty=True)
+    int_range("max_latency_us", p.get("max_latency_us"), 0, MAX_LATENCY_US)
+    non_empty_list("cpus", p.get("cpus"), "CPU lists like 0-63")
+    for item in p.get("cpus") or []:
+        cpu_list("cpus", item)
+
+
+def _setpci_maxreadreq(p):
+    _common(p)
+    non_empty_list("devices", p.get("devices"),
+                   "PCI addresses like 0000:41:00.0 (leave devices out to select by vendor "
+                   "and class)")
+    pci_addresses("devices", p.get("devices"))
+    _gpu(p)
+
+
+def _boot_service(p):
+    _common(p)
+    _gpu(p)
+    idle_state_name("cpuidle_deeper_than", p.get("cpuidle_deeper_than"), allow_empty=True)
+    names("after", p.get("after"), UNIT_NAME, "systemd unit names like nvidia-persistenced.service")
+    names("before", p.get("before"), UNIT_NAME, "systemd unit names like pve-guests.service")
+    if p.get("python") is not None and not EXEC_PATH.match(p["python"]):
+        _fail("python", p["python"], "an absolute path of letters, digits, . _ + - and / (no "
+                                     "spaces, quotes or shell syntax)")
+
+
+def _tuning_snapshot(p):
+    _common(p)
+    non_empty_list("parts", p.get("parts"), "parts from pcie, cpuidle, sysctl, files")
+    snapshot_name("snapshot", p.get("snapshot"))
+    if p.get("snapshot") and "/" in p["snapshot"]:
+        inside(p, "snapshot")
+    inside(p, "dir")
+    inside(p, "files", follow=False)
+    for path in p.get("files") or []:
+        if not path.startswith("/"):
+            _fail("files", path, "absolute host paths")
+    for key in p.get("sysctl_keys") or []:
+        sysctl_key("sysctl_keys", key)
+    _gpu(p)
+
+
+def _host_tune(p):
+    _common(p)
+    no_control("host", p.get("host"))
+    non_empty_list("parts", p.get("parts"), "tune parts")
+    sysctl_values("sysctl", p.get("sysctl"))
+    for key in p.get("sysctl_at_least") or []:
+        sysctl_key("sysctl_at_least", key)
+    idle_state_name("cpuidle_deeper_than", p.get("cpuidle_deeper_than"))
+    inside(p, "sysctl_file")
+    inside(p, "snapshot_dir")
+    _gpu(p, "gpu_vendor", "gpu_classes")
+
+
+def _host_audit(p):
+    _common(p)
+    sysctl_values("sysctl", p.get("sysctl"))
+    idle_state_name("cpuidle_deeper_than", p.get("cpuidle_deeper_than"))
+    if p.get("boot_params"):
+        boot_params("boot_params", p["boot_params"])
+    names("lxc_gpu_drivers", p.get("lxc_gpu_drivers"))
+    inside(p, "lxc_config_dir")
+    _gpu(p, "gpu_vendor", "gpu_classes")
+
+
+def _host_capture(p):
+    _common(p, skip=("archive",))
+    sysctl_values("sysctl", p.get("sysctl"))
+    if p.get("lxc_config_dir"):
+        inside(p, "lxc_config_dir")
+    _gpu(p, "gpu_vendor", "gpu_classes")
+
+
+def _lxc_cgroup_devices(p):
+    _common(p)
+    int_range("vmid", p.get("vmid"), *VMID_RANGE)
+    inside(p, "path")
+    inside(p, "config_dir")
+    non_empty_list("drivers", p.get("drivers"), "driver names from /proc/devices")
+    names("drivers", p.get("drivers"), what="driver names as /proc/devices lists them "
+                                            "(letters, digits, _ . + -)")
+    access = p.get("access")
+    if access is not None and (not access or any(c not in "rwm" for c in access)
+                               or len(set(access)) != len(access)):
+        _fail("access", access, "a non-empty subset of rwm, each letter once (r read, w write, "
+                                "m mknod)")
+    for major in p.get("previous_majors") or []:
+        int_range("previous_majors", major, 0, MAX_MAJOR)
+
+
+def _kernel_cmdline(p):
+    _common(p)
+    boot_params("params", p.get("params"), "absent", p.get("absent"))
+    if p.get("grub_file"):
+        path = p["grub_file"]
+        if not path.startswith("/"):
+            path = "/etc/default/grub.d/" + path
+        inside(dict(p, grub_file=path), "grub_file")
+
+
+def _boot_entries(p):
+    _common(p)
+    boot_params("params", p.get("params"), "absent", p.get("absent"))
+    names("kernels", p.get("kernels"), RELEASE, "kernel releases like 6.14.11-5-bpo12-pve")
+    inside(p, "esp_dirs")
+    inside(p, "grub_cfg")
+
+
+def _dkms_build(p):
+    _common(p)
+    names("name", [p.get("name")], what="a DKMS module name (letters, digits, _ . + -)")
+    names("version", [p["version"]] if p.get("version") else [], RELEASE,
+          "a DKMS version like 550.144.03")
+    names("kernel", [p["kernel"]] if p.get("kernel") else [], RELEASE,
+          "a kernel release like 6.14.11-5-bpo12-pve")
+    names("arch", [p["arch"]] if p.get("arch") else [], what="an architecture like x86_64")
+
+
+def _initramfs_check(p):
+    _common(p)
+    non_empty_list("kernels", p.get("kernels"), "kernel releases")
+    names("kernels", p.get("kernels"), RELEASE, "kernel releases like 6.14.11-5-bpo12-pve")
+    for option in ("files", "absent_files"):
+        for path in p.get(option) or []:
+            if not path.startswith("/"):
+                _fail(option, path, "absolute paths as inside the initramfs")
+    for release in p.get("kernels") or []:
+        inside(dict(p, image=p["image"].replace("{kernel}", release)), "image")
+
+
+def _reports(option):
+    def rule(p):
+        value = p.get(option)
+        if not isinstance(value, dict):
+            _fail(option, value, "a mapping of host name to result")
+        if p.get("dest") in ("", None):
+            _fail("dest", p.get("dest"), "a folder path")
+    return rule
+
+
+RULES = {
+    "sysctl_settings": _sysctl_settings,
+    "cpuidle_state": _cpuidle_state,
+    "setpci_maxreadreq": _setpci_maxreadreq,
+    "boot_service": _boot_service,
+    "tuning_snapshot": _tuning_snapshot,
+    "host_tune": _host_tune,
+    "host_audit": _host_audit,
+    "host_capture": _host_capture,
+    "lxc_cgroup_devices": _lxc_cgroup_devices,
+    "kernel_cmdline": _kernel_cmdline,
+    "boot_entries": _boot_entries,
+    "dkms_build": _dkms_build,
+    "initramfs_check": _initramfs_check,
+    "audit_report": _reports("audits"),
+    "tune_report": _reports("results"),
+}
+
+
+def check(name, params):
+    """Raise ValidationError when an option of module ``name`` can only be a mistake."""
+    RULES[name](dict(params))
+
+
+def check_module(module, name):
+    """``check`` for an AnsibleModule: a bad value fails the task before anything runs."""
+    try:
+        check(name, module.params)
+    except ValidationError as exc:
+        module.fail_json(msg="%s: %s (nothing was read or written)" % (name, exc),
+                         changed=False)
+
