@@ -125,6 +125,9 @@ def _matches_absent(token, spec):
     return (value or "") == spec_value.strip('"')
 
 
+_UNSAFE_VALUE = re.compile(r"[\x00-\x1f\x7f$`\\'\";]")
+
+
 def validate(params, absent):
     """Refuse edits that can only be mistakes; raise BootConfigError."""
     params = params or {}
@@ -144,6 +147,16 @@ def validate(params, absent):
         if isinstance(value, (dict,)):
             raise BootConfigError("value of %s must be a string, number, true, false/null or "
                                   "a list, not a mapping" % name)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if name == "root" and any(v is None or isinstance(v, bool) for v in values):
+            raise BootConfigError("refusing to remove root= from the kernel command line (root: "
+                                  "%r): the host would not find its root file system" % (value,))
+        for item in values:
+            if isinstance(item, str) and _UNSAFE_VALUE.search(item):
+                raise BootConfigError(
+                    "value of %s (%r) holds a newline, quote, backslash, '$', '`' or ';': a "
+                    "kernel parameter never needs them, and GRUB's files are sourced by a shell"
+                    % (name, item))
 
 
 def apply(cmdline, params=None, absent=None, add=True):
