@@ -215,3 +215,92 @@ def under_root(root, path, what="path", follow=True):
         raise PathError("%s: %s resolves to %s, outside root %s: refused (paths are host "
                         "paths inside the root)" % (what, path, os.path.realpath(full), root))
     return full
+
+
+# ---------------------------------------------------------------------------------------
+# one changing run per root
+
+LOCK_PATH = "/run/gpuhost-tuning.lock"
+
+
+class LockError(Exception):
+    """Another run holds the root's lock; the message names the holder."""
+
+
+class RootLock(object):
+    """``<root>/run/gpuhost-tuning.lock``, held with ``flock`` while a run changes the host.
+
+    The holder writes ``pid host time what`` into it, so a second run names the first in
+    its refusal. On release the file is removed (and ``<root>/run`` when this lock created
+    it); a waiter that opened the removed file notices the inode changed and retries.
+    """
+
+    def __init__(self, root, what):
+        self.root = root or "/"
+        self.what = what
+        self.path = host_path(self.root, LOCK_PATH)
+        self.fd = None
+        self.made_dir = False
+
+    def acquire(self):
+        import fcntl
+        import socket
+        import time
+        folder = os.path.dirname(self.path)
+        if not os.path.isdir(folder):
+            os.makedirs(folder, 0o755)
+            self.made_dir = True
+        for _attempt in range(20):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except (IOError, OSError):
+                try:
+                    holder = os.read(fd, 512).decode("utf-8", "replace").strip()
+                finally:
+                    os.close(fd)
+                self._undo_dir()
+                raise LockError(
+                    "another gpuhost.tuning run is changing this host: %s is held by %s; wait "
+                    "for it to finish (two runs at once would record a half-tuned state)"
+                    % (LOCK_PATH if self.root == "/" else self.path, holder or "an unknown run"))
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except OSError:
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.write(fd, ("pid %d on %s since %s (%s)\n" % (
+                os.getpid(), socket.gethostname(),
+                time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), self.what)).encode("utf-8"))
+            self.fd = fd
+            return self
+        raise LockError("could not take %s: it keeps being replaced" % self.path)
+
+    def _undo_dir(self):
+        if self.made_dir:
+            try:
+                os.rmdir(os.path.dirname(self.path))
+            except OSError:
+                pass
+            self.made_dir = False
+
+    def release(self):
+        if self.fd is None:
+            return
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = None
+        self._undo_dir()
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+        return False

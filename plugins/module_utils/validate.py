@@ -18,7 +18,9 @@ import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+    LockError,
     PathError,
+    RootLock,
     check_root,
     under_root,
 )
@@ -440,11 +442,43 @@ def check(name, params):
     RULES[name](dict(params))
 
 
+# Modules that change the host take the root's lock (not in check mode), per state that
+# changes something.
+LOCKING = {
+    "host_tune": None, "sysctl_settings": None, "cpuidle_state": None, "boot_service": None,
+    "kernel_cmdline": None, "lxc_cgroup_devices": None,
+    "setpci_maxreadreq": ("present",), "tuning_snapshot": ("present", "restore"),
+}
+
+
 def check_module(module, name):
-    """``check`` for an AnsibleModule: a bad value fails the task before anything runs."""
+    """``check`` for an AnsibleModule: a bad value fails the task before anything runs.
+    A module that changes the host then takes the root's lock (``hostfs.RootLock``) until
+    it exits; a lock held by another run fails the task naming the holder."""
     try:
         check(name, module.params)
     except ValidationError as exc:
         module.fail_json(msg="%s: %s (nothing was read or written)" % (name, exc),
                          changed=False)
+    if name not in LOCKING or module.check_mode:
+        return None
+    states = LOCKING[name]
+    if states is not None and module.params.get("state") not in states:
+        return None
+    lock = RootLock(module.params.get("root") or "/", name)
+    try:
+        lock.acquire()
+    except (LockError, OSError) as exc:
+        module.fail_json(msg="%s: %s (nothing was changed)" % (name, exc), changed=False)
+    for method in ("exit_json", "fail_json"):
+        _release_before(module, method, lock)
+    return lock
 
+
+def _release_before(module, method, lock):
+    original = getattr(module, method)
+
+    def wrapped(*args, **kwargs):
+        lock.release()
+        return original(*args, **kwargs)
+    setattr(module, method, wrapped)
