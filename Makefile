@@ -12,7 +12,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
 # Debian packages the test tiers need (installed only when missing).
-UNIT_PKGS := pciutils
+UNIT_PKGS := pciutils gcc libc6-dev
 INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium
 MOLECULE_PKGS := podman runc mmdebstrap
 # shellcheck: without it ansible-test sanity skips its shellcheck test. python3-venv:

@@ -1,0 +1,49 @@
+"""The stand-in CUDA driver library (tests/assets/fakecuda/fakecuda.c), compiled with the
+system C compiler once per source version into tests/output/fakecuda/<hash>/libcuda.so.1.
+
+``env(...)`` turns keyword settings into the FAKECUDA_* variables the library reads.
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(TESTS, "assets", "fakecuda", "fakecuda.c")
+OUTPUT = os.path.join(TESTS, "output", "fakecuda")
+
+
+def build():
+    """Path of the compiled ``libcuda.so.1`` (built when missing)."""
+    with open(SOURCE, "rb") as handle:
+        digest = hashlib.sha256(handle.read()).hexdigest()[:16]
+    folder = os.path.join(OUTPUT, digest)
+    lib = os.path.join(folder, "libcuda.so.1")
+    if os.path.exists(lib):
+        return lib
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise RuntimeError("no C compiler (cc) on the PATH: apt-get install gcc libc6-dev")
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".so")
+    os.close(fd)
+    try:
+        subprocess.run([cc, "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror",
+                        "-o", tmp, SOURCE], check=True, capture_output=True, text=True)
+        os.rename(tmp, lib)
+    except subprocess.CalledProcessError as exc:
+        os.unlink(tmp)
+        raise RuntimeError("compiling %s failed: %s" % (SOURCE, exc.stderr))
+    return lib
+
+
+def env(**settings):
+    """``env(devices="0000:a1:00.0,0000:c1:00.0", h2d_gbs="2,1")`` -> FAKECUDA_* strings."""
+    return {"FAKECUDA_" + key.upper(): str(value) for key, value in settings.items()}
+
+
+def clean_environ():
+    """This process's environment without any FAKECUDA_* variable."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("FAKECUDA_")}

@@ -1,0 +1,163 @@
+"""Module cuda_probe's main() on the host and, through the pct double, inside a container,
+against the stand-in libcuda.so.1."""
+
+import json
+import os
+import subprocess
+import sys
+
+import fakecuda
+import pytest
+from fixtures import lxc
+from modrun import run_module
+
+from ansible_collections.gpuhost.tuning.plugins.modules import cuda_probe
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOUBLES = os.path.join(TESTS, "doubles")
+PCT = os.path.join(DOUBLES, "pct")
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return fakecuda.build()
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """Set the stand-in's behaviour for this test only."""
+    for key in list(os.environ):
+        if key.startswith("FAKECUDA_"):
+            monkeypatch.delenv(key)
+
+    def configure(**settings):
+        for key, value in fakecuda.env(**settings).items():
+            monkeypatch.setenv(key, value)
+    return configure
+
+
+def sysfs_links(root, links):
+    for bdf, (speed, width) in links.items():
+        folder = os.path.join(str(root), "sys/bus/pci/devices", bdf)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "current_link_speed"), "w") as handle:
+            handle.write(speed + "\n")
+        with open(os.path.join(folder, "current_link_width"), "w") as handle:
+            handle.write("%d\n" % width)
+
+
+def test_two_gpus_at_known_addresses_with_the_set_rate(lib, fake, tmp_path):
+    sysfs_links(tmp_path, {"0000:a1:00.0": ("32.0 GT/s PCIe", 16),
+                           "0000:c1:00.0": ("16.0 GT/s PCIe", 16)})
+    fake(devices="0000:A1:00.0,0000:C1:00.0", h2d_gbs="1.0,0.6", d2h_gbs="0.9,0.5")
+    res = run_module(cuda_probe, {"library": lib, "bandwidth": True, "size_mb": 8,
+                                  "root": str(tmp_path)})
+    assert res.get("failed") is not True, res
+    assert res["changed"] is False
+    assert [d["pci_bus_id"] for d in res["devices"]] == ["0000:a1:00.0", "0000:c1:00.0"]
+    assert [d["link_gbs"] for d in res["devices"]] == [63.0, 31.5]
+    for dev, h2d, d2h in zip(res["devices"], (1.0, 0.6), (0.9, 0.5), strict=True):
+        assert 0.85 * h2d <= dev["h2d_gbs"] <= 1.01 * h2d
+        assert 0.85 * d2h <= dev["d2h_gbs"] <= 1.01 * d2h
+        assert dev["d2h_pct"] == round(100 * dev["d2h_gbs"] / dev["link_gbs"], 1)
+    assert "error" not in res and "peers" not in res
+    assert res["init"]["code"] == 0
+
+
+def test_cuinit_999_fails_naming_the_code_and_its_name(lib, fake):
+    fake(init=999)
+    res = run_module(cuda_probe, {"library": lib})
+    assert res["failed"] is True
+    assert res["msg"].startswith("CUDA check failed on host: cuInit(0) returned 999 "
+                                 "CUDA_ERROR_UNKNOWN (unknown error); cause: ")
+    assert res["init"]["code"] == 999 and res["init"]["name"] == "CUDA_ERROR_UNKNOWN"
+    assert res["devices"] == []
+
+
+def test_missing_library_is_a_clear_error(tmp_path):
+    res = run_module(cuda_probe, {"library": str(tmp_path / "libcuda.so.1")})
+    assert res["failed"] is True
+    assert "the NVIDIA driver is not installed or not visible here" in res["msg"]
+    assert res["init"] is None
+
+
+def test_busy_and_skipped_gpus_do_not_fail(lib, fake):
+    fake(devices="0000:01:00.0,0000:02:00.0", busy="1,0", free_mb="10")
+    res = run_module(cuda_probe, {"library": lib, "bandwidth": True, "size_mb": 64})
+    assert res.get("failed") is not True, res
+    assert res["devices"][0]["busy"] is True
+    assert res["devices"][1]["skipped"].startswith("only 10 MiB of GPU memory free")
+
+
+def test_bad_sizes_are_refused(lib):
+    res = run_module(cuda_probe, {"library": lib, "size_mb": 0})
+    assert res["failed"] is True
+    assert res["msg"] == "size_mb and repeats must be at least 1 (got 0 and 5)"
+
+
+# --- inside a container, through the pct double ---------------------------------------------
+
+@pytest.fixture
+def pve(tmp_path, monkeypatch, lib):
+    """Proxmox host tree after the upgrade (nvidia-uvm moved 504 -> 509); the double's
+    containers run the probe against the stand-in."""
+    root = str(tmp_path / "host")
+    lxc.seed_host(root, era="after", config_era="before")
+    state = os.path.join(root, "var/lib/gpuhost-doubles")
+    os.makedirs(state)
+    with open(os.path.join(state, "pct.json"), "w") as handle:
+        json.dump({"node": "pve1", "cuda_env": {
+            "LD_LIBRARY_PATH": os.path.dirname(lib),
+            "FAKECUDA_DEVICES": "0000:41:00.0,0000:c1:00.0"}}, handle)
+    monkeypatch.setenv("GPUHOST_DOUBLES_ROOT", root)
+    monkeypatch.setenv("PATH", DOUBLES + os.pathsep + os.environ["PATH"])
+    for key in ("GPUHOST_DOUBLES_LOG", "GPUHOST_DOUBLES_STATE"):
+        monkeypatch.delenv(key, raising=False)
+    return root
+
+
+def pct(*args):
+    return subprocess.run([sys.executable, PCT] + list(args), capture_output=True, text=True,
+                          check=False, timeout=60)
+
+
+def test_container_with_repaired_rules_runs_the_probe_for_real(pve):
+    lxc.container_129(pve, era="after")
+    assert pct("start", "129").returncode == 0
+    res = run_module(cuda_probe, {"vmid": 129})
+    assert res.get("failed") is not True, res
+    assert res["vmid"] == 129
+    assert [d["pci_bus_id"] for d in res["devices"]] == ["0000:41:00.0", "0000:c1:00.0"]
+    assert res["library"] == "libcuda.so.1"
+
+
+def test_container_with_the_previous_boots_uvm_major_fails_with_999(pve):
+    assert pct("start", "129").returncode == 0     # 129.conf still allows 504
+    assert pct("exec", "129", "--", "nvidia-smi", "-L").returncode == 0
+    res = run_module(cuda_probe, {"vmid": 129})
+    assert res["failed"] is True
+    assert res["msg"].startswith("CUDA check failed on container 129: cuInit(0) returned 999 "
+                                 "CUDA_ERROR_UNKNOWN")
+    assert "lxc_cgroup_devices" in res["msg"]
+    assert res["init"]["code"] == 999 and res["vmid"] == 129
+
+
+def test_container_without_python3(pve):
+    lxc.container_129(pve, era="after")
+    pct("start", "129")
+    path = os.path.join(pve, "var/lib/gpuhost-doubles/pct.json")
+    with open(path) as handle:
+        state = json.load(handle)
+    state["containers"]["129"]["python3"] = False
+    with open(path, "w") as handle:
+        json.dump(state, handle)
+    res = run_module(cuda_probe, {"vmid": 129})
+    assert res["failed"] is True
+    assert res["msg"].startswith("CUDA check failed on container 129: container 129 has no "
+                                 "python3, which the CUDA probe needs")
+
+
+def test_stopped_container_names_pct_s_error(pve):
+    res = run_module(cuda_probe, {"vmid": 129})
+    assert res["failed"] is True
+    assert "pct exec 129 -- python3 - exited 255: container '129' not running!" in res["msg"]
