@@ -60,7 +60,7 @@ def test_two_gpus_by_sysfs_address_at_the_set_rate_against_each_link(lib, tmp_pa
                                 "0000:c1:00.0": ("16.0 GT/s PCIe", 8)})
     log = str(tmp_path / "fake.log")
     rc, res = run(lib, "--bandwidth", "--size-mb", "8", "--root", root, devices=TWO,
-                  h2d_gbs="1.0,0.5", d2h_gbs="0.8,0.4", log=log)
+                  h2d_gbs="0.25,0.125", d2h_gbs="0.2,0.1", log=log)
     assert rc == 0 and res["error"] is None
     assert res["init"] == {"code": 0, "name": "CUDA_SUCCESS", "text": "no error"}
     assert res["driver_version"] == 13000
@@ -68,10 +68,11 @@ def test_two_gpus_by_sysfs_address_at_the_set_rate_against_each_link(lib, tmp_pa
     assert (a["pci_bus_id"], b["pci_bus_id"]) == ("0000:a1:00.0", "0000:c1:00.0")
     assert (a["link"], a["link_gbs"]) == ("32.0 GT/s PCIe x16", 63.0)
     assert (b["link"], b["link_gbs"]) == ("16.0 GT/s PCIe x8", 15.8)
-    # Sleeps only ever make a copy slower: the best of 5 is at most the set rate.
-    for dev, h2d, d2h in ((a, 1.0, 0.8), (b, 0.5, 0.4)):
-        assert 0.85 * h2d <= dev["h2d_gbs"] <= 1.01 * h2d
-        assert 0.85 * d2h <= dev["d2h_gbs"] <= 1.01 * d2h
+    # Copies of 30-80 ms: a busy test machine's scheduling delays stay small against them,
+    # and the stand-in only ever makes a copy slower, so the best of 5 is at most the rate.
+    for dev, h2d, d2h in ((a, 0.25, 0.2), (b, 0.125, 0.1)):
+        assert 0.8 * h2d <= dev["h2d_gbs"] <= 1.01 * h2d
+        assert 0.8 * d2h <= dev["d2h_gbs"] <= 1.01 * d2h
         assert dev["h2d_pct"] == round(100 * dev["h2d_gbs"] / dev["link_gbs"], 1)
         assert dev["skipped"] is None and dev["busy"] is False
     assert a["memory_total_mb"] == 143771 and a["name"] == "NVIDIA H200"
@@ -167,12 +168,12 @@ def test_context_refused_in_default_mode_is_a_failure(lib):
 
 def test_peer_matrix_only_copies_where_access_exists(lib, tmp_path):
     log = str(tmp_path / "fake.log")
-    rc, res = run(lib, "--peer", "--size-mb", "8", devices=TWO, peer="0-1", peer_gbs=1.0,
+    rc, res = run(lib, "--peer", "--size-mb", "8", devices=TWO, peer="0-1", peer_gbs=0.2,
                   log=log)
     assert rc == 0
     forward, back = res["peers"]
     assert (forward["from"], forward["to"], forward["access"]) == (0, 1, True)
-    assert 0.85 <= forward["gbs"] <= 1.01
+    assert 0.16 <= forward["gbs"] <= 0.202
     assert (forward["from_bus_id"], forward["to_bus_id"]) == ("0000:a1:00.0", "0000:c1:00.0")
     assert (back["access"], back["gbs"]) == (False, None)
     assert leaks(log) == "contexts=0 device_allocs=0 host_allocs=0"

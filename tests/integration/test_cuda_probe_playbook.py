@@ -57,13 +57,13 @@ def test_host_two_gpus_with_bandwidth_and_link_ceilings(tmp_path):
         (folder / "current_link_speed").write_text(speed + "\n")
         (folder / "current_link_width").write_text("16\n")
     res = play(tmp_path, {"library": lib, "bandwidth": True, "size_mb": 8, "root": str(root)},
-               fakecuda.env(devices="0000:A1:00.0,0000:C1:00.0", h2d_gbs="1.0,0.5",
-                            d2h_gbs="1.0,0.5"))
+               fakecuda.env(devices="0000:A1:00.0,0000:C1:00.0", h2d_gbs="0.25,0.125",
+                            d2h_gbs="0.25,0.125"))
     assert res["failed"] is False and res["changed"] is False
     devs = res["devices"]
     assert [(d["pci_bus_id"], d["link_gbs"]) for d in devs] == [("0000:a1:00.0", 63.0),
                                                                 ("0000:c1:00.0", 15.8)]
-    assert 0.85 <= devs[0]["h2d_gbs"] <= 1.01 and 0.42 <= devs[1]["d2h_gbs"] <= 0.51
+    assert 0.2 <= devs[0]["h2d_gbs"] <= 0.253 and 0.1 <= devs[1]["d2h_gbs"] <= 0.127
 
 
 def test_host_init_999_fails_naming_code_and_name(tmp_path):
