@@ -408,6 +408,16 @@ def _initramfs_check(p):
         inside(dict(p, image=p["image"].replace("{kernel}", release)), "image")
 
 
+def _cuda_probe(p):
+    _common(p)
+    if p.get("vmid") is not None:
+        int_range("vmid", p["vmid"], *VMID_RANGE)
+    int_range("size_mb", p.get("size_mb"), 1, 65536)
+    int_range("repeats", p.get("repeats"), 1, 1000)
+    if not p.get("library"):
+        _fail("library", p.get("library"), "a library name like libcuda.so.1 or a path")
+
+
 def _reports(option):
     def rule(p):
         value = p.get(option)
@@ -432,6 +442,7 @@ RULES = {
     "boot_entries": _boot_entries,
     "dkms_build": _dkms_build,
     "initramfs_check": _initramfs_check,
+    "cuda_probe": _cuda_probe,
     "audit_report": _reports("audits"),
     "tune_report": _reports("results"),
 }

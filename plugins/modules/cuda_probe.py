@@ -214,6 +214,7 @@ vmid:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 
 
 def main():
@@ -229,10 +230,8 @@ def main():
         ),
         supports_check_mode=True,
     )
+    check_module(module, "cuda_probe")
     p = module.params
-    if p["size_mb"] < 1 or p["repeats"] < 1:
-        module.fail_json(msg="size_mb and repeats must be at least 1 (got %s and %s)"
-                         % (p["size_mb"], p["repeats"]))
     options = dict(library=p["library"], bandwidth=p["bandwidth"], size_mb=p["size_mb"],
                    repeats=p["repeats"], peer=p["peer"])
     if p["vmid"] is not None:

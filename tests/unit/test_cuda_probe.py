@@ -92,7 +92,10 @@ def test_busy_and_skipped_gpus_do_not_fail(lib, fake):
 def test_bad_sizes_are_refused(lib):
     res = run_module(cuda_probe, {"library": lib, "size_mb": 0})
     assert res["failed"] is True
-    assert res["msg"] == "size_mb and repeats must be at least 1 (got 0 and 5)"
+    assert res["msg"] == ("cuda_probe: size_mb: 0 is not allowed: an integer from 1 to 65536 "
+                          "(nothing was read or written)")
+    res = run_module(cuda_probe, {"library": lib, "vmid": 12})
+    assert res["failed"] is True and "vmid: 12 is not allowed" in res["msg"]
 
 
 # --- inside a container, through the pct double ---------------------------------------------
