@@ -513,3 +513,65 @@ def sync_device_rules(config, char_majors_by_name, drivers, access="rwm", remove
                   for m in moved],
         "other_allowed": other,
     }
+
+
+# --- single-valued keys of the live section (cpuset pinning) -----------------------------
+
+CPUSET_CPUS_KEY = "lxc.cgroup2.cpuset.cpus"
+CPUSET_MEMS_KEY = "lxc.cgroup2.cpuset.mems"
+
+
+def live_value(config, key):
+    """The value the container starts with for a single-valued ``key``: the last live line
+    of it (lxc applies them in order), None when absent."""
+    values = config.get_all(key)
+    return values[-1] if values else None
+
+
+def with_live_values(config, values):
+    """A new LxcConfig with single-valued live keys set; nothing else changes.
+
+    ``values``: ``[(key, value)]`` in order (value None removes every live line of the key).
+    A key already present keeps its line and its ``key: value`` / ``key = value`` form with
+    the value replaced (earlier duplicates are dropped: only the last one counted); a new
+    key goes after the last live ``lxc.*`` line (else after the last non-blank live line),
+    in the order given. Pending and snapshot sections, comments, order, line endings and
+    the final newline are kept byte for byte.
+    """
+    lines = [Line(ln.raw, ln.ending, ln.section) for ln in config.lines]
+    live = len(config.live_lines())
+    drop = set()
+    new = []
+    for key, value in values:
+        where = [i for i in range(live) if lines[i].kind == "kv" and lines[i].key == key]
+        if value is None:
+            drop.update(where)
+            continue
+        value = " ".join(str(value).split())
+        if where:
+            drop.update(where[:-1])
+            last = lines[where[-1]]
+            raw = last.raw.rstrip("\r")
+            match = re.match(r"^(\s*%s\s*(?::|=)\s*)" % re.escape(key), raw)
+            prefix = match.group(1) if match else "%s: " % key
+            lines[where[-1]] = Line(prefix + value + last.raw[len(raw):], last.ending, None)
+        else:
+            new.append(Line("%s: %s" % (key, value), config.newline, None))
+    if new:
+        anchor = -1
+        for i in range(live):
+            if lines[i].kind == "kv" and (lines[i].key or "").startswith("lxc."):
+                anchor = i
+        if anchor < 0:
+            for i in range(live):
+                if lines[i].kind != "blank":
+                    anchor = i
+        if anchor >= 0 and lines[anchor].ending == "":
+            lines[anchor].ending = config.newline
+            new[-1].ending = ""
+        lines[anchor + 1:anchor + 1] = new
+        drop = set(i if i <= anchor else i + len(new) for i in drop)
+    result = [ln for i, ln in enumerate(lines) if i not in drop]
+    if result and not config.final_newline and result[-1].ending:
+        result[-1].ending = ""
+    return LxcConfig(result, newline=config.newline, final_newline=config.final_newline)

@@ -1,0 +1,124 @@
+"""GPU container NUMA placement: GPUs of a container from its config, their nodes, its
+cpuset; and the live-section edit the pinning part writes with."""
+
+from fixtures import health, hosts, lxc
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import placement
+from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import _finding
+
+
+def _found(root, host=None):
+    return placement.findings(placement.collect(str(root)), _finding, host=host)
+
+
+def test_information_file_maps_minor_to_address(tmp_path):
+    health.nvidia_gpus(tmp_path, ["0000:81:00.0", "0000:01:00.0"])
+    info = placement.parse_information(health.information_text("0000:81:00.0", 0))
+    assert info["Device Minor"] == "0" and info["Bus Location"] == "0000:81:00.0"
+    assert info["GPU Excluded"] == "No"
+    assert placement.gpu_minors(str(tmp_path)) == {0: "0000:81:00.0", 1: "0000:01:00.0"}
+
+
+def test_health_host_findings(tmp_path):
+    health.gpu_host(tmp_path)
+    found = dict((f["subject"], f) for f in _found(tmp_path, host="gpu07"))
+    assert sorted(found) == ["lxc 131", "lxc 132"]  # 129 has GPUs on both nodes
+    wrong = found["lxc 131"]
+    assert (wrong["id"], wrong["severity"]) == ("gpu_numa_mismatch", "high")
+    assert wrong["current"] == "CPUs 0-15 on node 0; memory on node 0"
+    assert wrong["expected"] == "CPUs and memory on node 1, where its GPUs are"
+    assert "lxc.cgroup2.cpuset.cpus: 32-63,96-127" in wrong["remedy"]
+    assert "lxc.cgroup2.cpuset.mems: 1" in wrong["remedy"]
+    assert "next start" in wrong["remedy"] and "Trade-off" in wrong["remedy"]
+    assert "-l gpu07" in wrong["remedy"]
+    loose = found["lxc 132"]
+    assert (loose["id"], loose["severity"]) == ("gpu_container_unpinned", "medium")
+    assert "cores: 16, no cpuset" in loose["current"]
+    assert "0000:83:00.0 (node 1)" in loose["detail"]
+
+
+def test_facts_of_a_dev_entry_container(tmp_path):
+    health.gpu_host(tmp_path)
+    facts = placement.collect(str(tmp_path))
+    assert facts["nodes"] == {"0": "0-31,64-95", "1": "32-63,96-127"}
+    ct = [c for c in facts["containers"] if c["vmid"] == 132][0]
+    assert ct["minors"] == [6] and ct["gpu_nodes"] == [1] and ct["cores"] == 16
+    assert ct["cpuset_cpus"] is None and ct["cpu_nodes"] is None
+    assert [c["vmid"] for c in facts["containers"]] == [129, 131, 132]  # 130 has no GPU
+
+
+def test_cpuset_over_both_nodes_with_gpus_on_one_is_medium(tmp_path):
+    health.gpu_host(tmp_path)
+    lxc.write_config(tmp_path, 131, health.gpu_container_text(131, [4, 5], cpuset="16-47"))
+    found = [f for f in _found(tmp_path) if f["subject"] == "lxc 131"]
+    assert [(f["id"], f["severity"]) for f in found] == [("gpu_numa_mismatch", "medium")]
+    assert found[0]["current"] == "CPUs 16-47 on nodes 0,1"
+
+
+def test_pinned_right_is_clean(tmp_path):
+    health.gpu_host(tmp_path)
+    lxc.write_config(tmp_path, 131, health.gpu_container_text(
+        131, [4, 5], cpuset="32-47", mems="1"))
+    lxc.write_config(tmp_path, 132, health.gpu_container_text(132, [6], cpuset="48-63"))
+    assert _found(tmp_path) == []
+
+
+def test_no_cores_no_cpuset_is_low(tmp_path):
+    health.gpu_host(tmp_path)
+    lxc.write_config(tmp_path, 132, health.gpu_container_text(132, [6], cores=None))
+    found = [f for f in _found(tmp_path) if f["subject"] == "lxc 132"]
+    assert [(f["id"], f["severity"]) for f in found] == [("gpu_container_unpinned", "low")]
+
+
+def test_one_node_is_not_applicable(tmp_path):
+    health.gpu_host(tmp_path)
+    health.numa_nodes(tmp_path, {0: "0-127"})
+    import shutil
+    shutil.rmtree(str(tmp_path / "sys/devices/system/node/node1"))
+    facts = placement.collect(str(tmp_path))
+    assert placement.applies(facts).startswith("one NUMA node")
+    assert placement.findings(facts, _finding) == []
+
+
+def test_vm_host_without_containers(tmp_path):
+    hosts.vm_host(tmp_path)
+    facts = placement.collect(str(tmp_path))
+    assert facts["containers"] == [] and placement.findings(facts, _finding) == []
+
+
+# --- the live-section edit ------------------------------------------------------------
+
+
+def _set(text, values):
+    return lxc_mod.with_live_values(lxc_mod.LxcConfig.parse(text), values).render()
+
+
+def test_with_live_values_adds_after_the_last_lxc_line_and_keeps_sections():
+    text = lxc.container_129_text("after")
+    out = _set(text, [("lxc.cgroup2.cpuset.cpus", "32-63,96-127"),
+                      ("lxc.cgroup2.cpuset.mems", "1")])
+    live, rest = text.split("\n\n", 1)
+    new_live, new_rest = out.split("\n\n", 1)
+    assert new_rest == rest  # pending and snapshot sections byte for byte
+    assert new_live == live + ("\nlxc.cgroup2.cpuset.cpus: 32-63,96-127"
+                               "\nlxc.cgroup2.cpuset.mems: 1")
+    # idempotent: the same values again change nothing
+    assert _set(out, [("lxc.cgroup2.cpuset.cpus", "32-63,96-127"),
+                      ("lxc.cgroup2.cpuset.mems", "1")]) == out
+
+
+def test_with_live_values_replaces_in_place_keeping_form_and_crlf():
+    text = ("arch: amd64\r\nlxc.cgroup2.cpuset.cpus = 0-3\r\ncores: 4\r\n"
+            "lxc.cgroup2.cpuset.cpus: 0-7\r\n[snap]\r\nlxc.cgroup2.cpuset.cpus: 0-1\r\n")
+    out = _set(text, [("lxc.cgroup2.cpuset.cpus", "8-15")])
+    assert out == ("arch: amd64\r\ncores: 4\r\nlxc.cgroup2.cpuset.cpus: 8-15\r\n[snap]\r\n"
+                   "lxc.cgroup2.cpuset.cpus: 0-1\r\n")
+    assert _set("a: 1\nlxc.cgroup2.cpuset.cpus = 0-3", [("lxc.cgroup2.cpuset.cpus", "4")]) \
+        == "a: 1\nlxc.cgroup2.cpuset.cpus = 4"
+
+
+def test_with_live_values_without_final_newline_and_removal():
+    out = _set("arch: amd64\ncores: 4", [("lxc.cgroup2.cpuset.mems", "1")])
+    assert out == "arch: amd64\ncores: 4\nlxc.cgroup2.cpuset.mems: 1"
+    assert _set(out, [("lxc.cgroup2.cpuset.mems", None)]) == "arch: amd64\ncores: 4"
