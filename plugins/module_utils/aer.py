@@ -214,17 +214,26 @@ REMEDY_CORRECTABLE = (
     "(less bandwidth, a clean link)")
 
 
-def findings(entries, make):
-    """``pcie_aer_errors`` findings; ``make(id, severity, subject, current, expected, remedy,
-    detail=...)`` builds each (the audit's finding constructor)."""
+def item(severity_name, subject, current, expected, remedy, detail=None):
+    """A finding without its id (the check registry adds it): the shape of
+    ``checks.base.found``."""
+    out = {"severity": severity_name, "subject": subject, "current": current,
+           "expected": expected, "remedy": remedy, "reboot_required": False}
+    if detail:
+        out["detail"] = detail
+    return out
+
+
+def findings(entries):
+    """``pcie_aer_errors`` findings (without their id) of the ``pcie_aer`` facts."""
     out = []
-    for entry in entries:
+    for entry in entries or []:
         described = describe(entry, entries)
         if described is None:
             continue
         level, current, role = described
         remedy = REMEDY_UNCORRECTABLE if level == "high" else REMEDY_CORRECTABLE
-        out.append(make("pcie_aer_errors", level, entry["address"], current,
+        out.append(item(level, entry["address"], current,
                         "no uncorrectable and few correctable PCIe errors", remedy,
                         detail=role))
     return out

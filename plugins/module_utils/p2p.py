@@ -29,6 +29,7 @@ import os
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import procfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.aer import item
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
 
 # Domain types in which the IOMMU translates device addresses.
@@ -39,7 +40,6 @@ CMDLINE_KEYS = ("iommu", "amd_iommu", "intel_iommu", "iommu.passthrough", "iommu
 # A BAR1 of this size or less is the legacy aperture (no Resizable BAR): a window onto a
 # small part of the GPU's memory.
 BAR1_LEGACY_BYTES = 256 << 20
-BAR1_INDEX = 1  # NVIDIA: BAR0 registers, BAR1 (64-bit, prefetchable) the memory aperture
 GPU_DRIVER = "nvidia"
 
 
@@ -67,6 +67,7 @@ def iommu_groups_present(root):
 
 def _gpu_entry(dev):
     group, kind = pci_mod.iommu_group(dev)
+    bar = pci_mod.largest_bar(dev)
     return {
         "address": dev.address,
         "driver": dev.driver,
@@ -74,7 +75,8 @@ def _gpu_entry(dev):
         "iommu_group": group,
         "iommu_type": kind,
         "translated": None if group is None and kind is None else kind in TRANSLATED_TYPES,
-        "bar1_bytes": pci_mod.bar_size(dev, BAR1_INDEX),
+        "bar1_index": bar[0],
+        "bar1_bytes": bar[1],
     }
 
 
@@ -112,7 +114,8 @@ def collect(root, vendor="10de", classes=("0300", "0302")):
     """The audit's ``p2p`` facts: ``{gpu_count, iommu_groups, cmdline, gpus, bridges}``.
 
     ``gpus``: the GPUs the host's ``nvidia`` driver runs (those bound to vfio-pci belong to
-    VMs) with ``iommu_group``, ``iommu_type``, ``translated``, ``bar1_bytes``,
+    VMs) with ``iommu_group``, ``iommu_type``, ``translated``, ``bar1_bytes`` and
+    ``bar1_index`` (the memory aperture: the largest BAR, see :func:`pci.largest_bar`),
     ``numa_node``. ``bridges``: every bridge between two of them, once, with ``port_type``,
     ``turns_at`` (the switch port peer traffic turns at, or ``root complex``), ``turnaround``
     (True where ACS redirect changes the route), ``gpus`` (those below it), ``acs`` (see
@@ -211,60 +214,73 @@ REMEDY_BAR1 = (
     "firmware may then fail to place other devices' BARs")
 
 
-def findings(p2p, make, memory_bytes=None):
-    """``p2p_iommu_translated``, ``p2p_acs_redirect``, ``gpu_bar1_small`` from the ``p2p``
-    facts (nothing when fewer than two GPUs). ``memory_bytes``: ``{address: bytes}`` of GPU
-    memory when known (the driver's report), else BAR1 is compared with the legacy size.
-    ``make(id, severity, subject, current, expected, remedy, detail=...)``."""
+def iommu_findings(p2p):
+    """``p2p_iommu_translated`` (without its id): GPUs in translated IOMMU domains."""
     if applies(p2p):
         return []
-    out = []
     gpus = p2p.get("gpus") or []
     cmdline = p2p.get("cmdline") or {}
     translated = [g for g in gpus if g.get("translated")]
-    if translated:
-        types = sorted(set(g["iommu_type"] for g in translated))
-        out.append(make(
-            "p2p_iommu_translated", "high", "iommu",
-            "%d of %d GPUs in translated IOMMU domains (%s)" % (
-                len(translated), len(gpus), ", ".join(types)),
-            "identity domains (iommu=pt) for GPUs that talk to each other",
-            REMEDY_IOMMU,
-            detail="peer traffic between GPUs crosses the IOMMU, which must map every "
-                   "peer access: expect slow P2P or NCCL/vLLM hangs. Groups: %s; command "
-                   "line: %s" % (
-                       ", ".join("%s %s (group %s)" % (g["address"], g["iommu_type"],
-                                                       g["iommu_group"]) for g in translated),
-                       " ".join(k if v is None else "%s=%s" % (k, v)
-                                for k, v in sorted(cmdline.items())) or "no IOMMU option")))
-    any_translated = bool(translated)
-    for bridge in p2p.get("bridges") or []:
-        acs = bridge.get("acs") or {}
-        switch_turns = [t for t in bridge.get("turns_at") or [] if t != "root complex"]
-        if not acs.get("p2p_redirect") or not switch_turns:
-            continue
-        out.append(make(
-            "p2p_acs_redirect", "high" if any_translated else "medium", bridge["address"],
+    if not translated:
+        return []
+    types = sorted(set(g["iommu_type"] for g in translated))
+    return [item(
+        "high", "iommu",
+        "%d of %d GPUs in translated IOMMU domains (%s)" % (
+            len(translated), len(gpus), ", ".join(types)),
+        "identity domains (iommu=pt) for GPUs that talk to each other",
+        REMEDY_IOMMU,
+        detail="peer traffic between GPUs crosses the IOMMU, which must map every peer "
+               "access: expect slow P2P or NCCL/vLLM hangs. Groups: %s; command line: %s" % (
+                   ", ".join("%s %s (group %s)" % (g["address"], g["iommu_type"],
+                                                   g["iommu_group"]) for g in translated),
+                   " ".join(k if v is None else "%s=%s" % (k, v)
+                            for k, v in sorted(cmdline.items())) or "no IOMMU option"))]
+
+
+def _switch_turns(bridge):
+    return [t for t in bridge.get("turns_at") or [] if t != "root complex"]
+
+
+def acs_findings(p2p):
+    """``p2p_acs_redirect`` (without its id): a switch port between GPUs with ACS redirect
+    set. Root ports are left out: peer traffic between root ports crosses the root complex
+    whatever their ACS says (its IOMMU part is ``p2p_iommu_translated``)."""
+    if applies(p2p):
+        return []
+    translated = any(g.get("translated") for g in p2p.get("gpus") or [])
+    flagged = [b for b in p2p.get("bridges") or []
+               if (b.get("acs") or {}).get("p2p_redirect") and _switch_turns(b)]
+    remedy = _acs_remedy([b["address"] for b in flagged])
+    out = []
+    for bridge in flagged:
+        acs = bridge["acs"]
+        out.append(item(
+            "high" if translated else "medium", bridge["address"],
             "ACSCtl %s (%s)" % (acs.get("control"), " ".join(acs.get("enabled") or [])),
-            "no ReqRedir/CmpltRedir/EgressCtrl on a switch port between GPUs",
-            _acs_remedy([b["address"] for b in p2p.get("bridges") or []
-                         if (b.get("acs") or {}).get("p2p_redirect")
-                         and [t for t in b.get("turns_at") or [] if t != "root complex"]]),
+            "no ReqRedir/CmpltRedir/EgressCtrl on a switch port between GPUs", remedy,
             detail="%s below switch port %s: P2P of %s with its peers goes up through the "
                    "root complex%s instead of across the switch" % (
                        (bridge.get("port_type") or "bridge").replace("_", " "),
-                       ", ".join(switch_turns), ", ".join(bridge.get("gpus") or []),
-                       " and the translating IOMMU" if any_translated else "")))
+                       ", ".join(_switch_turns(bridge)), ", ".join(bridge.get("gpus") or []),
+                       " and the translating IOMMU" if translated else "")))
+    return out
+
+
+def bar1_findings(p2p, memory_bytes=None):
+    """``gpu_bar1_small`` (without its id). ``memory_bytes``: ``{address: bytes}`` of GPU
+    memory when known (the driver's report); else BAR1 is compared with the legacy size."""
+    if applies(p2p):
+        return []
     memory_bytes = memory_bytes or {}
-    for gpu in gpus:
+    out = []
+    for gpu in p2p.get("gpus") or []:
         bar1 = gpu.get("bar1_bytes")
         if not bar1:
             continue  # no resource file or BAR1 unassigned (the driver reports that)
         memory = memory_bytes.get(gpu["address"])
         small = bar1 < memory if memory else bar1 <= BAR1_LEGACY_BYTES
-        if not small:
-            continue
-        out.append(make(
-            "gpu_bar1_small", "medium", gpu["address"], "BAR1 %s" % _size(bar1),
-            _bar1_expected(dict(gpu, memory_bytes=memory)), REMEDY_BAR1))
+        if small:
+            out.append(item("medium", gpu["address"], "BAR1 %s" % _size(bar1),
+                            _bar1_expected(dict(gpu, memory_bytes=memory)), REMEDY_BAR1))
     return out

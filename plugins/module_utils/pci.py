@@ -908,16 +908,28 @@ def parse_resource(text):
     return out
 
 
-def bar_size(dev, index):
-    """Size in bytes of BAR ``index`` of ``dev`` from its ``resource`` file, None when the
-    file is missing, 0 when the BAR is not assigned."""
+IORESOURCE_MEM = 0x00000200
+IORESOURCE_PREFETCH = 0x00002000
+STANDARD_BARS = 6  # lines 0-5 of ``resource``; then the ROM, SR-IOV BARs, bridge windows
+
+
+def largest_bar(dev):
+    """``(index, size)`` of the largest memory BAR of ``dev`` (prefetchable ones first) from
+    its ``resource`` file; ``(None, None)`` without the file, ``(None, 0)`` when no memory
+    BAR is assigned. A GPU's memory aperture (NVIDIA's "BAR1") is its largest BAR; its
+    register index varies (BAR1 on bare metal, BAR2 where a hypervisor made BAR0 64-bit)."""
     text = dev.attr("resource")
     if text is None:
-        return None
+        return None, None
+    best = (None, 0)
+    best_key = (False, 0)
     for entry in parse_resource(text):
-        if entry["index"] == index:
-            return entry["size"]
-    return 0
+        if entry["index"] >= STANDARD_BARS or not entry["flags"] & IORESOURCE_MEM:
+            continue
+        key = (bool(entry["flags"] & IORESOURCE_PREFETCH), entry["size"])
+        if entry["size"] and key > best_key:
+            best, best_key = (entry["index"], entry["size"]), key
+    return best
 
 
 def iommu_group(dev):

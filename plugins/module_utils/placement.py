@@ -30,6 +30,7 @@ import re
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.aer import item
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     host_path,
     numbered_entries,
@@ -213,63 +214,85 @@ TRADE_OFF = ("Trade-off: the container then runs on those CPUs only (%s of the h
              "CPUs) and pvestatd no longer balances it; size cores to match")
 
 
-def findings(placement, make, host=None):
-    """``gpu_numa_mismatch`` and ``gpu_container_unpinned`` from the ``gpu_placement``
-    facts. ``make(id, severity, subject, current, expected, remedy, detail=...)``."""
-    if applies(placement):
-        return []
+def _context(placement, ct, host):
     nodes = placement.get("nodes") or {}
     total = sum(len(cpu_mod.parse_cpu_list(v)) for v in nodes.values())
+    cpus, _mems = wanted_sets(ct, nodes)
+    size = len(cpu_mod.parse_cpu_list(cpus)) if cpus else total
+    gpus = ", ".join("%s (node %s)" % (g["address"], g["numa_node"])
+                     for g in ct["gpus"] if g.get("address"))
+    return _pin_hint(ct, nodes, host), TRADE_OFF % ("%d of %d" % (size, total)), gpus
+
+
+def _plural(items):
+    return "s" if len(items) != 1 else ""
+
+
+def _nodes_text(items):
+    return ",".join(str(n) for n in items)
+
+
+def mismatch_findings(placement, host=None):
+    """``gpu_numa_mismatch`` (without its id): a container whose cpuset (or mems) reaches
+    nodes none of its GPUs are on, or misses a node one of them is on; high when no CPU of
+    it is on a GPU's node."""
+    if applies(placement):
+        return []
     out = []
     for ct in placement.get("containers") or []:
         gpu_nodes = ct.get("gpu_nodes") or []
-        if not gpu_nodes:
+        cpu_nodes = ct.get("cpu_nodes")
+        if not gpu_nodes or cpu_nodes is None:
             continue
-        subject = "lxc %s" % ct["vmid"]
-        gpus = ", ".join("%s (node %s)" % (g["address"], g["numa_node"])
-                         for g in ct["gpus"] if g.get("address"))
-        hint = _pin_hint(ct, nodes, host)
-        cpus, mems = wanted_sets(ct, nodes)
-        size = len(cpu_mod.parse_cpu_list(cpus)) if cpus else total
-        trade = TRADE_OFF % ("%d of %d" % (size, total))
-        if ct.get("cpu_nodes") is not None:
-            cpu_nodes = ct["cpu_nodes"]
-            mem_nodes = ct.get("mem_nodes")
-            off_cpu = sorted(set(cpu_nodes) - set(gpu_nodes))
-            missing = sorted(set(gpu_nodes) - set(cpu_nodes))
-            off_mem = sorted(set(mem_nodes or []) - set(gpu_nodes)) if mem_nodes else []
-            if not (off_cpu or missing or off_mem):
-                continue
-            level = "high" if not set(cpu_nodes) & set(gpu_nodes) else "medium"
-            current = "CPUs %s on node%s %s%s" % (
-                ct["cpuset_cpus"], "s" if len(cpu_nodes) != 1 else "",
-                ",".join(str(n) for n in cpu_nodes) or "(none)",
-                "; memory on node%s %s" % ("s" if len(mem_nodes) != 1 else "",
-                                           ct["cpuset_mems"]) if mem_nodes else "")
-            expected = "CPUs%s on node%s %s, where its GPUs are" % (
-                " and memory" if mem_nodes else "", "s" if len(gpu_nodes) != 1 else "",
-                ",".join(str(n) for n in gpu_nodes))
-            remedy = (hint or "set %s to CPUs of node %s" % (
-                ct.get("cpuset_key") or lxc_mod.CPUSET_CPUS_KEY,
-                ",".join(str(n) for n in gpu_nodes))) + ". " + trade
-            out.append(make(
-                "gpu_numa_mismatch", level, subject, current, expected, remedy,
-                detail="GPUs %s; every host-device copy and kernel launch from CPUs on "
-                       "another node crosses the inter-socket link (lower pinned-memory "
-                       "bandwidth, higher launch latency)" % gpus))
+        mem_nodes = ct.get("mem_nodes") or []
+        off_cpu = set(cpu_nodes) - set(gpu_nodes)
+        missing = set(gpu_nodes) - set(cpu_nodes)
+        off_mem = set(mem_nodes) - set(gpu_nodes)
+        if not (off_cpu or missing or off_mem):
             continue
+        hint, trade, gpus = _context(placement, ct, host)
+        current = "CPUs %s on node%s %s" % (ct["cpuset_cpus"], _plural(cpu_nodes),
+                                            _nodes_text(cpu_nodes) or "(none)")
+        if mem_nodes:
+            current += "; memory on node%s %s" % (_plural(mem_nodes), _nodes_text(mem_nodes))
+        expected = "CPUs%s on node%s %s, where its GPUs are" % (
+            " and memory" if mem_nodes else "", _plural(gpu_nodes), _nodes_text(gpu_nodes))
+        remedy = hint or "set %s to CPUs of node%s %s" % (
+            ct.get("cpuset_key") or lxc_mod.CPUSET_CPUS_KEY, _plural(gpu_nodes),
+            _nodes_text(gpu_nodes))
+        out.append(item(
+            "high" if not set(cpu_nodes) & set(gpu_nodes) else "medium",
+            "lxc %s" % ct["vmid"], current, expected, remedy + ". " + trade,
+            detail="GPUs %s; every host-device copy and kernel launch from CPUs on another "
+                   "node crosses the inter-socket link (lower pinned-memory bandwidth, "
+                   "higher launch latency)" % gpus))
+    return out
+
+
+def unpinned_findings(placement, host=None):
+    """``gpu_container_unpinned`` (without its id): a GPU container without a cpuset whose
+    GPUs sit on some nodes only: medium with ``cores:`` (pvestatd moves it), low without
+    (it may run on every CPU)."""
+    if applies(placement):
+        return []
+    out = []
+    for ct in placement.get("containers") or []:
+        gpu_nodes = ct.get("gpu_nodes") or []
+        if not gpu_nodes or ct.get("cpu_nodes") is not None:
+            continue
+        hint, trade, gpus = _context(placement, ct, host)
         if hint is None:
             continue  # its GPUs sit on every node: any CPU is near one of them
         if ct.get("cores"):
-            level, current = "medium", "cores: %d, no cpuset: pvestatd picks and moves " \
-                "its CPUs with no regard for NUMA" % ct["cores"]
+            level = "medium"
+            current = ("cores: %d, no cpuset: pvestatd picks and moves its CPUs with no "
+                       "regard for NUMA" % ct["cores"])
         else:
-            level, current = "low", "no cores and no cpuset: may run on every CPU of all " \
-                "nodes"
-        out.append(make(
-            "gpu_container_unpinned", level, subject, current,
+            level, current = "low", "no cores and no cpuset: may run on every CPU of all nodes"
+        out.append(item(
+            level, "lxc %s" % ct["vmid"], current,
             "%s and %s on node%s %s, where its GPUs are" % (
-                lxc_mod.CPUSET_CPUS_KEY, lxc_mod.CPUSET_MEMS_KEY,
-                "s" if len(gpu_nodes) != 1 else "", ",".join(str(n) for n in gpu_nodes)),
+                lxc_mod.CPUSET_CPUS_KEY, lxc_mod.CPUSET_MEMS_KEY, _plural(gpu_nodes),
+                _nodes_text(gpu_nodes)),
             hint + ". " + trade, detail="GPUs %s" % gpus))
     return out

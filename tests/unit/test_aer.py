@@ -5,7 +5,6 @@ import pytest
 from fixtures import health, pci
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import aer
-from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import _finding
 
 # aer_dev_correctable of a 6.x kernel with an unnamed bit counted (printed by bit number).
 REAL_COR = """RxErr 0
@@ -39,7 +38,7 @@ def test_parse_counters_rejects_other_text():
 
 
 def _findings(root):
-    return aer.findings(aer.collect(str(root)), _finding)
+    return aer.findings(aer.collect(str(root)))
 
 
 def test_health_host_counts_each_error_once(tmp_path):

@@ -7,9 +7,15 @@ from fixtures import health, hosts, pci
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import p2p
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import _finding
 
 DSPS = ("0000:02:00.0", "0000:02:01.0")
+
+
+def _findings(facts, memory_bytes=None):
+    """Every P2P finding with its id, as the check registry labels them."""
+    return ([dict(f, id="p2p_iommu_translated") for f in p2p.iommu_findings(facts)]
+            + [dict(f, id="p2p_acs_redirect") for f in p2p.acs_findings(facts)]
+            + [dict(f, id="gpu_bar1_small") for f in p2p.bar1_findings(facts, memory_bytes)])
 
 
 def _ids(found):
@@ -42,7 +48,7 @@ def test_switch_ports_with_redirect_are_found_and_remedy_names_both(tmp_path):
     assert facts["gpu_count"] == 2
     assert [b["address"] for b in facts["bridges"]] == list(DSPS)
     assert facts["bridges"][0]["turns_at"] == ["0000:01:00.0"]
-    found = p2p.findings(facts, _finding)
+    found = _findings(facts)
     assert _ids(found) == [("p2p_acs_redirect", DSPS[0], "medium"),
                            ("p2p_acs_redirect", DSPS[1], "medium")]
     assert "pci=disable_acs_redir=0000:02:00.0;0000:02:01.0" in found[0]["remedy"]
@@ -55,7 +61,7 @@ def test_switch_redirect_with_translating_iommu_is_high(tmp_path):
     for port in DSPS:
         health.set_acs(tmp_path, port, 0x000C)
     health.iommu_groups(tmp_path, built["gpus"], "DMA")
-    found = p2p.findings(p2p.collect(str(tmp_path)), _finding)
+    found = _findings(p2p.collect(str(tmp_path)))
     assert _ids(found) == [("p2p_acs_redirect", DSPS[0], "high"),
                            ("p2p_acs_redirect", DSPS[1], "high"),
                            ("p2p_iommu_translated", "iommu", "high")]
@@ -65,7 +71,7 @@ def test_switch_without_acs_control_is_clean(tmp_path):
     pci.switch_gpus(tmp_path)
     facts = p2p.collect(str(tmp_path))
     assert facts["bridges"][0]["acs"]["control"] == "0x0000"
-    assert p2p.findings(facts, _finding) == []
+    assert _findings(facts) == []
 
 
 def test_health_host_translated_iommu_but_root_port_acs_is_no_finding(tmp_path):
@@ -75,7 +81,7 @@ def test_health_host_translated_iommu_but_root_port_acs_is_no_finding(tmp_path):
     assert len(facts["bridges"]) == 8
     assert all(b["turns_at"] == ["root complex"] and b["acs"]["p2p_redirect"]
                for b in facts["bridges"])
-    found = p2p.findings(facts, _finding)
+    found = _findings(facts)
     assert _ids(found) == [("p2p_iommu_translated", "iommu", "high")]
     assert "8 of 8 GPUs" in found[0]["current"] and "DMA-FQ" in found[0]["current"]
     assert "iommu=pt" in found[0]["remedy"] and "Trade-off" in found[0]["remedy"]
@@ -91,7 +97,7 @@ def test_identity_groups_and_no_groups_are_not_translated(tmp_path):
     facts = p2p.collect(str(tmp_path))
     assert facts["cmdline"] == {"iommu": "pt", "amd_iommu": "on"}
     assert all(g["translated"] is False for g in facts["gpus"])
-    assert p2p.findings(facts, _finding) == []
+    assert _findings(facts) == []
 
 
 def test_small_bar1(tmp_path):
@@ -100,13 +106,13 @@ def test_small_bar1(tmp_path):
         health.gpu_resource(tmp_path, gpu, (256 << 20) if index == 2 else (128 << 30), index)
     facts = p2p.collect(str(tmp_path))
     assert facts["gpus"][0]["bar1_bytes"] == 128 << 30
-    found = p2p.findings(facts, _finding)
+    found = _findings(facts)
     assert _ids(found) == [("gpu_bar1_small", built["gpus"][2], "medium")]
     assert found[0]["current"] == "BAR1 256 MiB"
     # with the memory size known, a BAR1 smaller than the memory counts
     memory = dict((g, 96 << 30) for g in built["gpus"])
     memory[built["gpus"][0]] = 192 << 30
-    found = p2p.findings(facts, _finding, memory_bytes=memory)
+    found = _findings(facts, memory)
     assert _ids(found) == [("gpu_bar1_small", built["gpus"][0], "medium"),
                            ("gpu_bar1_small", built["gpus"][2], "medium")]
     assert "192 GiB" in found[0]["expected"]
@@ -117,7 +123,7 @@ def test_one_gpu_is_not_applicable(tmp_path):
     facts = p2p.collect(str(tmp_path))
     assert facts["gpu_count"] == 1 and facts["bridges"] == []
     assert p2p.applies(facts) == "one GPU on the nvidia driver: no peer-to-peer"
-    assert p2p.findings(facts, _finding) == []
+    assert _findings(facts) == []
 
 
 def test_gpus_on_vfio_do_not_count(tmp_path):

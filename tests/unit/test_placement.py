@@ -5,11 +5,17 @@ from fixtures import health, hosts, lxc
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import placement
-from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import _finding
+
+
+def _findings(facts, host=None):
+    """Every placement finding with its id, as the check registry labels them."""
+    return ([dict(f, id="gpu_numa_mismatch") for f in placement.mismatch_findings(facts, host)]
+            + [dict(f, id="gpu_container_unpinned")
+               for f in placement.unpinned_findings(facts, host)])
 
 
 def _found(root, host=None):
-    return placement.findings(placement.collect(str(root)), _finding, host=host)
+    return _findings(placement.collect(str(root)), host)
 
 
 def test_information_file_maps_minor_to_address(tmp_path):
@@ -78,13 +84,13 @@ def test_one_node_is_not_applicable(tmp_path):
     shutil.rmtree(str(tmp_path / "sys/devices/system/node/node1"))
     facts = placement.collect(str(tmp_path))
     assert placement.applies(facts).startswith("one NUMA node")
-    assert placement.findings(facts, _finding) == []
+    assert _findings(facts) == []
 
 
 def test_vm_host_without_containers(tmp_path):
     hosts.vm_host(tmp_path)
     facts = placement.collect(str(tmp_path))
-    assert facts["containers"] == [] and placement.findings(facts, _finding) == []
+    assert facts["containers"] == [] and _findings(facts) == []
 
 
 # --- the live-section edit ------------------------------------------------------------
