@@ -307,6 +307,10 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import che
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysinfo  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
+    capture as capture_mod,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils import text  # noqa: E402
 
 WANTED_KEYS = ("gpu_vendor", "gpu_classes", "mrrs_size", "cpuidle_deeper_than", "sysctl",
                "cpufreq_drivers_wanted", "boot_params", "nvidia_uvm_disable_hmm",
@@ -334,25 +338,17 @@ def argument_spec():
     )
 
 
-def summarize(findings):
-    counts = dict((name, 0) for name in audit_mod.SEVERITIES)
-    for item in findings:
-        counts[item["severity"]] = counts.get(item["severity"], 0) + 1
-    worst = findings[0]["severity"] if findings else "none"
-    return counts, worst
-
-
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     check_module(module, "host_audit")
     params = module.params
     wanted = dict((key, params[key]) for key in WANTED_KEYS)
-    recorder = audit_mod.ReadRecorder(params["root"]) if params["record_files"] else None
+    recorder = capture_mod.ReadRecorder(params["root"]) if params["record_files"] else None
     result = audit_mod.audit(params["root"], wanted, recorder=recorder)
-    counts, worst = summarize(result["findings"])
+    counts, worst = text.summary(result["findings"])
     out = dict(changed=False, audit=result, counts=counts, worst=worst,
-               lines=audit_mod.text_lines(result["findings"]),
-               headline=audit_mod.headline(result["findings"]))
+               lines=text.text_lines(result["findings"]),
+               headline=text.headline(result["findings"]))
     if recorder is not None:
         out["files_read"] = recorder.paths
     module.exit_json(**out)

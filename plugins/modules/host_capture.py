@@ -115,6 +115,9 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
+    capture as capture_mod,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
     atomic_write,
 )
@@ -124,7 +127,7 @@ def collect(module):
     params = module.params
     wanted = {"sysctl": params["sysctl"], "gpu_vendor": params["gpu_vendor"],
               "gpu_classes": params["gpu_classes"], "lxc_config_dir": params["lxc_config_dir"]}
-    builder, result, recorded = audit_mod.capture(params["root"], wanted)
+    builder, result, recorded = capture_mod.capture(params["root"], wanted)
     manifest = json.dumps({
         "schema": audit_mod.SCHEMA,
         "root": params["root"],

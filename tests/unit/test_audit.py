@@ -8,7 +8,7 @@ import tarfile
 import pytest
 from fixtures import cpu, dkms, hosts, pci, procsys
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, capture, facts
 
 WANTED = hosts.common_wanted(host="pve-gpu01")
 
@@ -219,7 +219,7 @@ def test_audit_reads_only(tmp_path, snapshot_tree):
     hosts.seed_host(tmp_path)
     before = snapshot_tree(str(tmp_path))
     audit.audit(str(tmp_path), WANTED)
-    builder, _result, _recorded = audit.capture(str(tmp_path), WANTED)
+    builder, _result, _recorded = capture.capture(str(tmp_path), WANTED)
     builder.write(io.BytesIO())
     assert snapshot_tree(str(tmp_path)) == before
 
@@ -291,7 +291,7 @@ def test_a_failing_reader_is_an_audit_error_not_a_crash(tmp_path, monkeypatch):
     def broken(*_args, **_kwargs):
         raise RuntimeError("simulated reader bug")
 
-    monkeypatch.setattr(audit.pci_mod, "select_devices", broken)
+    monkeypatch.setattr(facts.pci_mod, "select_devices", broken)
     result = audit.audit(str(tmp_path), WANTED)
     (err,) = by_id(result, "audit_error")
     assert err["subject"] == "gpus" and "simulated reader bug" in err["current"]
@@ -326,7 +326,7 @@ def test_capture_roundtrip_gives_the_same_audit(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     hosts.seed_host(src)
-    builder, original, recorded = audit.capture(str(src), WANTED)
+    builder, original, recorded = capture.capture(str(src), WANTED)
     buf = io.BytesIO()
     builder.write(buf, "{}")
     dest = tmp_path / "unpacked"
@@ -350,17 +350,17 @@ def test_capture_packs_big_files_as_a_digest(tmp_path):
     root = tmp_path / "r"
     (root / "proc").mkdir(parents=True)
     big = root / "proc/cmdline"
-    big.write_bytes(b"x" * (audit.CAPTURE_MAX_FILE + 10))
-    builder, _result, _recorded = audit.capture(str(root), WANTED)
+    big.write_bytes(b"x" * (capture.CAPTURE_MAX_FILE + 10))
+    builder, _result, _recorded = capture.capture(str(root), WANTED)
     content = builder.entries["proc/cmdline"][3]
     assert content.startswith(b"gpuhost-capture: file of %d bytes, sha256 "
-                              % (audit.CAPTURE_MAX_FILE + 10))
+                              % (capture.CAPTURE_MAX_FILE + 10))
 
 
 def test_recorder_restores_builtins(tmp_path):
     import builtins
     original = builtins.open, os.listdir, os.stat, os.lstat, os.readlink, os.scandir
-    recorder = audit.ReadRecorder(str(tmp_path))
+    recorder = capture.ReadRecorder(str(tmp_path))
     with pytest.raises(ValueError):
         with recorder:
             open(os.path.join(str(tmp_path), "missing"), "a").close()
