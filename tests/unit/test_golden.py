@@ -3,8 +3,8 @@
 For each host below, the ``host_audit`` module's whole result (facts, findings, per-check
 status, counts, worst, text lines, headline, the files it read) and the reports
 ``audit_report`` writes for all of them (``<host>.json``, ``summary.md``, ``index.html``) are
-compared with the files in ``tests/unit/golden/``. A refactoring must leave them alone; an
-intended change of output regenerates them on purpose and shows in the diff:
+compared with the files in ``tests/unit/golden/audit/``. A refactoring must leave them
+alone; an intended change of output regenerates them on purpose and shows in the diff:
 
     .venv/bin/pytest -q tests/unit/test_golden.py --update-golden
 
@@ -23,7 +23,7 @@ from modrun import run_module
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report
 from ansible_collections.gpuhost.tuning.plugins.modules import host_audit
 
-GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "audit")
 GENERATED_AT = "2026-01-01 00:00:00Z"
 ROOT_MARK = "/HOSTROOT"
 
@@ -152,7 +152,7 @@ def test_golden_outputs_unchanged(generated, request):
     assert sorted(stored) == sorted(generated), "golden files added or gone: run with " \
         "--update-golden if intended"
     changed = [rel for rel in sorted(generated) if generated[rel] != stored[rel]]
-    assert not changed, "output changed in %s (tests/unit/golden; --update-golden if " \
+    assert not changed, "output changed in %s (tests/unit/golden/audit; --update-golden if " \
         "intended)" % ", ".join(changed)
 
 
