@@ -450,3 +450,78 @@ def write_files(dest, files, check_mode=False):
         if not check_mode:
             atomic_write(path, data, mode=0o644)
     return paths, written
+
+
+# --- reboot_verify: <host>-reboot.json and .md -------------------------------------------
+
+def _text(value):
+    """A value as the reports print it (None and booleans as Python spells them)."""
+    return "%s" % (value,)
+
+
+def _joined(items, sep=", "):
+    return sep.join(_text(x) for x in items or [])
+
+
+def render_reboot_markdown(doc):
+    """The Markdown page of one reboot_verify report document (role reboot_verify)."""
+    before, after, reboot = doc["before"], doc["after"], doc["reboot"]
+    out = ["# %s: reboot_verify %s" % (doc["host"], doc["result"].upper()), ""]
+    if doc.get("failure"):
+        out += ["**Stopped at:** %s" % doc["failure"], ""]
+    out += ["| | before | after |", "|---|---|---|",
+            "| running kernel | %s | %s |" % (before["running_kernel"],
+                                              after["running_kernel"] or "-"),
+            "| next boot | %s | %s |" % (before["next_boot_kernel"],
+                                         reboot["expected_kernel"] or "-"),
+            "| command line | `%s` | `%s` |" % (before["cmdline"], after["cmdline"] or "-"),
+            "| audit | %s | %s |" % (before["audit"], after["audit"] or "-"), ""]
+    line = "Reboot: %s" % reboot["note"]
+    if reboot.get("required") is not None:
+        line += " (required: %s)" % reboot["required"]
+    out += [line, ""]
+    up = doc.get("upgrade")
+    if up:
+        dkms = ", ".join("%s/%s %s" % (d["name"], d["version"], d["state"])
+                         for d in up.get("dkms") or []) or "nothing"
+        out += ["## Kernel upgrade",
+                "- target %s, packages %s" % (up["target"], _joined(up.get("packages"))),
+                "- DKMS modules %s; for the target: %s" % (
+                    _joined(up.get("dkms_modules")) or "none", dkms),
+                "- next boot (%s%s): %s" % (up["next_boot_method"],
+                                            ", trial" if up.get("trial") else "",
+                                            _joined(up.get("next_boot_commands"), "; ")
+                                            or "already set")]
+        out += ["- skipped: %s" % s for s in up.get("skipped") or []]
+    bc = doc.get("boot_config")
+    if bc:
+        out += ["## Boot configuration",
+                "- %s: `%s` (changed: %s)" % (bc["tool"], bc["cmdline_after"],
+                                              bc["cmdline_changed"]),
+                "- %s changed: %s" % (bc["modprobe_file"], bc["modprobe_changed"]),
+                "- initramfs regenerated: %s; refreshed: %s" % (
+                    _joined(bc.get("initramfs_regenerated")) or "none",
+                    _joined(bc.get("refreshed"), "; ") or "nothing")]
+        out += ["- skipped: %s" % s for s in bc.get("skipped") or []]
+    if doc.get("checks"):
+        out += ["## Checks", "| check | status | detail |", "|---|---|---|"]
+        out += ["| %s | %s | %s |" % (c["name"], c["status"], c["detail"])
+                for c in doc["checks"]]
+    if doc.get("containers"):
+        out += ["## Containers",
+                "| CT | GPU | ran before | onboot | rules added | rules removed | restarted "
+                "| GPUs | problems |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        out += ["| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            c["vmid"], c["gpu"], c["running_before"], c["onboot"],
+            _joined(c.get("rules_added")), _joined(c.get("rules_removed")), c["started"],
+            c["gpus"], _joined(c.get("problems"), "; ")) for c in doc["containers"]]
+    return "\n".join(out) + "\n"
+
+
+def reboot_files(host, doc):
+    """``{name: text}`` of one host's reboot_verify report: ``<host>-reboot.json`` (the
+    document, in its key order) and ``<host>-reboot.md``."""
+    name = safe_name(host)
+    return {"%s-reboot.json" % name: json.dumps(doc, indent=4, separators=(",", ": ")) + "\n",
+            "%s-reboot.md" % name: render_reboot_markdown(doc)}

@@ -196,27 +196,10 @@ diff:
   type: dict
 """
 
-import os  # noqa: E402
-import time  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
-    atomic_write,
-    host_path,
-    unified_diff_dict,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc import (  # noqa: E402
-    LxcConfig,
-    LxcError,
-    config_path,
-    list_configs,
-    sync_device_rules,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.procfs import (  # noqa: E402
-    char_majors,
-    read_proc_devices,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.container import rules_run  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc import LxcError  # noqa: E402
 
 
 def build_module():
@@ -240,82 +223,11 @@ def build_module():
     )
 
 
-def locate(params):
-    root = params["root"]
-    if params["path"]:
-        path = host_path(root, params["path"])
-        if not os.path.isfile(path):
-            raise LxcError("container config %s does not exist" % path)
-        return path
-    path = config_path(root, params["vmid"], params["config_dir"])
-    if not os.path.isfile(path):
-        known = [str(v) for v, _p in list_configs(root, params["config_dir"])]
-        raise LxcError(
-            "no config for container %s at %s (containers here: %s); %s shows only this "
-            "node's containers: run on the node that hosts it"
-            % (params["vmid"], path, ", ".join(known) or "none", params["config_dir"])
-        )
-    return path
-
-
-def backup_copy(path, data):
-    """A timestamped copy next to ``path``, written without chmod (pmxcfs)."""
-    stamp = time.strftime("%Y-%m-%d@%H:%M:%S", time.localtime())
-    backup = "%s.%d.%s~" % (path, os.getpid(), stamp)
-    with open(backup, "xb") as handle:
-        handle.write(data)
-    return backup
-
-
-def run(params, check_mode):
-    path = locate(params)
-    text = read_proc_devices(params["root"])
-    if text is None:
-        raise LxcError("%s is missing: cannot read device majors"
-                       % host_path(params["root"], "/proc/devices"))
-    config = LxcConfig.read(path)
-    sync = sync_device_rules(config, char_majors(text=text), params["drivers"],
-                             access=params["access"], remove_stale=params["remove_stale"],
-                             missing=params["missing"], where=path,
-                             previous_majors=params["previous_majors"])
-    plan = sync["plan"]
-    result = dict(
-        changed=plan.changed,
-        config_file=path,
-        added=sync["added"],
-        removed=sync["removed"],
-        majors=sync["majors"],
-        majors_all=sync["majors_all"],
-        missing=sync["missing"],
-        moved=sync["moved"],
-        other_allowed=sync["other_allowed"],
-        onboot=config.onboot,
-    )
-    if not plan.changed:
-        return result
-    before = config.render()
-    new = plan.apply()
-    result["diff"] = unified_diff_dict(path, before, new.render())
-    if check_mode:
-        return result
-    if params["backup"]:
-        result["backup_file"] = backup_copy(path, config.render_bytes())
-    try:
-        atomic_write(path, new.render_bytes(), chmod=False)
-    except (IOError, OSError) as exc:
-        raise LxcError("writing %s failed: %s (is /etc/pve read-only without quorum? "
-                       "check pvecm status)" % (path, exc))
-    with open(path, "rb") as handle:
-        if handle.read() != new.render_bytes():
-            raise LxcError("%s reads back different from what was written" % path)
-    return result
-
-
 def main():
     module = build_module()
     check_module(module, "lxc_cgroup_devices")
     try:
-        result = run(module.params, module.check_mode)
+        result = rules_run(module.params, module.check_mode)
     except LxcError as exc:
         module.fail_json(msg=str(exc))
     if not module._diff:

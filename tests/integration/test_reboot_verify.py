@@ -35,7 +35,7 @@ def _esps(root, cmdline=hosts.PVE_CMDLINE):
 
 
 def seed(tmp_path):
-    """The field story's host: new kernel without headers or DKMS build."""
+    """The seed host (8 GPUs, Proxmox): new kernel without headers or DKMS build."""
     root = str(tmp_path / "host")
     hosts.seed_host(root)
     _esps(root)
@@ -69,7 +69,7 @@ def play(tmp_path, root, extra=None, check=False):
         "gpuhost_tree_commands": TREE_COMMANDS,
         "gpuhost_esp_dirs": [ESP_DIR],
         # the seed host is untuned: only the checks a reboot would settle (pending here)
-        "gpuhost_verify_checks": ["kernel", "cmdline", "module_params"],
+        "gpuhost_reboot_verify_checks": ["kernel", "cmdline", "module_params"],
     }
     variables.update(extra or {})
     args = [PLAYBOOK, "-c", "local", "-i", "localhost,", "gpuhost.tuning.reboot_verify",
@@ -97,8 +97,8 @@ def recap(output):
 def test_gate_headers_missing_stops_before_pin_and_reboot(tmp_path):
     root = seed(tmp_path)
     proc, calls, report = play(tmp_path, root, {
-        "gpuhost_kernel_upgrade": True, "gpuhost_kernel_version": NEW,
-        "gpuhost_trial_boot": True, "gpuhost_reboot": True})
+        "gpuhost_reboot_verify_kernel_upgrade": True, "gpuhost_kernel_version": NEW,
+        "gpuhost_trial_boot": True, "gpuhost_reboot_verify_reboot": True})
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     assert "headers for kernel %s not found" % NEW in out
@@ -118,10 +118,17 @@ def test_gate_headers_missing_stops_before_pin_and_reboot(tmp_path):
 
 def test_preflight_fails_on_the_dkms_gap_when_no_upgrade_is_asked(tmp_path):
     root = seed(tmp_path)
+    # the name before 0.2.0 still works, with a deprecation warning
     proc, calls, report = play(tmp_path, root, {"gpuhost_reboot": True})
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
+    assert "[DEPRECATION WARNING] gpuhost_reboot is renamed gpuhost_reboot_verify_reboot" in out
+    assert report["asked"]["reboot"] is True
     assert "pre-flight: critical findings dkms_missing_for_kernel %s" % NEW in out
+    # the way out names this play's own switch, not a second run of the same playbook
+    assert "-e gpuhost_reboot_verify_kernel_upgrade=true -e gpuhost_kernel_version=%s" % NEW \
+        in report["failure"]
+    assert "ansible-playbook gpuhost.tuning.reboot_verify" not in report["failure"]
     assert not any(c[0] == "proxmox-boot-tool" for c in calls), calls
     assert report["result"] == "failed" and report["boot_config"] is None
 
@@ -130,7 +137,7 @@ def test_upgrade_trial_pin_boot_config_and_containers(tmp_path):
     root = ready(tmp_path)
     conf = os.path.join(root, "etc/pve/lxc/129.conf")
     proc, calls, report = play(tmp_path, root, {
-        "gpuhost_kernel_upgrade": True, "gpuhost_kernel_version": NEW,
+        "gpuhost_reboot_verify_kernel_upgrade": True, "gpuhost_kernel_version": NEW,
         "gpuhost_trial_boot": True})
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
@@ -166,7 +173,7 @@ def test_upgrade_trial_pin_boot_config_and_containers(tmp_path):
 
     # second run: nothing left to change
     proc2, calls2, _report = play(tmp_path, root, {
-        "gpuhost_kernel_upgrade": True, "gpuhost_kernel_version": NEW,
+        "gpuhost_reboot_verify_kernel_upgrade": True, "gpuhost_kernel_version": NEW,
         "gpuhost_trial_boot": True})
     out2 = proc2.stdout + proc2.stderr
     assert proc2.returncode == 0, out2[-3000:]
@@ -180,7 +187,7 @@ def test_check_mode_leaves_the_tree_byte_identical(tmp_path, snapshot_tree):
     root = ready(tmp_path)
     before = snapshot_tree(root)
     proc, calls, report = play(tmp_path, root, {
-        "gpuhost_kernel_upgrade": True, "gpuhost_kernel_version": NEW}, check=True)
+        "gpuhost_reboot_verify_kernel_upgrade": True, "gpuhost_kernel_version": NEW}, check=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert snapshot_tree(root) == before

@@ -177,11 +177,12 @@ def test_collection_vars_name_only_variables_the_roles_define():
     unknown = sorted(k for k in lab_vars
                      if not k.startswith("lab_") and k not in _declared_role_variables())
     assert not unknown, "lab/vars/collection.yml sets variables no role defines: %s" % unknown
-    # the run the issue asks for: upgrade, trial boot, reboot by the role itself
-    assert lab_vars["gpuhost_kernel_upgrade"] is True and lab_vars["gpuhost_reboot"] is True
+    # the run the lab exists for: upgrade, trial boot, reboot by the role itself
+    assert lab_vars["gpuhost_reboot_verify_kernel_upgrade"] is True
+    assert lab_vars["gpuhost_reboot_verify_reboot"] is True
     assert lab_vars["gpuhost_trial_boot"] is True
     assert lab_vars["gpuhost_boot_params"] == {"processor.max_cstate": "1", "nmi_watchdog": "0"}
-    assert lab_vars["gpuhost_verify_module_params"] == {"gpustub": {"disable_hmm": "1"}}
+    assert lab_vars["gpuhost_reboot_verify_module_params"] == {"gpustub": {"disable_hmm": "1"}}
 
 
 def test_shared_role_variables_are_defaulted_once_in_role_common():

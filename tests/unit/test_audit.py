@@ -465,7 +465,7 @@ def test_uvm_hmm_remedy_is_modprobe_initramfs_and_reboot_verify(seed):
     assert ("update-initramfs -u -k 6.8.12-9-pve && update-initramfs -u -k "
             "6.14.11-5-bpo12-pve, then reboot") in remedy
     assert "ansible-playbook gpuhost.tuning.reboot_verify -l pve-gpu01 (role boot_config" in remedy
-    assert "-e gpuhost_reboot=true" in remedy
+    assert "-e gpuhost_reboot_verify_reboot=true" in remedy
     assert hmm["reboot_required"] is True
 
 

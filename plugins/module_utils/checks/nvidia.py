@@ -41,9 +41,10 @@ def _uvm_hmm_remedy(kern, host, modprobe_file):
         "update-initramfs -u -k all"
     return ("echo 'options nvidia_uvm uvm_disable_hmm=1' > %s && %s, then reboot (the option "
             "is read only when nvidia_uvm loads); or ansible-playbook %s%s (role boot_config "
-            "writes the option and refreshes the initramfs of %s; add -e gpuhost_reboot=true "
-            "to reboot)" % (modprobe_file, refresh, PLAYBOOK_REBOOT, limit(host),
-                            ", ".join(kernels) or "the installed kernels"))
+            "writes the option and refreshes the initramfs of %s; add "
+            "-e gpuhost_reboot_verify_reboot=true to reboot)" % (
+                modprobe_file, refresh, PLAYBOOK_REBOOT, limit(host),
+                ", ".join(kernels) or "the installed kernels"))
 
 
 @check("nvidia_uvm_hmm", COLUMN, severity="medium", order=120)

@@ -1,0 +1,197 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: post_boot_verify
+short_description: Judge a host after its boot - kernel, command line, modules, tuning
+version_added: 0.2.0
+description:
+  - Read-only. Reads the running kernel, C(/proc/cmdline), C(/proc/modules) and the
+    parameters under C(/sys/module), asks systemd how the boot-time tuning service ended,
+    and judges each check of O(checks) - C(pass), C(fail), C(pending) (off, and a reboot
+    that has not happened yet would settle it) or C(skip) (nothing to check on this host).
+  - The checks against wanted values (C(cpufreq), C(cpuidle), C(sysctl), C(mrrs)) read
+    the post-boot audit given in O(audit) (module M(gpuhost.tuning.host_audit)), so the
+    audit's rules judge them and no second rule set exists.
+  - Never fails because a check failed; RV(failures) lists them for the caller's gate.
+author:
+  - gpuhost.tuning developers (!UNKNOWN)
+options:
+  root:
+    description: Root under which every host path is read (C(/) on a live host).
+    type: path
+    default: /
+  checks:
+    description: The checks to judge, in any order (they are reported in the order listed
+      in the choices).
+    type: list
+    elements: str
+    choices: [kernel, cmdline, modules, module_params, cpufreq, cpuidle, tuning_service,
+              sysctl, mrrs]
+    default: [kernel, cmdline, modules, module_params, cpufreq, cpuidle, tuning_service,
+              sysctl, mrrs]
+  expected_kernel:
+    description: The kernel release that must run (C(kernel) check).
+    type: str
+  pending:
+    description: A reboot is needed and has not happened, so the checks a reboot settles
+      (C(kernel), C(cmdline), C(module_params), C(cpufreq)) are C(pending) instead of C(fail).
+    type: bool
+    default: false
+  boot_params:
+    description: Boot parameters C(/proc/cmdline) must carry (name to value; V(true) for a
+      flag, V(false) for C(off), null for "must not be there").
+    type: dict
+    default: {}
+  modules:
+    description: Kernel modules that must be loaded (C(-) and C(_) alike).
+    type: list
+    elements: str
+    default: [nvidia, nvidia_uvm]
+  module_params:
+    description: Module to parameter to the value C(/sys/module/<module>/parameters/<name>)
+      must read (a bool option reads C(Y) or C(N)).
+    type: dict
+    default: {nvidia_uvm: {uvm_disable_hmm: "Y"}}
+  tuning_service:
+    description: The boot-time tuning unit; C(skip) when it is not installed.
+    type: str
+    default: gpuhost-tuning.service
+  systemctl:
+    description: Ask systemd about O(tuning_service) (C(systemctl show)); false where
+      systemctl does not act on O(root) (the check is then C(skip)).
+    type: bool
+    default: true
+  audit:
+    description: The C(audit) result of M(gpuhost.tuning.host_audit) run after the boot;
+      empty leaves C(cpufreq) skipped and finds nothing for C(cpuidle), C(sysctl), C(mrrs).
+    type: dict
+    default: {}
+  cpufreq_drivers_wanted:
+    description: cpufreq scaling drivers that count as right.
+    type: list
+    elements: str
+    default: ["amd-pstate-epp", "amd-pstate", "intel_pstate"]
+  cpuidle_deeper_than:
+    description: Named in the C(cpuidle) detail (the audit decides the finding).
+    type: str
+    default: C1
+  mrrs_size:
+    description: Named in the C(mrrs) detail (the audit decides the finding).
+    type: int
+    default: 4096
+notes:
+  - Check mode is the same read-only run.
+seealso:
+  - module: gpuhost.tuning.host_audit
+  - module: gpuhost.tuning.container_verify
+"""
+
+EXAMPLES = r"""
+- name: Audit after the boot
+  gpuhost.tuning.host_audit: {}
+  register: post
+
+- name: Judge the boot
+  gpuhost.tuning.post_boot_verify:
+    expected_kernel: 6.14.11-5-bpo12-pve
+    boot_params: {amd_pstate: active}
+    audit: "{{ post.audit }}"
+  register: verify
+
+- name: "Gate: every post-boot check passes"
+  ansible.builtin.fail:
+    msg: "post-boot checks failed: {{ verify.failures | join('; ') }}"
+  when: verify.failures | length > 0
+"""
+
+RETURN = r"""
+checks:
+  description: The judged checks, in the order of the O(checks) choices.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The check.
+      type: str
+      sample: kernel
+    status:
+      description: C(pass), C(fail), C(pending) or C(skip).
+      type: str
+      sample: pending
+    detail:
+      description: What was found.
+      type: str
+      sample: running 6.8.12-9-pve, expected 6.14.11-5-bpo12-pve
+lines:
+  description: One line per check, C(STATUS  name  detail), for printing.
+  returned: always
+  type: list
+  elements: str
+  sample: ["PASS  kernel  running 6.14.11-5-bpo12-pve, expected 6.14.11-5-bpo12-pve"]
+failures:
+  description: C(name (detail)) of every check with status C(fail).
+  returned: always
+  type: list
+  elements: str
+  sample: ["modules (not loaded: nvidia_uvm)"]
+running:
+  description: The running kernel and command line.
+  returned: always
+  type: dict
+  contains:
+    kernel:
+      description: Running kernel release (null when unknown).
+      type: str
+      sample: 6.14.11-5-bpo12-pve
+    cmdline:
+      description: C(/proc/cmdline) without what the boot loader adds (null when empty).
+      type: str
+      sample: root=ZFS=rpool/ROOT/pve-1 boot=zfs amd_pstate=active
+    missing:
+      description: What the command line lacks of O(boot_params).
+      type: list
+      elements: str
+      sample: ["nmi_watchdog=0"]
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import verify  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            root=dict(type="path", default="/"),
+            checks=dict(type="list", elements="str", choices=list(verify.CHECKS),
+                        default=list(verify.CHECKS)),
+            expected_kernel=dict(type="str"),
+            pending=dict(type="bool", default=False),
+            boot_params=dict(type="dict", default={}),
+            modules=dict(type="list", elements="str", default=["nvidia", "nvidia_uvm"]),
+            module_params=dict(type="dict", default={"nvidia_uvm": {"uvm_disable_hmm": "Y"}}),
+            tuning_service=dict(type="str", default="gpuhost-tuning.service"),
+            systemctl=dict(type="bool", default=True),
+            audit=dict(type="dict", default={}),
+            cpufreq_drivers_wanted=dict(type="list", elements="str",
+                                        default=["amd-pstate-epp", "amd-pstate", "intel_pstate"]),
+            cpuidle_deeper_than=dict(type="str", default="C1"),
+            mrrs_size=dict(type="int", default=4096),
+        ),
+        supports_check_mode=True,
+    )
+    module.exit_json(**verify.post_boot_run(module.params, Runner(module)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: reboot_report
+short_description: Write one host's reboot_verify report
+version_added: 0.2.0
+description:
+  - "Writes O(report) (the document role reboot_verify assembles: C(host), C(result),
+    C(failure), C(root), C(asked), C(before), C(upgrade), C(boot_config), C(reboot),
+    C(after), C(checks), C(containers), C(pin)) into O(dest) as C(<host>-reboot.json) and
+    C(<host>-reboot.md)."
+  - Meant to run on the controller (C(delegate_to localhost)). Files are written atomically
+    and only when their content changed, by the same writer as the audit and tune reports.
+author:
+  - gpuhost.tuning developers (!UNKNOWN)
+options:
+  host:
+    description: Inventory name of the host (names the files).
+    type: str
+    required: true
+  report:
+    description: The report document.
+    type: dict
+    required: true
+  dest:
+    description: Folder for the reports; created when missing.
+    type: path
+    required: true
+notes:
+  - The reports are output on the controller, not a change to the host; the role runs this
+    with C(check_mode=false) so a check-mode run records what it would do. In check mode
+    (when not overridden) nothing is written and RV(written) lists what would be.
+seealso:
+  - module: gpuhost.tuning.post_boot_verify
+  - module: gpuhost.tuning.container_verify
+"""
+
+EXAMPLES = r"""
+- name: Write <host>-reboot.json and .md on the controller
+  gpuhost.tuning.reboot_report:
+    host: "{{ inventory_hostname }}"
+    report: "{{ __report }}"
+    dest: "{{ playbook_dir }}/gpuhost-reports"
+  delegate_to: localhost
+  check_mode: false
+"""
+
+RETURN = r"""
+files:
+  description: Paths of the report files (written or unchanged).
+  returned: always
+  type: list
+  elements: str
+  sample: ["/srv/reports/gpu07-reboot.json", "/srv/reports/gpu07-reboot.md"]
+written:
+  description: Paths whose content changed (or would in check mode).
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import report  # noqa: E402
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            host=dict(type="str", required=True),
+            report=dict(type="dict", required=True),
+            dest=dict(type="path", required=True),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        files = report.reboot_files(params["host"], params["report"])
+    except (KeyError, TypeError) as exc:
+        module.fail_json(msg="reboot_report: the report document lacks %s" % exc)
+    try:
+        paths, written = report.write_files(params["dest"], files, module.check_mode)
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="reboot_report: cannot write reports in %s: %s (pick a writable "
+                             "folder with gpuhost_report_dir)" % (params["dest"], exc))
+    module.exit_json(changed=bool(written), files=paths, written=written)
+
+
+if __name__ == "__main__":
+    main()
