@@ -418,6 +418,42 @@ def _cuda_probe(p):
         _fail("library", p.get("library"), "a library name like libcuda.so.1 or a path")
 
 
+def _post_boot_verify(p):
+    _common(p, skip=("audit",))
+    if p.get("boot_params"):
+        boot_params("boot_params", p["boot_params"])
+    names("modules", p.get("modules"), what="kernel module names (letters, digits, _ . + -)")
+    for module, wanted in (p.get("module_params") or {}).items():
+        names("module_params", [module], what="kernel module names")
+        if not isinstance(wanted, dict):
+            _fail("module_params.%s" % module, wanted, "a mapping of parameter to value")
+        names("module_params.%s" % module, list(wanted), what="parameter names")
+    if p.get("tuning_service") is not None and not UNIT_NAME.match(p["tuning_service"]):
+        _fail("tuning_service", p["tuning_service"], "a systemd unit name like "
+                                                     "gpuhost-tuning.service")
+    if p.get("expected_kernel"):
+        names("expected_kernel", [p["expected_kernel"]], RELEASE, "a kernel release")
+
+
+def _container_verify(p):
+    _common(p)
+    int_range("vmid", p.get("vmid"), *VMID_RANGE)
+    inside(p, "config_dir")
+    non_empty_list("drivers", p.get("drivers"), "driver names from /proc/devices")
+    names("drivers", p.get("drivers"), what="driver names as /proc/devices lists them "
+                                            "(letters, digits, _ . + -)")
+    for major in p.get("previous_majors") or []:
+        int_range("previous_majors", major, 0, MAX_MAJOR)
+
+
+def _reboot_report(p):
+    _common(p, skip=("report",))
+    if not isinstance(p.get("report"), dict):
+        _fail("report", p.get("report"), "the report document (a mapping)")
+    if p.get("dest") in ("", None):
+        _fail("dest", p.get("dest"), "a folder path")
+
+
 def _reports(option):
     def rule(p):
         value = p.get(option)
@@ -445,6 +481,9 @@ RULES = {
     "cuda_probe": _cuda_probe,
     "audit_report": _reports("audits"),
     "tune_report": _reports("results"),
+    "post_boot_verify": _post_boot_verify,
+    "container_verify": _container_verify,
+    "reboot_report": _reboot_report,
 }
 
 
@@ -457,7 +496,7 @@ def check(name, params):
 # changes something.
 LOCKING = {
     "host_tune": None, "sysctl_settings": None, "cpuidle_state": None, "boot_service": None,
-    "kernel_cmdline": None, "lxc_cgroup_devices": None,
+    "kernel_cmdline": None, "lxc_cgroup_devices": None, "container_verify": None,
     "setpci_maxreadreq": ("present",), "tuning_snapshot": ("present", "restore"),
 }
 

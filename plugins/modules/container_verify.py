@@ -183,6 +183,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import container  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc import LxcError  # noqa: E402
@@ -213,6 +214,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    check_module(module, "container_verify")
     try:
         record = container.verify_run(module.params, Runner(module), module.check_mode)
     except (LxcError, CommandError) as exc:

@@ -164,6 +164,7 @@ running:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import verify  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
@@ -190,6 +191,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    check_module(module, "post_boot_verify")
     module.exit_json(**verify.post_boot_run(module.params, Runner(module)))
 
 

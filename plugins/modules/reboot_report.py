@@ -68,6 +68,7 @@ written:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report  # noqa: E402
 
 
@@ -80,6 +81,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    check_module(module, "reboot_report")
     params = module.params
     try:
         files = report.reboot_files(params["host"], params["report"])
