@@ -215,7 +215,7 @@ audit:
       returned: always
     findings:
       description:
-        - Ranked worst first (severity, then the field story's order with C(pcie_mrrs)
+        - Ranked worst first (severity, then a fixed order with C(pcie_mrrs)
           first among the high ones, then subject).
         - Each C({id, severity, subject, current, expected, remedy, reboot_required}) and
           sometimes C(detail). C(severity) is one of C(critical), C(high), C(medium),

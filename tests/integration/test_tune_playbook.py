@@ -1,5 +1,5 @@
 """The tune and revert playbooks run for real (ansible-playbook, local connection) against
-whole host trees: the seed host (every problem of the field story), an H200 VM, and a seed
+whole host trees: the seed host (every problem the collection fixes), an H200 VM, and a seed
 host whose kernel ignores one sysctl write. Durations are measured and printed."""
 
 import json

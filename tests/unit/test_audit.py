@@ -1,4 +1,4 @@
-"""The audit on whole hosts: the field story's seed host, the tuned host, a VM, odd trees."""
+"""The audit on whole hosts: the seed host, the tuned host, a VM, odd trees."""
 
 import io
 import os
@@ -59,7 +59,7 @@ def test_seed_dkms_gap_is_critical_and_first(seed):
     assert "apt-get install proxmox-headers-6.14.11-5-bpo12-pve" in first["remedy"]
     assert "dkms install nvidia/590.48.01 -k 6.14.11-5-bpo12-pve" in first["remedy"]
     assert len(by_id(result, "dkms_missing_for_kernel")) == 1
-    # MRRS ranks first among the high findings (the field story's order)
+    # MRRS ranks first among the high findings (the fixed order)
     assert result["findings"][1]["id"] == "pcie_mrrs"
 
 

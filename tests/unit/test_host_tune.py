@@ -1,4 +1,4 @@
-"""host_tune module: the whole tune pass in one call, on the field story's host tree (seed
+"""host_tune module: the whole tune pass in one call, on the seed host tree (seed
 host), an H200 VM and variants: what a user sees in the result and on the host."""
 
 import json

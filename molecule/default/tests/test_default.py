@@ -1,5 +1,5 @@
 """Testinfra checks of the default scenario (run by `molecule verify` after converge and
-idempotence): gpuhost.tuning.tune on the field story's 8-GPU host tree at /srv/seed and on
+idempotence): gpuhost.tuning.tune on the seed 8-GPU host tree at /srv/seed and on
 the systemd container itself, then gpuhost.tuning.audit on the tree.
 
 Host state is read with `podman exec` (the podman backend); the reports the roles wrote on

@@ -19,7 +19,7 @@ def report():
 
 
 def test_the_trap_is_set_new_image_without_headers_or_driver(host):
-    """What prepare built, as the field story had it (else this scenario proves nothing)."""
+    """What prepare built, as the headers trap has it (else this scenario proves nothing)."""
     assert "Status: install ok installed" in host.run("dpkg -s linux-image-" + NEW).stdout
     assert host.run("dpkg -s linux-headers-" + NEW).rc != 0
     assert not host.file("/lib/modules/%s/build" % NEW).exists

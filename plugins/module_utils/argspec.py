@@ -1,0 +1,46 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Option specs shared by several modules, and defaults filled by Ansible's own argument
+spec validator for callers that hand a module pass only some options (host_tune's parts).
+
+The documentation of the shared options is the doc fragment ``gpuhost.tuning.gpu_selection``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+NVIDIA_VENDOR = "10de"
+# PCI display controllers: 0300 VGA compatible, 0302 3D controller (a datacenter GPU).
+GPU_CLASSES = ("0300", "0302")
+
+
+def gpu_selection(vendor="gpu_vendor", classes="gpu_classes"):
+    """The GPU vendor and classes options (fragment ``gpu_selection``; ``vendor``/``classes``
+    name them, ``vendor``/``classes`` for fragment ``gpu_selection.devices``)."""
+    return {vendor: dict(type="str", default=NVIDIA_VENDOR),
+            classes: dict(type="list", elements="str", default=list(GPU_CLASSES))}
+
+
+def device_selection():
+    """``vendor``, ``classes`` and ``include_upstream`` (fragment ``gpu_selection.devices``)."""
+    spec = gpu_selection("vendor", "classes")
+    spec["include_upstream"] = dict(type="bool", default=True)
+    return spec
+
+
+def root():
+    return {"root": dict(type="path", default="/")}
+
+
+def fill(spec, params):
+    """``params`` checked against ``spec`` and completed with its defaults, as AnsibleModule
+    does for a module (None counts as not given). ValueError names every problem."""
+    given = dict((k, v) for k, v in (params or {}).items() if v is not None)
+    result = ArgumentSpecValidator(spec).validate(given)
+    if result.error_messages:
+        raise ValueError("; ".join(result.error_messages))
+    return result.validated_parameters
