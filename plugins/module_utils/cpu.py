@@ -515,3 +515,58 @@ def cpufreq_info(root):
         "boost": None if boost is None else boost == "1",
         "policies": len(policies) or None,
     }
+
+
+# --- the tune part (module host_tune; protocol in tune.py) --------------------------------
+
+
+class IdlePart(object):
+    """Disable the idle states deeper than ``cpuidle_deeper_than`` (``idle_run``), where
+    ``deeper_than_applies``; a host without C-states is not applicable."""
+
+    name = "cpuidle"
+    owns = ("cpuidle_deep_state",)
+    steps = ("cpuidle",)
+    stage = "tune"
+    options = {}
+
+    def run(self, ctx):
+        ref = ctx.params["cpuidle_deeper_than"]
+        idle = (ctx.before.get("cpu") or {}).get("cpuidle") or {}
+        try:
+            applies = deeper_than_applies([s["name"] for s in idle.get("states") or []], ref)
+        except CpuError as exc:  # a name no CPU has on a host with C-states (a typo)
+            return self.not_run(ctx, "failed", str(exc))
+        if not applies:
+            return self.not_run(ctx, "not applicable")
+        try:
+            res = idle_run({"deeper_than": ref, "state": "disabled", "root": ctx.root},
+                           ctx.check_mode)
+        except (ValueError, OSError, CpuError) as exc:
+            return self.not_run(ctx, "failed", str(exc), bool(getattr(exc, "written", None)))
+        if not res["states"]:
+            return dict(self.not_run(ctx, "not applicable", driver=res.get("driver")),
+                        changed=res["changed"], detail={"cpuidle": res})
+        return {"changed": res["changed"], "detail": {"cpuidle": res}, "rows": [
+            ("%s (%s us)" % (s["name"], s["latency_us"]),
+             "disabled on CPUs %s" % (s["disabled_before"] or "none"),
+             "disabled on CPUs %s" % (s["disabled_after"] or "none"),
+             "ok" if s["disabled_before"] == s["disabled_after"] else "changed",
+             "CPUs %s" % s["cpus"]) for s in res["states"]]}
+
+    def not_run(self, ctx, status, msg="", written=False, driver=None):
+        ref = ctx.params["cpuidle_deeper_than"]
+        if status == "not run":  # the pass stopped before: reported as the host stands
+            status = "not applicable"
+        driver = driver or ((ctx.before.get("cpu") or {}).get("cpuidle") or {}).get(
+            "driver") or "none"
+        out = {"rows": [("deeper than %s" % ref, "", "", status, msg or (
+            "no state deeper than %s (cpuidle driver: %s)" % (ref, driver)))]}
+        if status == "failed":
+            out["changed"] = written  # what was written before the failure
+            out["detail"] = {"cpuidle": {"failed": True, "changed": written, "msg": msg}}
+            out["failures"] = ["cpuidle: %s" % (msg or "failed").strip()]
+        return out
+
+
+TUNE_PART = IdlePart()

@@ -947,3 +947,67 @@ def iommu_group(dev):
         return None, None
     kind = read_text(host_path(dev.root, "%s/%d/type" % (IOMMU_GROUPS, number)))
     return number, kind or None
+
+
+# --- the tune part (module host_tune; protocol in tune.py) --------------------------------
+
+
+class MrrsPart(object):
+    """Set the Max Read Request Size of the GPUs and their bridges (``mrrs_run``); a device
+    that did not take is a failure, the others are still set."""
+
+    name = "pcie"
+    owns = ("pcie_mrrs",)
+    steps = ("pcie",)
+    stage = "tune"
+    options = dict(mrrs_method=dict(type="str", default="sysfs", choices=["sysfs", "setpci"]))
+
+    def run(self, ctx):
+        # Imported here: the boot-time copy of this file ships without runner.py.
+        from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (
+            CommandError,
+        )
+        p = ctx.params
+        try:
+            res = mrrs_run(dict(ctx.selection, size=p["mrrs_size"], method=p["mrrs_method"],
+                                state="present", root=ctx.root),
+                           ctx.check_mode, ctx.runner, warn=ctx.warn)
+        except (ValueError, OSError, CommandError, PciError) as exc:
+            return self.not_run(ctx, "failed", str(exc), bool(getattr(exc, "written", None)))
+        diff = res.pop("diff")
+        out = {"changed": res["changed"], "detail": {"pcie": res},
+               "diffs": [diff] if diff.get("before") != diff.get("after") else []}
+        msg = mrrs_failure(res)
+        if msg:
+            res.update(failed=True, msg=msg)
+            out["failures"] = ["pcie: %s" % msg.strip()]
+        if not res["devices"]:
+            out["rows"] = self.not_run(ctx, "failed" if msg else "no GPU", msg)["rows"]
+        else:
+            out["rows"] = [("%s %s MRRS" % (d["address"], d["role"]), d.get("before"),
+                            d.get("after"), _row_status(d),
+                            d.get("error") or d.get("skipped_reason") or "")
+                           for d in res["devices"]]
+        return out
+
+    def not_run(self, ctx, status, msg="", written=False):
+        if status == "not run":  # the pass stopped before: reported as the host stands
+            status = "no GPU"
+        out = {"rows": [("MRRS", "", "", status,
+                         msg or "no device of vendor %s" % ctx.params["gpu_vendor"])]}
+        if status == "failed":
+            out["changed"] = written  # what was written before the failure
+            out["detail"] = {"pcie": {"failed": True, "changed": written, "msg": msg}}
+            out["failures"] = ["pcie: %s" % (msg or "failed").strip()]
+        return out
+
+
+def _row_status(dev):
+    if dev.get("error") is not None:
+        return "failed"
+    if dev.get("skipped_reason") is not None:
+        return "skipped"
+    return "ok" if dev.get("before") == dev.get("after") else "changed"
+
+
+TUNE_PART = MrrsPart()

@@ -640,3 +640,73 @@ def snapshot_run(params, check_mode=False):
 def snapshot_failure(result):
     """The failure message of a ``snapshot_run`` result, or None when it took."""
     return result.get("msg") if result.get("failed") else None
+
+
+# --- the tune parts (module host_tune; protocol in tune.py) -------------------------------
+
+_SNAPSHOT_OPTIONS = dict(snapshot_dir=dict(type="path", default=SNAPSHOT_DIR))
+
+
+def _tune_snapshot(ctx, kind, check_mode):
+    p = ctx.params
+    return snapshot_run(dict(ctx.selection, state="present", kind=kind, dir=p["snapshot_dir"],
+                             sysctl_keys=list(p["sysctl"]),
+                             files=managed_files(p["sysctl_file"]), root=ctx.root), check_mode)
+
+
+class BeforePart(object):
+    """Record everything the tune parts manage before any of them runs; when it cannot be
+    recorded nothing else runs (nothing is changed on a host whose state is unknown)."""
+
+    name = "snapshot"
+    owns = ()
+    steps = ("snapshot_before",)
+    stage = "before"
+    options = _SNAPSHOT_OPTIONS
+
+    def run(self, ctx):
+        taken = _tune_snapshot(ctx, "before", ctx.check_mode)
+        out = {"changed": bool(taken.get("changed")), "detail": {"snapshot_before": taken}}
+        msg = snapshot_failure(taken)
+        if msg:
+            out["failures"] = ["snapshot: %s (nothing was changed)" % msg]
+            out["fields"] = {"snapshot": "FAILED: %s" % msg}
+        else:
+            out["fields"] = {"snapshot": taken.get("path") or (
+                "unchanged since the last recorded state; original: %s" % taken.get("original"))}
+        return out
+
+    def not_run(self, ctx, status):
+        return {"fields": {"snapshot":
+                           "unchanged since the last recorded state; original: not taken"}}
+
+
+class AppliedPart(object):
+    """Record the applied state, only when a tune part changed the host (planned in check
+    mode)."""
+
+    name = "snapshot"
+    owns = ()
+    steps = ("snapshot_applied",)
+    stage = "after"
+    options = _SNAPSHOT_OPTIONS
+
+    def run(self, ctx):
+        if not ctx.changed:
+            return {}
+        if ctx.check_mode:
+            taken = {"changed": True, "path": None,
+                     "msg": "check mode: applied state not recorded"}
+        else:
+            taken = _tune_snapshot(ctx, "applied", False)
+        out = {"changed": bool(taken.get("changed")), "detail": {"snapshot_applied": taken}}
+        if taken.get("failed"):
+            out["failures"] = ["snapshot_applied: %s" % str(taken.get("msg") or "failed").strip()]
+        return out
+
+    def not_run(self, ctx, status):
+        return {}
+
+
+BEFORE_PART = BeforePart()
+APPLIED_PART = AppliedPart()

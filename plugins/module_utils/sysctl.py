@@ -419,3 +419,59 @@ def settings_failure(result):
             "(remove it there or set %s)" % (item["key"], item["wanted"], item["file"],
                                              result["path"], item["value"], item["wanted"]))
     return " ".join(problems) if problems else None
+
+
+# --- the tune part (module host_tune; protocol in tune.py) --------------------------------
+
+
+def _changed_diffs(diffs):
+    return [d for d in diffs or [] if "prepared" in d or d.get("before") != d.get("after")]
+
+
+class SettingsPart(object):
+    """Apply and persist the wanted sysctls (``settings_run``); keys the kernel has not got
+    are skipped, not failures."""
+
+    name = "sysctl"
+    owns = ("numa_balancing", "sysctl")
+    steps = ("sysctl",)
+    stage = "tune"
+    options = dict(
+        sysctl_at_least=dict(type="list", elements="str",
+                             default=["net.core.rmem_max", "net.core.wmem_max"]),
+        sysctl_file=dict(type="path", default="/etc/sysctl.d/99-gpuhost-tuning.conf"),
+    )
+
+    def run(self, ctx):
+        p = ctx.params
+        try:
+            res = settings_run({"values": p["sysctl"], "at_least": p["sysctl_at_least"],
+                                "path": p["sysctl_file"], "root": ctx.root,
+                                "snapshot_dir": p["snapshot_dir"] if "snapshot" in ctx.on
+                                else None},
+                               ctx.check_mode, warn=ctx.warn)
+        except (ValueError, OSError, SysctlWriteError) as exc:
+            return self.not_run(ctx, "failed", str(exc), bool(getattr(exc, "written", None)))
+        out = {"changed": res["changed"], "diffs": _changed_diffs(res.pop("diff", None)),
+               "detail": {"sysctl": res},
+               "skipped": [k["key"] for k in res["skipped_keys"]],
+               "rows": [(e["key"], e["before"], e["after"], e["status"], e.get("reason", ""))
+                        for e in res["values"]]}
+        if res["file_changed"]:
+            out["rows"].append((res["path"], "", "written", "changed", "persisted (owned file)"))
+        msg = settings_failure(res)
+        if msg:
+            res.update(failed=True, msg=msg)
+            out["failures"] = ["sysctl: %s" % msg.strip()]
+        return out
+
+    def not_run(self, ctx, status, msg="", written=False):
+        out = {"rows": [("(all)", "", "", status, msg)]}
+        if status == "failed":
+            out["changed"] = written  # what was written before the failure
+            out["detail"] = {"sysctl": {"failed": True, "changed": written, "msg": msg}}
+            out["failures"] = ["sysctl: %s" % (msg or "failed").strip()]
+        return out
+
+
+TUNE_PART = SettingsPart()

@@ -155,7 +155,7 @@ commands:
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bootapply  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 
 
@@ -182,10 +182,10 @@ def build_module():
 def main():
     module = build_module()
     check_module(module, "boot_service")
-    result = bootapply.service_run(module.params, module.check_mode, Runner(module))
+    result = bootservice.service_run(module.params, module.check_mode, Runner(module))
     if not module._diff:
         result.pop("diff", None)
-    if bootapply.service_failure(result):
+    if bootservice.service_failure(result):
         module.fail_json(**result)
     module.exit_json(**result)
 

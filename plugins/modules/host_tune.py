@@ -261,28 +261,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runne
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec=dict(
-            root=dict(type="path", default="/"),
-            host=dict(type="str"),
-            parts=dict(type="list", elements="str", choices=list(tune.PARTS),
-                       default=list(tune.PARTS)),
-            gpu_vendor=dict(type="str", default="10de"),
-            gpu_classes=dict(type="list", elements="str", default=["0300", "0302"]),
-            mrrs_size=dict(type="int", default=4096, choices=[128, 256, 512, 1024, 2048, 4096]),
-            mrrs_method=dict(type="str", default="sysfs", choices=["sysfs", "setpci"]),
-            mrrs_include_upstream=dict(type="bool", default=True),
-            cpuidle_deeper_than=dict(type="str", default="C1"),
-            sysctl=dict(type="dict", default={}),
-            sysctl_at_least=dict(type="list", elements="str",
-                                 default=["net.core.rmem_max", "net.core.wmem_max"]),
-            sysctl_file=dict(type="path", default="/etc/sysctl.d/99-gpuhost-tuning.conf"),
-            snapshot_dir=dict(type="path", default="/var/lib/gpuhost"),
-            boot_service_start=dict(type="bool", default=True),
-            nvidia_peermem=dict(type="str", default="auto", choices=["auto", "load", "skip"]),
-        ),
-        supports_check_mode=True,
-    )
+    return AnsibleModule(argument_spec=tune.argument_spec(), supports_check_mode=True)
 
 
 def main():

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bootapply
+from ansible_collections.gpuhost.tuning.plugins.module_utils import bootapply, bootservice
 from ansible_collections.gpuhost.tuning.plugins.modules import boot_service
 from fixtures import cpu as cpufix
 from fixtures import pci as pcifix
@@ -59,9 +59,9 @@ def test_installs_unit_config_library_and_wants_link(tmp_path):
         "mrrs": {"size": 4096, "vendor": "10de", "classes": ["0300", "0302"],
                  "include_upstream": True},
         "cpuidle": {"deeper_than": "C1"}}
-    for name in bootapply.SHIPPED:  # byte for byte the collection's own files
+    for name in bootservice.SHIPPED:  # byte for byte the collection's own files
         assert read(root, UTILS + "/" + name, "rb") == read(MODULE_UTILS, name, "rb")
-    for folder in bootapply.PACKAGES:
+    for folder in bootservice.PACKAGES:
         assert os.path.isfile(os.path.join(str(root), LIB, folder, "__init__.py"))
     commands = dict((c["command"], c) for c in result["commands"])
     assert commands["systemctl daemon-reload"]["status"] == "skipped"

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bootapply
+from ansible_collections.gpuhost.tuning.plugins.module_utils import bootapply, bootservice
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from fixtures import cpu as cpufix
 from fixtures import hosts
@@ -15,7 +15,7 @@ from fixtures import pci as pcifix
 def write_config(tmp_path, **kwargs):
     path = os.path.join(str(tmp_path), "boot.json")
     with open(path, "w") as handle:
-        handle.write(bootapply.render_config(bootapply.make_config(**kwargs)))
+        handle.write(bootservice.render_config(bootservice.make_config(**kwargs)))
     return path
 
 
@@ -125,16 +125,16 @@ def test_bad_or_missing_config_exits_2(tmp_path, capsys):
 
 def test_make_config_validates_at_install_time():
     with pytest.raises(ValueError):
-        bootapply.make_config(mrrs_size=1000)
+        bootservice.make_config(mrrs_size=1000)
     with pytest.raises(ValueError):
-        bootapply.make_config(classes=["3"])
-    conf = bootapply.make_config(vendor="0x10DE", classes=["0302"])
+        bootservice.make_config(classes=["3"])
+    conf = bootservice.make_config(vendor="0x10DE", classes=["0302"])
     assert conf["mrrs"] == {"size": 4096, "vendor": "10de", "classes": ["0302"],
                             "include_upstream": True}
 
 
 def test_unit_has_the_ordering_and_runs_the_shipped_module():
-    unit = bootapply.render_unit()
+    unit = bootservice.render_unit()
     lines = unit.splitlines()
     for line in ("Type=oneshot", "RemainAfterExit=yes", "After=nvidia-persistenced.service",
                  "Before=pve-guests.service", "WantedBy=multi-user.target",
@@ -142,9 +142,9 @@ def test_unit_has_the_ordering_and_runs_the_shipped_module():
                  "ExecStart=/usr/bin/python3 -m ansible_collections.gpuhost.tuning.plugins."
                  "module_utils.bootapply --config /etc/gpuhost-tuning/boot.json"):
         assert line in lines
-    files = bootapply.library_files()
+    files = bootservice.library_files()
     prefix = "ansible_collections/gpuhost/tuning/plugins/module_utils/"
-    for name in bootapply.SHIPPED:
+    for name in bootservice.SHIPPED:
         here = os.path.join(os.path.dirname(bootapply.__file__), name)
         with open(here, "rb") as handle:
             assert files[prefix + name] == handle.read()

@@ -12,7 +12,7 @@ from fixtures import pci as pcifix
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci, peermem
 from ansible_collections.gpuhost.tuning.plugins.module_utils import tune
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
 
@@ -202,7 +202,7 @@ def test_infiniband_tree_gets_nvidia_peermem_at_boot_without_modprobe(seed):
      "persist", "skipped"),
 ])
 def test_nvidia_peermem_decision_matches_the_role(mode, nvidia, root, action, status):
-    decision = tune.peermem_decision(mode, nvidia, root)
+    decision = peermem.decision(mode, nvidia, root)
     assert (decision["action"], decision["status"]) == (action, status)
 
 
@@ -225,7 +225,7 @@ class FailingModprobe(object):
 def test_a_failed_modprobe_is_reported_and_the_other_parts_still_run(seed, monkeypatch):
     root, _built = seed
     procsys.proc_modules(root, procsys.SEED_MODULES + [("ib_core", 471040, 2, "-")])
-    monkeypatch.setattr(tune, "is_live", lambda _root: True)  # as if root were the host
+    monkeypatch.setattr(peermem, "is_live", lambda _root: True)  # as if root were the host
     runner = FailingModprobe()
     result = tune.tune_run({"root": root, "host": "gpu01", "sysctl": WANTED["sysctl"],
                             "parts": ["sysctl", "nvidia_peermem", "verify"]}, runner=runner)
@@ -244,10 +244,79 @@ def test_ansible_doc_renders_and_matches_the_spec(seed):
     out = subprocess.run([doc_bin, "--json", "gpuhost.tuning.host_tune"], env=env,
                          capture_output=True, text=True, check=True).stdout
     doc = json.loads(out)["gpuhost.tuning.host_tune"]
-    assert set(doc["doc"]["options"]) == {
+    assert set(doc["doc"]["options"]) == set(tune.argument_spec()) == {
         "root", "host", "parts", "gpu_vendor", "gpu_classes", "mrrs_size", "mrrs_method",
         "mrrs_include_upstream", "cpuidle_deeper_than", "sysctl", "sysctl_at_least",
         "sysctl_file", "snapshot_dir", "boot_service_start", "nvidia_peermem"}
+    for name, spec in tune.argument_spec().items():  # every part's own option documented
+        assert doc["doc"]["options"][name].get("default") == spec.get("default"), name
     root, _built = seed
     result = run(root, diff=True)
     assert set(result) - {"invocation", "warnings"} <= set(doc["return"])
+
+
+def test_parts_tables_come_from_the_registered_parts():
+    assert tune.PARTS == ("snapshot", "sysctl", "cpuidle", "pcie", "boot_service",
+                          "nvidia_peermem", "verify")
+    assert tune.MANAGED == {"numa_balancing": "sysctl", "sysctl": "sysctl",
+                            "cpuidle_deep_state": "cpuidle", "pcie_mrrs": "pcie"}
+    assert tune.STEPS == ("snapshot_before", "sysctl", "cpuidle", "pcie", "boot_service",
+                          "nvidia_peermem", "nvidia_peermem_at_boot", "modules_load_dir",
+                          "snapshot_applied")
+
+
+class _Marker(object):
+    """A tune part as another subject would add one: one option, one finding it owns."""
+
+    name = "marker"
+    owns = ("nvidia_uvm_hmm",)
+    steps = ("marker",)
+    stage = "tune"
+    options = dict(marker_text=dict(type="str", default="tuned"))
+
+    def run(self, ctx):
+        if ctx.params["marker_text"] == "refuse":
+            return {"failures": ["marker: the host refused"],
+                    "rows": [("/etc/marker", "", "", "failed", "refused")]}
+        return {"changed": True, "detail": {"marker": {"changed": True}},
+                "rows": [("/etc/marker", "", ctx.params["marker_text"], "changed", "")]}
+
+    def not_run(self, ctx, status):
+        return {"rows": [("/etc/marker", "", "", status, "")]}
+
+
+def test_a_registered_part_runs_in_its_place_with_its_option(seed, monkeypatch):
+    root, _built = seed
+    registry = list(tune.REGISTRY)
+    registry.insert(registry.index(tune.VERIFY_PART) - 1, _Marker())
+    names, steps, managed = tune._derive(registry)
+    monkeypatch.setattr(tune, "REGISTRY", tuple(registry))
+    monkeypatch.setattr(tune, "MANAGED", managed)
+    monkeypatch.setattr(tune, "PARTS", names)
+    monkeypatch.setattr(tune, "DEFAULTS", dict(tune.DEFAULTS, marker_text="tuned"))
+    assert "marker" in names and "marker" in steps and managed["nvidia_uvm_hmm"] == "marker"
+    assert "marker_text" in tune.argument_spec()
+    done = tune.tune_run({"root": root, "host": "gpu01", "sysctl": WANTED["sysctl"],
+                          "parts": ["sysctl", "marker", "verify"]})
+    assert done["parts"]["marker"] == {"changed": True}
+    assert rows(done)[("marker", "/etc/marker")]["after"] == "tuned"
+    # its finding is verified: uvm HMM stays on on the seed host (the marker changes nothing)
+    assert [f for f in done["failures"] if "nvidia_uvm_hmm" in f]
+    off = tune.tune_run({"root": root, "host": "gpu01", "sysctl": WANTED["sysctl"],
+                         "parts": ["sysctl"], "marker_text": "refuse"})
+    assert rows(off)[("marker", "/etc/marker")]["status"] == "off"
+    refused = tune.tune_run({"root": root, "host": "gpu01", "sysctl": WANTED["sysctl"],
+                             "parts": ["marker"], "marker_text": "refuse"})
+    assert refused["failures"] == ["marker: the host refused"]
+    assert tune.tune_failure(refused) == "gpu01: marker: the host refused"
+
+
+def test_a_part_that_breaks_the_protocol_is_refused_at_registration():
+    class NoStage(_Marker):
+        stage = "sometime"
+
+    with pytest.raises(ValueError, match="stage 'sometime'"):
+        tune._derive(list(tune.REGISTRY) + [NoStage()])
+    with pytest.raises(ValueError, match="owned by tune parts pcie and marker"):
+        tune._derive(list(tune.REGISTRY[:-2]) + [type("Steal", (_Marker,), {
+            "owns": ("pcie_mrrs",)})()] + list(tune.REGISTRY[-2:]))

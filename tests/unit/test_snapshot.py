@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bootapply
+from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap
@@ -60,10 +60,10 @@ def tune(root, built):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as handle:
         handle.write(sysctl_mod.render_conf(WANTED))
-    config = bootapply.make_config()
-    files = bootapply.desired_files(config, bootapply.render_unit())
-    bootapply.write_files(str(root), files, bootapply.plan_files(str(root), files))
-    bootapply.make_wants_link(str(root))
+    config = bootservice.make_config()
+    files = bootservice.desired_files(config, bootservice.render_unit())
+    bootservice.write_files(str(root), files, bootservice.plan_files(str(root), files))
+    bootservice.make_wants_link(str(root))
 
 
 @pytest.fixture
