@@ -96,27 +96,10 @@ stale:
   elements: str
 """
 
-import os  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
-    host_path,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils import initramfs  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
-
-
-def listing(text):
-    """Set of host paths (leading ``/``) in ``lsinitramfs`` output; ``-l`` style lines
-    (``-rw-r--r-- ... path``) keep the last field."""
-    names = set()
-    for line in (text or "").splitlines():
-        line = line.strip()
-        if not line or line.startswith(("Early ", "Main ", "==>")):
-            continue
-        name = line.split()[-1] if (" " in line and line[0] in "-dlcbps") else line
-        names.add("/" + name.lstrip("./").lstrip("/"))
-    return names
 
 
 def main():
@@ -125,7 +108,7 @@ def main():
             kernels=dict(type="list", elements="str", required=True),
             files=dict(type="list", elements="str", default=[]),
             absent_files=dict(type="list", elements="str", default=[]),
-            image=dict(type="str", default="/boot/initrd.img-{kernel}"),
+            image=dict(type="str", default=initramfs.IMAGE),
             require=dict(type="bool", default=True),
             executable=dict(type="path"),
             root=dict(type="path", default="/"),
@@ -134,46 +117,15 @@ def main():
     )
     check_module(module, "initramfs_check")
     p = module.params
-    runner = Runner(module)
     lister = p["executable"] or module.get_bin_path("lsinitramfs")
     if not lister:
         module.fail_json(msg="lsinitramfs not found on the PATH: install initramfs-tools")
-    images = []
-    problems = []
-    stale = []
-    for release in p["kernels"]:
-        image = p["image"].replace("{kernel}", release)
-        local = host_path(p["root"], image)
-        item = {"kernel": release, "image": image, "exists": os.path.isfile(local),
-                "present": [], "missing": [], "unexpected": []}
-        images.append(item)
-        if not item["exists"]:
-            problems.append("%s does not exist: run update-initramfs -c -k %s" % (image, release))
-            stale.append(release)
-            continue
-        rc, out, err = runner.run([lister, local], check=False)
-        if rc != 0:
-            problems.append("%s %s exited %s: %s" % (lister, image, rc, (err or out).strip()))
-            stale.append(release)
-            continue
-        names = listing(out)
-        for path in p["files"]:
-            (item["present"] if path in names else item["missing"]).append(path)
-        for path in p["absent_files"]:
-            if path in names:
-                item["unexpected"].append(path)
-        if item["missing"]:
-            problems.append("%s lacks %s: run update-initramfs -u -k %s" % (
-                image, ", ".join(item["missing"]), release))
-        if item["unexpected"]:
-            problems.append("%s still carries %s: run update-initramfs -u -k %s" % (
-                image, ", ".join(item["unexpected"]), release))
-        if item["missing"] or item["unexpected"]:
-            stale.append(release)
-    result = dict(changed=False, images=images, ok=not problems, problems=problems,
-                  stale=stale)
-    if p["require"] and problems:
-        module.fail_json(msg="initramfs check failed: " + "; ".join(problems), **result)
+    result = initramfs.check_images(p["root"], p["kernels"], lister, Runner(module),
+                                    files=p["files"], absent_files=p["absent_files"],
+                                    image=p["image"])
+    if p["require"] and result["problems"]:
+        module.fail_json(msg="initramfs check failed: " + "; ".join(result["problems"]),
+                         **result)
     module.exit_json(**result)
 
 
