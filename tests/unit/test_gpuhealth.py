@@ -7,7 +7,8 @@ import os
 import time
 
 import pytest
-from fixtures import health, pci
+from fixtures import nvhealth as health
+from fixtures import pci
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     cmdout,
