@@ -92,8 +92,9 @@ def check_status(facts, items, wanted=None):
     return _status(facts, items, dict((k, v) for k, v in reasons.items() if v is not None))
 
 
-def audit(root="/", wanted=None, recorder=None):
-    """Facts, findings and per-check status of the host under ``root``.
+def audit(root="/", wanted=None, recorder=None, outputs=None):
+    """Facts, findings and per-check status of the host under ``root``; ``outputs`` (a
+    cmdout.CommandOutputs) runs or reads the command outputs (nvidia-smi, the journal).
 
     Returns ``{facts..., findings, checks, collected_at}``.
     """
@@ -101,9 +102,9 @@ def audit(root="/", wanted=None, recorder=None):
     started = time.time()
     if recorder is not None:
         with recorder:
-            facts = collect(root, wanted)
+            facts = collect(root, wanted, outputs)
     else:
-        facts = collect(root, wanted)
+        facts = collect(root, wanted, outputs)
     items, reasons = _evaluate(facts, wanted)
     result = dict(facts)
     result["findings"] = items

@@ -19,8 +19,10 @@ import io
 import os
 import stat
 import tarfile
+import time
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cmdout
 class ReadRecorder(object):
     """Notes every path under ``root`` that is opened, listed, stat'ed or read as a link
     while active (a context manager that wraps ``open``, ``os.listdir``, ``os.scandir``,
@@ -119,13 +121,19 @@ class ReadRecorder(object):
 # are equal exactly when the files were: what the DKMS reader's byte comparison needs).
 CAPTURE_MAX_FILE = 4 * 1024 * 1024
 CAPTURE_PREFIXES = ("/sys/", "/proc/", "/etc/", "/lib/", "/lib64/", "/usr/lib/", "/usr/src/",
-                    "/var/lib/dkms", "/boot", "/run/modprobe.d")
+                    "/var/lib/dkms", "/boot", "/run/modprobe.d",
+                    # Fabric Manager's package version and unit state (NVSwitch hosts only).
+                    "/var/lib/dpkg/status", "/run/systemd/units")
+# Read wherever they are: the NVIDIA user-space library links in a container's root file
+# system (a ZFS subvolume's mount point can be anything).
+CAPTURE_NAMES = ("libcuda.so.1", "libnvidia-ml.so.1")
 _READ_CHUNK = 65536
 
 
 def _wanted_path(path):
     return any(path == p.rstrip("/") or path.startswith(p if p.endswith("/") else p + "/")
-               or path == p for p in CAPTURE_PREFIXES)
+               or path == p for p in CAPTURE_PREFIXES) or \
+        path.rsplit("/", 1)[-1] in CAPTURE_NAMES
 
 
 class CaptureBuilder(object):
@@ -248,6 +256,17 @@ class CaptureBuilder(object):
             elif stat.S_ISREG(st.st_mode) and not pseudo:
                 self._add_file(child, st, None)
 
+    def add_content(self, path, data, mtime=None):
+        """Add a file that is no host file (a command's output), with its folders."""
+        rel = path.strip("/")
+        parts = rel.split("/")
+        now = time.time() if mtime is None else mtime
+        for index in range(1, len(parts)):
+            folder = "/".join(parts[:index])
+            if folder not in self.entries:
+                self.entries[folder] = ("dir", 0o755, now, None)
+        self.entries[rel] = ("file", 0o644, now, data)
+
     def write(self, fileobj, manifest=None):
         """Write the tar.gz (entries sorted so parents come first) to ``fileobj``; the gzip
         header carries no time stamp, so the same tree packs to the same bytes."""
@@ -282,12 +301,17 @@ class CaptureBuilder(object):
 
 
 
-def capture(root, wanted=None):
-    """Audit ``root`` while recording reads; return ``(builder, audit_result, recorded)``."""
+def capture(root, wanted=None, runner=None):
+    """Audit ``root`` while recording reads; return ``(builder, audit_result, recorded)``.
+    The command outputs the audit used (``nvidia-smi -q -x``, the kernel log's XID lines)
+    are packed under ``/.gpuhost-capture/``, where an offline audit reads them."""
     recorder = ReadRecorder(root)
-    result = audit_mod.audit(root, wanted, recorder=recorder)
+    outputs = cmdout.CommandOutputs(root, runner)
+    result = audit_mod.audit(root, wanted, recorder=recorder, outputs=outputs)
     builder = CaptureBuilder(root)
     recorded = dict((p, k) for p, k in recorder.paths.items() if _wanted_path(p))
     for path in sorted(recorded):
         builder.add(path, recorded[path])
+    for path, data in sorted(outputs.captured().items()):
+        builder.add_content(path, data)
     return builder, result, recorded

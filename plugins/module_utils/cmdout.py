@@ -73,8 +73,9 @@ class CommandOutputs(object):
                 info = {"source": "capture", "path": CAPTURE_DIR + "/" + name}
             except (IOError, OSError):
                 text = None
-                info = {"source": None, "error": "not in this tree (%s%s/%s)" % (
-                    "" if self.root == "/" else self.root.rstrip("/"), CAPTURE_DIR, name)}
+                info = {"source": None, "error": "not run (the root is not the live "
+                                                 "host) and no %s/%s under it" % (
+                                                     CAPTURE_DIR, name)}
         self.outputs[name] = text
         self.info[name] = info
         return text

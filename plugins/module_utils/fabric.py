@@ -27,7 +27,7 @@ __metaclass__ = type
 import os
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path, read_text
 
 UNIT = "nvidia-fabricmanager.service"
 NVSWITCH_CLASSES = ("0680",)
@@ -36,9 +36,17 @@ INVOCATION = "/run/systemd/units/invocation:" + UNIT
 WANTS = "/etc/systemd/system/multi-user.target.wants/" + UNIT
 
 
-def nvswitches(root, vendor="10de"):
-    """Addresses of the NVSwitch functions under root."""
-    return [dev.address for dev in pci_mod.select_devices(root, vendor, NVSWITCH_CLASSES)]
+def nvswitches(root, vendor="0x10de"):
+    """Addresses of the NVSwitch functions under root (sysfs ``vendor`` and ``class``)."""
+    found = []
+    for address in pci_mod.list_devices(root):
+        folder = host_path(root, "/sys/bus/pci/devices/%s/" % address)
+        if (read_text(folder + "vendor") or "").lower() != vendor:
+            continue
+        klass = (read_text(folder + "class") or "").lower()
+        if klass.startswith(tuple("0x" + c for c in NVSWITCH_CLASSES)):
+            found.append(address)
+    return found
 
 
 def package_version(root, prefix="nvidia-fabricmanager"):

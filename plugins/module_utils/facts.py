@@ -37,6 +37,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     pci as pci_mod,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (
+    cmdout,
+    gpuhealth,
     procfs,
     sysinfo,
 )
@@ -55,6 +57,7 @@ DEFAULT_WANTED = {
     "lxc_gpu_drivers": ["nvidia", "nvidia-uvm", "nvidia-caps"],
     "lxc_config_dir": "/etc/pve/lxc",
     "host": None,
+    "xid_window_days": gpuhealth.DEFAULT_WINDOW_DAYS,
 }
 
 
@@ -294,10 +297,14 @@ def lxc_facts(root, config_dir, gpu_drivers):
     return out
 
 
-def collect(root, wanted=None):
-    """Every fact of the audit schema; see the host_audit module's RETURN."""
+def collect(root, wanted=None, outputs=None):
+    """Every fact of the audit schema; see the host_audit module's RETURN. ``outputs`` (a
+    cmdout.CommandOutputs) holds the two command outputs of a live audit (nvidia-smi, the
+    journal); by default one is made for ``root`` without a module's runner."""
     wanted = merged_wanted(wanted)
     root = root or "/"
+    if outputs is None:
+        outputs = cmdout.CommandOutputs(root)
     errors = []
     facts = {}
     facts["kernel"] = _guard(errors, "kernel", lambda: kernel_facts(root), {})
@@ -315,6 +322,11 @@ def collect(root, wanted=None):
     facts["dkms"] = _guard(errors, "dkms", lambda: dkms_facts(root), [])
     facts["lxc"] = _guard(errors, "lxc", lambda: lxc_facts(
         root, wanted["lxc_config_dir"], wanted["lxc_gpu_drivers"]), [])
+    facts.update(gpuhealth.collect(
+        root, outputs, (facts["nvidia"] or {}).get("driver_version"),
+        int(wanted.get("xid_window_days") or gpuhealth.DEFAULT_WINDOW_DAYS),
+        lxc=facts["lxc"], lxc_config_dir=wanted["lxc_config_dir"],
+        guard=lambda section, func, default: _guard(errors, section, func, default)))
     facts["errors"] = errors
     return facts
 

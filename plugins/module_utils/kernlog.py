@@ -278,6 +278,7 @@ def facts(outputs, window_days=DEFAULT_WINDOW_DAYS, now=None, boot_time=None):
            "seconds": info.get("seconds"), "error": info.get("error"),
            "boot_time": iso(boot_time), "lines": 0, "devices": []}
     if not out["available"]:
+        out["read_at"] = None
         if not out["error"] and head.get("detail"):
             out["error"] = head["detail"].replace("_", " ")
         return out

@@ -3,7 +3,9 @@ Fabric Manager, fleet drift; the live path (one nvidia-smi, one journal read) th
 doubles in tests/doubles, everything else from trees."""
 
 import gzip
+import io
 import os
+import tarfile
 import time
 
 import pytest
@@ -11,6 +13,9 @@ from fixtures import nvhealth as health
 from fixtures import pci
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (
+    audit,
+    capture,
+    checks,
     cmdout,
     drift,
     fabric,
@@ -24,13 +29,22 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runne
 DOUBLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "doubles")
 
 
+COLUMNS = ("gpu_xid", "gpu_memory", "gpu_state", "fabric_manager")
+HEALTH_IDS = set(item.id for col in checks.columns() if col.key in COLUMNS
+                 for item in col.checks)
+
+
 def audit_health(root, driver="580.159.04", window_days=7):
+    """The GPU health facts of ``root`` and the findings of the GPU health columns (the
+    registry's checks, each column only where it applies)."""
     outputs = cmdout.CommandOutputs(str(root))
     facts = gpuhealth.collect(str(root), outputs, driver, window_days)
     found = []
-    for func in (gpuhealth.xid_findings, gpuhealth.memory_findings,
-                 gpuhealth.runtime_findings, gpuhealth.fabric_findings):
-        found.extend(func(facts, {"host": "gpu07"}))
+    wanted = {"host": "gpu07"}
+    for col in checks.columns():
+        if col.key in COLUMNS and col.not_applicable(facts, wanted) is None:
+            for item in col.checks:
+                found.extend(item.run(facts, wanted))
     return facts, found, outputs
 
 
@@ -82,8 +96,9 @@ def test_na_and_missing_elements_are_unknown_not_errors():
     assert gpu["persistence_mode"] is None and gpu["ecc_volatile_uncorrectable"] is None
     assert gpu["remapped_rows_pending"] is None and gpu["power"]["limit_w"] is None
     facts = {"nvidia_smi": {"available": True, "gpus": parsed["gpus"]}}
-    assert gpuhealth.memory_findings(facts, {}) == []
-    assert gpuhealth.runtime_findings(facts, {}) == []
+    found = [f for col in checks.columns() if col.key in ("gpu_memory", "gpu_state")
+             for item in col.checks for f in item.run(facts, {})]
+    assert found == []
 
 
 @pytest.mark.parametrize("text, message", [
@@ -157,8 +172,9 @@ def test_memory_error_findings_each(tmp_path):
 def test_missing_output_is_unavailable_with_the_reason(tmp_path):
     facts, found, _outputs = audit_health(tmp_path)
     assert facts["nvidia_smi"]["available"] is False
-    assert "not in this tree" in facts["nvidia_smi"]["error"]
+    assert "no /.gpuhost-capture/nvidia-smi-q-x.xml" in facts["nvidia_smi"]["error"]
     assert gpuhealth.smi_applies(facts).startswith("no nvidia-smi data")
+    assert found == []
     assert found == []
 
 
@@ -300,7 +316,7 @@ def test_events_before_this_boot_are_done(tmp_path):
     _facts, found, _outputs = audit_health(tmp_path)
     assert ids(found) == [("gpu_xid_events", a, "low")]
     assert "before this boot" in found[0]["current"]
-    assert found[0]["remedy"].startswith("already rebooted since")
+    assert found[0]["remedy"].startswith("none now: rebooted since")
 
 
 def test_rotations_gz_and_old_ones_skipped(tmp_path):
@@ -342,6 +358,74 @@ def test_catalogue_classes_are_known():
     assert xid.classify(95)[0] == "reset_gpu" and xid.classify(94)[0] == "restart_app"
 
 
+# ----------------------------------------------------------------------------- real H200
+
+
+def test_real_h200_reads_as_it_is():
+    parsed = nvsmi.parse(health.read(health.H200_XML))
+    gpu = parsed["gpus"][0]
+    assert parsed["driver_version"] == "580.159.04" and parsed["cuda_version"] == "13.0"
+    assert (gpu["address"], gpu["name"]) == ("0000:00:06.0", "NVIDIA H200")
+    assert gpu["persistence_mode"] is True and gpu["performance_state"] == "P0"
+    assert (gpu["ecc_mode"], gpu["ecc_mode_pending"]) == ("Enabled", "Enabled")
+    assert gpu["ecc_aggregate_correctable"] == 1 and gpu["ecc_aggregate_uncorrectable"] == 0
+    assert gpu["remapped_rows_pending"] is False and gpu["remapped_rows_failure"] is False
+    assert gpu["retired_pages_pending"] is None
+    assert gpu["clock_reasons_active"] == [] and len(gpu["clock_reasons_read"]) == 9
+    assert gpu["power"]["limit_w"] == 700.0 == gpu["power"]["default_limit_w"]
+    assert gpu["fabric_state"] is None
+
+
+def test_real_h200_audits_cleanly(tmp_path):
+    health.h200_tree(tmp_path)
+    result = audit.audit(str(tmp_path), {"host": "h200"})
+    mine = [f for f in result["findings"] if f["id"] in HEALTH_IDS]
+    assert mine == []
+    assert result["checks"]["gpu_memory"]["status"] == "ok"
+    assert result["checks"]["gpu_state"]["status"] == "ok"
+    assert result["checks"]["gpu_xid"]["status"] == "n/a"
+    assert result["checks"]["fabric_manager"]["note"] == "no NVSwitch (PCIe-only host)"
+
+
+def test_doctored_h200_gives_exactly_those_findings(tmp_path):
+    address = health.h200_tree(tmp_path)
+    health.write_smi(tmp_path, health.smi_xml(health.H200_XML, edits={address: {
+        "persistence_mode": "Disabled", "remapped_rows/remapped_row_pending": "Yes"}}))
+    now = time.time()
+    health.write_kern_log(tmp_path, [health.xid_line(now - 3600, address, 79)])
+    result = audit.audit(str(tmp_path), {"host": "h200"})
+    mine = sorted((f["id"], f["subject"], f["severity"]) for f in result["findings"]
+                  if f["id"] in HEALTH_IDS)
+    assert mine == [("gpu_persistence_off", address, "medium"),
+                    ("gpu_row_remap_pending", address, "high"),
+                    ("gpu_xid_events", address, "high")]
+
+
+def test_h200_capture_round_trip_finds_the_same(tmp_path):
+    """Capture (the stored nvidia-smi log and kernel-log lines go into the tarball), unpack
+    elsewhere, audit: the same facts and findings."""
+    src = tmp_path / "src"
+    address = health.h200_tree(src)
+    health.write_smi(src, health.smi_xml(health.H200_XML, edits={address: {
+        "remapped_rows/remapped_row_pending": "Yes"}}))
+    health.write_kern_log(src, [health.xid_line(time.time() - 3600, address, 79)])
+    builder, original, _recorded = capture.capture(str(src), {"host": "h200"})
+    buf = io.BytesIO()
+    builder.write(buf, "{}")
+    dest = tmp_path / "unpacked"
+    dest.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(buf.getvalue()), mode="r:gz") as tar:
+        names = tar.getnames()
+        tar.extractall(dest, filter="tar")
+    assert ".gpuhost-capture/nvidia-smi-q-x.xml" in names
+    assert ".gpuhost-capture/kernel-log.txt" in names and "var/log/kern.log" not in names
+    again = audit.audit(str(dest), {"host": "h200"})
+    for key in ("nvidia_smi", "kernel_log", "findings", "checks"):
+        assert again[key] == original[key], key
+    assert [f["id"] for f in again["findings"] if f["id"] in HEALTH_IDS] == [
+        "gpu_xid_events", "gpu_row_remap_pending"]
+
+
 # ----------------------------------------------------------------------------- seed host
 
 
@@ -352,7 +436,7 @@ def test_seed_health_finds_the_looping_xid79_and_the_pending_remap(tmp_path):
     assert ids(found) == [("gpu_row_remap_pending", seed["remap"], "high"),
                           ("gpu_xid_events", seed["xid79"], "critical")]
     xid79 = [f for f in found if f["id"] == "gpu_xid_events"][0]
-    assert xid79["current"].startswith("4 events in 7 days: XID 79 x4")
+    assert xid79["current"].startswith("4 XID events in 7 days: XID 79 x4")
     assert len(facts["nvidia_smi"]["gpus"]) == 8
 
 
@@ -412,7 +496,8 @@ def test_fabric_manager_version_and_fabric_state(tmp_path):
 def test_no_nvswitch_no_fabric_manager(tmp_path):
     health.write_smi(tmp_path, health.read(health.B200_580))
     facts, _found, _outputs = audit_health(tmp_path)
-    assert gpuhealth.fabric_applies(facts) == "no NVSwitch (PCIe-only host)"
+    col = [c for c in checks.columns() if c.key == "fabric_manager"][0]
+    assert col.not_applicable(facts, {}) == "no NVSwitch (PCIe-only host)"
 
 
 # ----------------------------------------------------------------------------- drift
