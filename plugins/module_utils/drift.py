@@ -191,3 +191,29 @@ def fleet_findings(audits):
                               % (driver, ct["vmid"], driver),
                     "reboot_required": False})
     return out
+
+
+def apply_to_documents(documents, audits):
+    """Add each host's fleet drift findings to its report document (``report.host_document``
+    dicts, changed in place): the findings, re-ranked, and the ``fleet_drift`` column's
+    status (ok, or the worst severity with the count), which ``host_audit`` left n/a."""
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
+    found = fleet_findings(dict((doc["host"], (audits or {}).get(doc["host"]) or {})
+                                for doc in documents))
+    for doc in documents:
+        mine = found.get(doc["host"]) or []
+        checks = doc.setdefault("checks", {})
+        old = checks.get(FINDING_ID) or {}
+        label = old.get("label") or "Fleet drift"
+        if mine:
+            doc["findings"] = audit_mod.sort_findings(list(doc.get("findings") or []) + mine)
+            worst = min(mine, key=lambda f: audit_mod.SEVERITY_RANK[f["severity"]])["severity"]
+            checks[FINDING_ID] = {"label": label, "status": worst, "count": len(mine),
+                                  "note": "against the %d hosts of this report" % len(documents)}
+        elif len(documents) >= 2 or any(
+                (audits.get(d["host"]) or {}).get("containers_nvidia") for d in documents):
+            checks[FINDING_ID] = {"label": label, "status": "ok", "count": 0,
+                                  "note": "against the %d hosts of this report" % len(documents)}
+        elif old:
+            checks[FINDING_ID] = dict(old, note="one host: nothing to compare")
+    return documents

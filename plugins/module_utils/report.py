@@ -16,6 +16,7 @@ import json
 import os
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import drift, gpuhealth
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import atomic_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import (
     CHECKS,
@@ -25,7 +26,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import (
 )
 
 FACT_KEYS = ("kernel", "cpu", "sysctl", "gpus", "nvidia", "char_devices", "char_majors", "dkms",
-             "lxc", "errors")
+             "lxc", "errors") + gpuhealth.FACT_KEYS
 STATUS_ORDER = SEVERITIES + ("ok", "n/a")
 
 
@@ -351,6 +352,7 @@ def report_files(audits, generated_at=None, want_mrrs=4096):
     """``{filename: text}`` for ``audits`` (host -> audit result): one JSON per host,
     ``summary.md`` and ``index.html``."""
     docs = [host_document(host, audit) for host, audit in audits.items()]
+    drift.apply_to_documents(docs, audits)
     files = {}
     for doc in docs:
         files["%s.json" % safe_name(doc["host"])] = render_json(doc)

@@ -10,21 +10,31 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: host_audit
-short_description: Read-only audit of a GPU host (PCIe, CPU, sysctls, kernel, DKMS, NVIDIA, LXC)
+short_description: Read-only audit of a GPU host (PCIe, CPU, kernel, DKMS, NVIDIA, GPU health, LXC)
 version_added: "0.1.0"
 description:
   - Reads sysfs, procfs and files under O(root) in one call and returns the facts and the
     ranked findings against the wanted values (role C(gpuhost.tuning.common) passes them).
-  - Never writes and never runs a command, so it audits a live host and an unpacked capture
-    (playbook C(gpuhost.tuning.capture)) the same way.
+  - Never writes. Files only, with two exceptions where only the driver or the journal
+    knows, each run at most once per audit and only when O(root) is C(/) (the live host)
+    and the tool is installed there - C(nvidia-smi -q -x) (ECC, row remapping, clock event
+    reasons, power limits, persistence mode; about 0.1 s on an H200 with persistence mode
+    on) and C(journalctl _TRANSPORT=kernel --since "N days ago") (XID/SXID lines; without a
+    journal, C(/var/log/kern.log*) files are read). A capture (playbook
+    C(gpuhost.tuning.capture)) stores both outputs under C(/.gpuhost-capture/), and an
+    audit of an unpacked capture (any other O(root)) reads them from there, so it finds the
+    same things.
   - A missing file is a fact (null or empty), never a failure; a reader that fails
     unexpectedly is reported as an C(audit_error) finding and the rest of the audit goes on.
   - "Finding ids (stable):
-    C(dkms_missing_for_kernel) (critical),
+    C(dkms_missing_for_kernel), C(gpu_row_remap_failed) (critical),
+    C(gpu_retired_pages), C(gpu_xid_events), C(nvswitch_sxid_events), C(fabric_manager),
+    C(gpu_row_remap_pending), C(gpu_ecc_uncorrectable), C(gpu_clock_throttle),
     C(gpu_no_driver), C(pcie_mrrs), C(pcie_link_degraded), C(numa_balancing),
     C(cpuidle_deep_state), C(lxc_stale_majors), C(lxc_gpu_majors_missing),
     C(kernel_headers_missing) (high),
-    C(cpufreq_driver), C(sysctl), C(nvidia_uvm_hmm), C(reboot_pending), C(audit_error) (medium),
+    C(gpu_ecc_pending), C(cpufreq_driver), C(sysctl), C(nvidia_uvm_hmm), C(reboot_pending),
+    C(gpu_power_capped), C(gpu_persistence_off), C(fleet_drift), C(audit_error) (medium),
     C(boot_param), C(lxc_onboot), C(nvidia_peermem_not_loaded) (low),
     C(pcie_unreadable), C(nvidia_peermem_unavailable) (info).
     Some ids take another severity by context; see RV(audit.findings)."
@@ -89,6 +99,12 @@ options:
   host:
     description: Inventory name of the host, used in the remedies (C(-l <host>)).
     type: str
+  xid_window_days:
+    description:
+      - How many days of the kernel log the XID/SXID count covers (read back to then, counted
+        up to the time of the read; a capture counts from when it was taken).
+    type: int
+    default: 7
   record_files:
     description:
       - Also return RV(files_read), every path under O(root) the audit read, listed or
@@ -208,6 +224,53 @@ audit:
       type: list
       elements: dict
       returned: always
+    nvidia_smi:
+      description:
+        - The audit's one C(nvidia-smi -q -x), parsed - C(available), C(source) (C(command),
+          C(capture) or null), C(seconds) (the command's time on a live host), C(error) (why
+          it is not available - not installed, its exit code and message, no stored copy),
+          C(driver_version), C(cuda_version) and C(gpus).
+        - Each GPU - C(address) (sysfs form C(0000:bb:dd.f)), C(name), C(architecture),
+          C(serial), C(uuid), C(vbios), C(persistence_mode) (bool), C(mig_mode),
+          C(performance_state), C(ecc_mode), C(ecc_mode_pending), C(ecc_volatile_correctable),
+          C(ecc_volatile_uncorrectable), C(ecc_aggregate_correctable),
+          C(ecc_aggregate_uncorrectable), C(sram_threshold_exceeded), C(retired_pages_sbe),
+          C(retired_pages_dbe), C(retired_pages_pending), C(remapped_rows_correctable),
+          C(remapped_rows_uncorrectable), C(remapped_rows_pending), C(remapped_rows_failure),
+          C(clock_reasons_active) and C(clock_reasons_read) (short names such as
+          C(sw_power_cap)), C(power) C({limit_w, default_limit_w, max_limit_w, draw_w,
+          management}), C(fabric_state), C(fabric_status). N/A and missing elements are null.
+      type: dict
+      returned: always
+    kernel_log:
+      description:
+        - The audit's one kernel-log read, reduced to XID and SXID lines - C(available),
+          C(source) (C(journal) or C(kern.log)), C(read_at), C(window_days), C(seconds),
+          C(error), C(boot_time) (C(btime) of C(/proc/stat)), C(lines) (events read) and
+          C(devices).
+        - Each device - C(address) (a GPU, or an NVSwitch for C(kind) C(sxid)), C(kind),
+          C(events), C(worst) and C(codes), each C({code, class, description, count, first,
+          last, message, before_boot}) with C(class) one of C(none), C(restart_app),
+          C(unknown), C(reset_gpu), C(reboot), C(hardware) (NVIDIA's catalogue's immediate
+          action; a reset or reboot class seen 3 times or more in the window is
+          C(hardware)).
+      type: dict
+      returned: always
+    fabric_manager:
+      description: C(nvswitches) (PCI addresses of class 0680 NVIDIA functions), C(needed),
+        C(unit_active) (systemd's C(/run/systemd/units/invocation:nvidia-fabricmanager.service)),
+        C(unit_enabled), C(package) and C(version) (dpkg status), C(driver_version),
+        C(gpu_states) (each GPU's fabric state and status from nvidia-smi).
+      type: dict
+      returned: always
+    containers_nvidia:
+      description: For each GPU container C({vmid, rootfs, path, version, library, note}) -
+        the NVIDIA user-space driver version from C(libcuda.so.1)'s link in the container's
+        root file system when the host can read it (ZFS subvolume, directory storage),
+        else null with the reason in C(note).
+      type: list
+      elements: dict
+      returned: always
     errors:
       description: Readers that failed unexpectedly, each C({section, error}).
       type: list
@@ -250,6 +313,25 @@ audit:
           apply (not a problem). C(nvidia_peermem_not_loaded) low when ib_core is there."
         - "C(pcie_unreadable) info: config space not readable (not root)."
         - "C(audit_error) medium: a reader failed; subject is the fact section."
+        - "C(gpu_xid_events): one per GPU with XID events in the window (subject: its
+          address); severity by the worst class - hardware critical, reset the GPU or
+          reboot high, not in the catalogue medium, restart the application low, nothing to
+          do info; a reset or reboot asked for only before this boot low.
+          C(nvswitch_sxid_events): the same per NVSwitch (fatal SXID high)."
+        - "C(gpu_row_remap_failed) critical, C(gpu_row_remap_pending) high (a GPU reset or
+          reboot applies it), C(gpu_ecc_uncorrectable) high since the driver loaded, medium
+          for lifetime counts only, C(gpu_ecc_pending) medium (ECC mode changes at the next
+          reset), C(gpu_retired_pages) high when pending, critical at 60 retired pages, low
+          below."
+        - "C(gpu_persistence_off) medium, C(gpu_clock_throttle) by reason (hardware slowdown
+          high, software thermal medium, power cap low, sync boost info; idle and
+          application clocks are no finding), C(gpu_power_capped) medium (limit below the
+          default)."
+        - "C(fabric_manager) (NVSwitch hosts): not installed, another version than the
+          driver's, fabric not Completed or the service down high; not enabled medium."
+        - "C(fleet_drift) is found by M(gpuhost.tuning.audit_report) across the hosts of a
+          run (medium; high for a container's user space against its host's module);
+          C(host_audit) shows its column as n/a."
       type: list
       elements: dict
       returned: always
@@ -306,7 +388,9 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cmdout  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysinfo  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
     capture as capture_mod,
 )
@@ -314,7 +398,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import text  # noqa
 
 WANTED_KEYS = ("gpu_vendor", "gpu_classes", "mrrs_size", "cpuidle_deeper_than", "sysctl",
                "cpufreq_drivers_wanted", "boot_params", "nvidia_uvm_disable_hmm",
-               "nvidia_uvm_modprobe_file", "lxc_gpu_drivers", "lxc_config_dir", "host")
+               "nvidia_uvm_modprobe_file", "lxc_gpu_drivers", "lxc_config_dir", "host",
+               "xid_window_days")
 
 
 def argument_spec():
@@ -334,6 +419,7 @@ def argument_spec():
                              default=["nvidia", "nvidia-uvm", "nvidia-caps"]),
         lxc_config_dir=dict(type="path", default="/etc/pve/lxc"),
         host=dict(type="str"),
+        xid_window_days=dict(type="int", default=7),
         record_files=dict(type="bool", default=False),
     )
 
@@ -343,8 +429,12 @@ def main():
     check_module(module, "host_audit")
     params = module.params
     wanted = dict((key, params[key]) for key in WANTED_KEYS)
+    if params["xid_window_days"] < 1:
+        module.fail_json(msg="host_audit: xid_window_days must be 1 or more (days of kernel "
+                             "log to count XID events over), got %s" % params["xid_window_days"])
     recorder = capture_mod.ReadRecorder(params["root"]) if params["record_files"] else None
-    result = audit_mod.audit(params["root"], wanted, recorder=recorder)
+    outputs = cmdout.CommandOutputs(params["root"], Runner(module))
+    result = audit_mod.audit(params["root"], wanted, recorder=recorder, outputs=outputs)
     counts, worst = text.summary(result["findings"])
     out = dict(changed=False, audit=result, counts=counts, worst=worst,
                lines=text.text_lines(result["findings"]),

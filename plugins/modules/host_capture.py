@@ -24,6 +24,11 @@ description:
     less); PCI C(config) is kept with all 4096 bytes when readable (run as root). Files the
     audit only checks for existence are packed empty; files over 4 MiB are packed as a
     marker with their size and SHA-256.
+  - The audit's two command outputs go in as files under C(/.gpuhost-capture/), where an
+    audit of the unpacked tree reads them - C(nvidia-smi-q-x.xml) (the one
+    C(nvidia-smi -q -x), run when O(root) is C(/) and the tool is there) and
+    C(kernel-log.txt) (a header naming the source and the time of the read, then only the
+    NVRM XID and SXID lines of the last 7 days from the journal or C(/var/log/kern.log*)).
   - "Write: with O(archive) and O(dest), writes a collected archive to O(dest) on the
     machine the task runs on (the controller, with C(delegate_to: localhost))."
 author:
@@ -118,6 +123,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as aud
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
     capture as capture_mod,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
     atomic_write,
 )
@@ -127,7 +133,7 @@ def collect(module):
     params = module.params
     wanted = {"sysctl": params["sysctl"], "gpu_vendor": params["gpu_vendor"],
               "gpu_classes": params["gpu_classes"], "lxc_config_dir": params["lxc_config_dir"]}
-    builder, result, recorded = capture_mod.capture(params["root"], wanted)
+    builder, result, recorded = capture_mod.capture(params["root"], wanted, Runner(module))
     manifest = json.dumps({
         "schema": audit_mod.SCHEMA,
         "root": params["root"],

@@ -4,6 +4,7 @@ doubles in tests/doubles, everything else from trees."""
 
 import gzip
 import io
+import json
 import os
 import tarfile
 import time
@@ -22,6 +23,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     gpuhealth,
     kernlog,
     nvsmi,
+    report,
     xid,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
@@ -505,7 +507,8 @@ def test_no_nvswitch_no_fabric_manager(tmp_path):
 
 def _audit(driver, kernel="6.8.12-9-pve", vbios="97.00.4B.00.01", gpus=8, containers=()):
     return {"nvidia": {"driver_version": driver}, "kernel": {"running": kernel},
-            "gpus": [{"vendor": "10de", "device": "2bb5"}] * gpus,
+            "gpus": [{"address": "0000:%02x:00.0" % (index + 1), "vendor": "10de",
+                      "device": "2bb5", "upstream": []} for index in range(gpus)],
             "nvidia_smi": {"gpus": [{"name": health.SEED_NAME, "vbios": vbios}] * gpus},
             "containers_nvidia": list(containers)}
 
@@ -542,3 +545,18 @@ def test_container_user_space_against_the_host_module(tmp_path):
     assert "lvmthin" in cts[2]["note"]
     found = drift.fleet_findings({"gpu01": _audit("590.48.01", containers=cts)})
     assert [(f["subject"], f["severity"]) for f in found["gpu01"]] == [("lxc 129", "high")]
+
+
+def test_report_fills_the_fleet_drift_column():
+    audits = {"gpu01": _audit("590.48.01"), "gpu02": _audit("590.48.01"),
+              "gpu03": _audit("580.95.05")}
+    for item in audits.values():
+        item.update({"findings": [], "checks": {"fleet_drift": {
+            "label": "Fleet drift", "status": "n/a", "count": 0,
+            "note": "compared across the hosts of the run by the report"}}})
+    files = report.report_files(audits, generated_at="2026-01-01 00:00:00Z")
+    odd = json.loads(files["gpu03.json"])
+    assert [(f["id"], f["subject"]) for f in odd["findings"]] == [("fleet_drift", "driver")]
+    assert odd["checks"]["fleet_drift"]["status"] == "medium"
+    assert json.loads(files["gpu01.json"])["checks"]["fleet_drift"]["status"] == "ok"
+    assert "Fleet drift" in files["index.html"] and "580.95.05" in files["summary.md"]

@@ -25,7 +25,7 @@ def _applies(facts, wanted):
 COLUMN = column("fabric_manager", "Fabric manager", position=104, applies=_applies)
 
 
-@check("fabric_manager", COLUMN, severity="high", severities=("high", "medium"), order=15)
+@check("fabric_manager", COLUMN, severity="high", severities=("high", "medium"), order=45)
 def fabric_manager(facts, wanted):
     """Not installed, another version than the driver, the GPUs' fabric not Completed, or
     the service not running: high (CUDA cannot use the GPUs behind the NVSwitches); not

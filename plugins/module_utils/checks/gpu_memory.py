@@ -30,7 +30,7 @@ def _addr(gpu):
     return gpu.get("address") or "?"
 
 
-@check("gpu_row_remap_failed", COLUMN, severity="critical", order=11)
+@check("gpu_row_remap_failed", COLUMN, severity="critical", order=41)
 def gpu_row_remap_failed(facts, wanted):
     for gpu in smi_gpus(facts):
         if gpu.get("remapped_rows_failure"):
@@ -41,7 +41,7 @@ def gpu_row_remap_failed(facts, wanted):
 
 
 @check("gpu_retired_pages", COLUMN, severity="high", severities=("high", "critical", "low"),
-       order=12)
+       order=42)
 def gpu_retired_pages(facts, wanted):
     """Dynamic page retirement (before Ampere): pending high (reboot), at NVIDIA's threshold
     of 60 critical, double-bit ones below it low."""
@@ -63,7 +63,7 @@ def gpu_retired_pages(facts, wanted):
                         "0 retired", "watch the count", severity="low")
 
 
-@check("gpu_row_remap_pending", COLUMN, severity="high", order=16)
+@check("gpu_row_remap_pending", COLUMN, severity="high", order=46)
 def gpu_row_remap_pending(facts, wanted):
     host = wanted.get("host")
     for gpu in smi_gpus(facts):
@@ -82,7 +82,7 @@ def gpu_row_remap_pending(facts, wanted):
 
 
 @check("gpu_ecc_uncorrectable", COLUMN, severity="high", severities=("high", "medium"),
-       order=17)
+       order=47)
 def gpu_ecc_uncorrectable(facts, wanted):
     """Volatile (since the driver loaded) uncorrectable errors high; lifetime (aggregate)
     ones only medium: row remapping or page retirement has dealt with those."""
@@ -104,7 +104,7 @@ def gpu_ecc_uncorrectable(facts, wanted):
                 "watch it: a rising lifetime count is a hardware case", severity="medium")
 
 
-@check("gpu_ecc_pending", COLUMN, severity="medium", order=18)
+@check("gpu_ecc_pending", COLUMN, severity="medium", order=48)
 def gpu_ecc_pending(facts, wanted):
     host = wanted.get("host")
     for gpu in smi_gpus(facts):

@@ -43,7 +43,7 @@ def _addr(gpu):
 
 
 @check("gpu_clock_throttle", COLUMN, severity="high",
-       severities=("high", "medium", "low", "info"), order=19)
+       severities=("high", "medium", "low", "info"), order=49)
 def gpu_clock_throttle(facts, wanted):
     """Active clock event reasons other than idle and application clocks: hardware
     slowdowns high, software thermal medium, software power cap low (a GPU at its limit

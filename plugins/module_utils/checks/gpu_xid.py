@@ -11,7 +11,6 @@ __metaclass__ = type
 from ansible_collections.gpuhost.tuning.plugins.module_utils import xid as xid_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (
     PLAYBOOK_REBOOT,
-    SEVERITIES,
     SEVERITY_RANK,
     check,
     column,
@@ -28,6 +27,8 @@ def _applies(facts, wanted):
 
 
 COLUMN = column("gpu_xid", "GPU XID", position=42, applies=_applies)
+# Usual first (a reset or reboot), then every other severity a class maps to.
+EVENT_SEVERITIES = ("high", "critical", "medium", "low", "info")
 
 REMEDY = {
     "none": "nothing to do: recorded for the record (NVIDIA's catalogue: IGNORE)",
@@ -91,7 +92,7 @@ def _events(facts, wanted, kind):
             severity=severity)
 
 
-@check("gpu_xid_events", COLUMN, severity="high", severities=SEVERITIES, order=13)
+@check("gpu_xid_events", COLUMN, severity="high", severities=EVENT_SEVERITIES, order=43)
 def gpu_xid_events(facts, wanted):
     """One per GPU with XID events in the window; severity by the worst class: hardware
     critical, reset/reboot high, unknown medium, restart the application low, nothing
@@ -99,7 +100,7 @@ def gpu_xid_events(facts, wanted):
     return _events(facts, wanted, "xid")
 
 
-@check("nvswitch_sxid_events", COLUMN, severity="high", severities=SEVERITIES, order=14)
+@check("nvswitch_sxid_events", COLUMN, severity="high", severities=EVENT_SEVERITIES, order=44)
 def nvswitch_sxid_events(facts, wanted):
     """One per NVSwitch with SXID events in the window: fatal ones high (critical when
     they repeat), non-fatal info."""
