@@ -127,9 +127,9 @@ def _host_values(audit):
     nvsmi = audit.get("nvidia_smi") or {}
     smi_gpus = nvsmi.get("gpus") or []
     gpus = audit.get("gpus") or []
-    models = sorted(set(g.get("name") for g in smi_gpus if g.get("name")))
-    if not models:
-        models = sorted(set("%s:%s" % (g.get("vendor"), g.get("device")) for g in gpus))
+    # The PCI id (vendor:device) is there on every host, from sysfs; nvidia-smi's name only
+    # where it ran, so the model is compared by id.
+    models = sorted(set("%s:%s" % (g.get("vendor"), g.get("device")) for g in gpus))
     vbios = sorted(set(g.get("vbios") for g in smi_gpus if g.get("vbios")))
     return {
         "driver": (audit.get("nvidia") or {}).get("driver_version"),

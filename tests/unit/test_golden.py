@@ -17,7 +17,7 @@ import os
 import shutil
 
 import pytest
-from fixtures import boot, cpu, dkms, hosts, lxc, pci, procsys
+from fixtures import boot, cpu, dkms, hosts, lxc, nvhealth, pci, procsys
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report
@@ -75,12 +75,20 @@ def odd_host(root):
     # a reader that fails: the THP setting is a folder, not a file
     thp = os.path.join(root, "sys/kernel/mm/transparent_hugepage/enabled")
     os.makedirs(thp)
+    # GPU health: every memory and state finding, an XID 13, NVSwitches with a fatal SXID
+    # and Fabric Manager 570 against driver 590
+    switches = nvhealth.odd_health(root, built["gpus"], hosts.SEED_CAPTURED_AT)
+    for address in switches:
+        pci.add_function(root, address, "pci0000:00",
+                         pci.plain_config(0x10DE, 0x22A3, 0x068000, 0xA1),
+                         driver="nvidia-nvswitch")
+    nvhealth.dpkg_status(root, [("nvidia-fabricmanager-570", "570.86.15-1")])
     return built
 
 
 # name -> (builder, extra wanted values)
 HOSTS = {
-    "pve-gpu01": (hosts.seed_host, {}),
+    "pve-gpu01": (hosts.seed_health_host, {}),
     "pve-gpu02": (hosts.tuned_host, {}),
     "h200-vm": (hosts.vm_host, {}),
     "empty": (empty_host, {}),
@@ -162,6 +170,9 @@ def test_golden_hosts_cover_every_finding_id(generated):
     for rel, data in generated.items():
         if rel.endswith(".result.json"):
             seen.update(f["id"] for f in json.loads(data)["audit"]["findings"])
+        elif rel.startswith("reports/") and rel.endswith(".json"):
+            # report-level checks (fleet_drift) are found by audit_report
+            seen.update(f["id"] for f in json.loads(data)["findings"])
     documented = set(host_audit.DOCUMENTATION.split("Finding ids (stable):")[1]
                      .split("Some ids")[0].replace("C(", " ").replace(")", " ").split())
     documented = set(w.strip(",") for w in documented if "_" in w)
