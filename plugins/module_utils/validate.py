@@ -386,6 +386,13 @@ def _boot_entries(p):
     inside(p, "grub_cfg")
 
 
+def _kernel_state(p):
+    _common(p)
+    boot_params("params", p.get("params"), "absent", p.get("absent"))
+    names("kernel", [p["kernel"]] if p.get("kernel") else [], RELEASE,
+          "a kernel release like 6.14.11-5-bpo12-pve")
+
+
 def _dkms_build(p):
     _common(p)
     names("name", [p.get("name")], what="a DKMS module name (letters, digits, _ . + -)")
@@ -476,6 +483,7 @@ RULES = {
     "lxc_cgroup_devices": _lxc_cgroup_devices,
     "kernel_cmdline": _kernel_cmdline,
     "boot_entries": _boot_entries,
+    "kernel_state": _kernel_state,
     "dkms_build": _dkms_build,
     "initramfs_check": _initramfs_check,
     "cuda_probe": _cuda_probe,

@@ -18,13 +18,11 @@ description:
     C(kernel-install)), C(loader.conf) and the C(LoaderEntryOneShot)/C(LoaderEntryDefault)
     EFI variables; or the GRUB C(grub.cfg) menu entries and C(grubenv).
   - Reports the entry that boots next without a key press and its kernel, the Proxmox
-    kernel pins (C(proxmox-boot-tool kernel list), or the pin files offline), the running
-    kernel and command line, the installed kernels, the DKMS modules (read from
-    C(/var/lib/dkms) without running dkms) and, for O(kernel), the package names and
-    whether its image and headers are there.
-  - With O(params), checks that every entry of O(kernels) carries them, and that the
-    running command line does; with O(require) a missing parameter or entry fails the task
-    naming the entry and the parameter.
+    kernel pins (C(proxmox-boot-tool kernel list), or the pin files offline). The running
+    kernel, the installed kernels, DKMS and the configured command line are
+    M(gpuhost.tuning.kernel_state).
+  - With O(params), checks that every entry of O(kernels) carries them; with O(require) a
+    missing parameter or entry fails the task naming the entry and the parameter.
   - Proxmox ESPs are not mounted while the host runs. On the live host (O(root=/)) the
     module mounts each ESP of C(/etc/kernel/proxmox-boot-uuids) read-only when
     O(esp_dirs) does not hold it, and unmounts it again (as C(proxmox-boot-tool) does).
@@ -48,11 +46,6 @@ options:
     type: list
     elements: str
     default: []
-  kernel:
-    description:
-      - A kernel release to describe in RV(target) (image and headers packages, whether
-        it is installed and has headers), for example the upgrade target.
-    type: str
   require:
     description:
       - Fail when an entry of O(kernels) is missing or lacks a parameter, or when
@@ -94,6 +87,7 @@ notes:
 seealso:
   - module: gpuhost.tuning.kernel_cmdline
   - module: gpuhost.tuning.initramfs_check
+  - module: gpuhost.tuning.kernel_state
 author:
   - gpuhost.tuning developers (!UNKNOWN)
 """
@@ -108,14 +102,13 @@ EXAMPLES = r"""
     require: true
     require_next_boot: 6.14.11-5-bpo12-pve
 
-- name: What boots next, and which packages kernel 6.1.0-56-amd64 needs
+- name: What boots next
   gpuhost.tuning.boot_entries:
-    kernel: 6.1.0-56-amd64
   register: boot
 
 - name: Show it
   ansible.builtin.debug:
-    msg: "{{ boot.next_boot_kernel }} via {{ boot.default_how }}; {{ boot.target.headers_package }}"
+    msg: "{{ boot.next_boot_kernel }} via {{ boot.default_how }}"
 """
 
 RETURN = r"""
@@ -192,35 +185,6 @@ check:
     without O(params)); each checked item C({kernel, where, id, missing}).
   returned: always
   type: dict
-running:
-  description: C({kernel, cmdline, missing}) - the running kernel, C(/proc/cmdline) and
-    what it lacks of O(params).
-  returned: always
-  type: dict
-kernels:
-  description: C({installed, newest}) installed kernel releases (oldest first).
-  returned: always
-  type: dict
-target:
-  description: For O(kernel) - C({release, flavour, image_package, headers_package,
-    vmlinuz, initrd, modules, headers, installed}); null without O(kernel).
-  returned: always
-  type: dict
-  sample: {"release": "6.14.11-5-bpo12-pve", "flavour": "proxmox",
-           "image_package": "proxmox-kernel-6.14.11-5-bpo12-pve-signed",
-           "headers_package": "proxmox-headers-6.14.11-5-bpo12-pve",
-           "installed": true, "headers": false}
-dkms:
-  description: DKMS modules from C(/var/lib/dkms) (no dkms run), each C({name, version,
-    kernel, state, warning, modules}).
-  returned: always
-  type: list
-  elements: dict
-configured_cmdline:
-  description: The command line the configuration asks for (C(/etc/kernel/cmdline) or
-    the effective GRUB variables), before any refresh.
-  returned: always
-  type: str
 """
 
 import os  # noqa: E402
@@ -231,8 +195,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import che
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
     bootcfg,
     bootloader,
-    dkms,
-    kernel,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 
@@ -245,7 +207,6 @@ def build_module():
             params=dict(type="dict", default={}),
             absent=dict(type="list", elements="str", default=[]),
             kernels=dict(type="list", elements="str", default=[]),
-            kernel=dict(type="str"),
             require=dict(type="bool", default=False),
             require_next_boot=dict(type="str"),
             backend=dict(type="str", choices=["auto", "systemd-boot", "grub"],
@@ -307,23 +268,6 @@ def main():
             found["backend"], found["tool"],
             "pass esp_dirs" if found["backend"] == "systemd-boot" else "no grub.cfg"))
         check["ok"] = False
-    running_release = kernel.running_kernel(root)
-    proc = bootcfg.proc_cmdline_base(root)
-    installed = kernel.installed_kernels(root)
-    target = None
-    if p["kernel"]:
-        info = kernel.kernel_info(root, p["kernel"])
-        info["flavour"] = kernel.release_flavour(p["kernel"])
-        info["installed"] = bool(info["modules"] or info["vmlinuz"])
-        target = info
-    try:
-        dkms_entries = dkms.tree_status(root)
-    except OSError:
-        dkms_entries = []
-    try:
-        configured = bootcfg.configured_cmdline(root, runner)
-    except (bootcfg.BootConfigError, OSError):
-        configured = None
     result = dict(
         changed=False,
         backend=found["backend"],
@@ -339,13 +283,6 @@ def main():
         kernel_list=found["kernel_list"],
         grubenv=found["grubenv"],
         check=check,
-        running=dict(kernel=running_release, cmdline=proc or None,
-                     missing=bootloader.missing_params(proc, p["params"], p["absent"])
-                     if proc else []),
-        kernels=dict(installed=installed, newest=installed[-1] if installed else None),
-        target=target,
-        dkms=dkms_entries,
-        configured_cmdline=configured,
     )
     problems = list(check["problems"])
     if p["require_next_boot"] and found["next_boot_kernel"] != p["require_next_boot"]:

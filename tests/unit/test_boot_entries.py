@@ -1,9 +1,14 @@
-"""boot_entries and initramfs_check modules: what a user sees in the task result."""
+"""boot_entries, kernel_state and initramfs_check modules: what a user sees in the task
+result."""
 
 import os
 import stat
 
-from ansible_collections.gpuhost.tuning.plugins.modules import boot_entries, initramfs_check
+from ansible_collections.gpuhost.tuning.plugins.modules import (
+    boot_entries,
+    initramfs_check,
+    kernel_state,
+)
 from fixtures import boot, dkms, hosts
 from fixtures import bootloader as fx
 from modrun import run_module
@@ -27,13 +32,23 @@ def run(args, check_mode=False):
     return run_module(boot_entries, args, check_mode=check_mode)
 
 
+def state(args):
+    return run_module(kernel_state, args)
+
+
 def test_seed_host_next_boot_target_packages_and_dkms_gap(tmp_path):
     root = _seed(tmp_path)
-    res = run({"root": root, "esp_dirs": [ESP_DIR], "kernel": NEW})
+    res = run({"root": root, "esp_dirs": [ESP_DIR]})
     assert not res.get("failed"), res
     assert res["backend"] == "systemd-boot" and res["tool"] == "proxmox-boot-tool"
     assert res["next_boot_kernel"] == NEW
     assert len(res["esps"]) == 2 and res["unreadable_esps"] == []
+    assert res["kernel_list"]["pinned"] is None
+    # the kernel side is kernel_state's, not the boot loader's
+    assert not {"running", "kernels", "target", "dkms", "configured_cmdline"} & set(res)
+    res = state({"root": root, "kernel": NEW})
+    assert not res.get("failed"), res
+    assert res["changed"] is False
     assert res["target"]["image_package"] == "proxmox-kernel-%s-signed" % NEW
     assert res["target"]["headers_package"] == "proxmox-headers-%s" % NEW
     assert res["target"]["installed"] and not res["target"]["headers"]
@@ -41,7 +56,6 @@ def test_seed_host_next_boot_target_packages_and_dkms_gap(tmp_path):
     assert res["kernels"]["newest"] == NEW
     installed = {(e["name"], e["kernel"]) for e in res["dkms"] if e["state"] == "installed"}
     assert ("nvidia", OLD) in installed and ("nvidia", NEW) not in installed
-    assert res["kernel_list"]["pinned"] is None
 
 
 def test_require_fails_naming_esp_entry_and_parameter(tmp_path):
@@ -51,8 +65,10 @@ def test_require_fails_naming_esp_entry_and_parameter(tmp_path):
     assert res["failed"]
     assert "9B2E-4F1C:loader/entries/proxmox-%s.conf" % NEW in res["msg"]
     assert "amd_pstate=active" in res["msg"]
-    assert res["running"]["missing"] == ["amd_pstate=active", "processor.max_cstate=1",
-                                         "nmi_watchdog=0"]
+    running = state({"root": root, "params": PARAMS})["running"]
+    assert running["kernel"] == OLD
+    assert running["missing"] == ["amd_pstate=active", "processor.max_cstate=1",
+                                  "nmi_watchdog=0"]
 
 
 def test_require_passes_when_every_esp_carries_the_parameters(tmp_path):
@@ -98,13 +114,16 @@ def test_debian_grub_host_entries_and_grub_ref(tmp_path):
     dkms.kernel_tree(root, "6.1.0-55-amd64")
     boot.debian_grub(root, default="quiet")
     fx.grub_cfg(root, ["6.1.0-55-amd64", "6.1.0-56-amd64"], default_opts="quiet")
-    res = run({"root": root, "params": {"amd_pstate": "active"}, "kernel": "6.1.0-56-amd64"})
+    res = run({"root": root, "params": {"amd_pstate": "active"}})
     assert res["backend"] == "grub" and res["next_boot_kernel"] == "6.1.0-56-amd64"
     assert not res["check"]["ok"]
-    assert res["target"]["image_package"] == "linux-image-6.1.0-56-amd64"
     assert res["grub_ref"]["6.1.0-55-amd64"].endswith(
         ">gnulinux-6.1.0-55-amd64-advanced-%s" % fx.ROOT_UUID)
-    assert res["configured_cmdline"] == "quiet"
+    kernel = state({"root": root, "kernel": "6.1.0-56-amd64"})
+    assert kernel["target"]["image_package"] == "linux-image-6.1.0-56-amd64"
+    assert kernel["configured_cmdline"] == "quiet"
+    assert kernel["kernels"]["installed"] == ["6.1.0-55-amd64", "6.1.0-56-amd64"]
+    assert state({"root": root, "kernel": "6.1.0-56 ; rm"})["failed"]
 
 
 def test_check_mode_is_read_only(tmp_path, snapshot_tree):

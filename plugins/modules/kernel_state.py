@@ -1,0 +1,122 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: kernel_state
+short_description: Read the running kernel, the installed kernels, a target kernel and DKMS
+version_added: 0.1.0
+description:
+  - Reports the running kernel and its command line (C(/proc/cmdline)) and what it lacks of
+    O(params), the installed kernel releases, the DKMS modules (read from C(/var/lib/dkms)
+    without running dkms), the command line the boot configuration asks for
+    (C(/etc/kernel/cmdline) or the effective GRUB variables) and, for O(kernel), the package
+    names and whether its image and headers are there.
+  - What the boot loader will boot is M(gpuhost.tuning.boot_entries).
+options:
+  kernel:
+    description:
+      - A kernel release to describe in RV(target) (image and headers packages, whether
+        it is installed and has headers), for example the upgrade target.
+    type: str
+  params:
+    description:
+      - Kernel parameters the running command line must carry (name to value; V(true) for
+        a flag, V(false) for C(off), null for "must not be there"), for RV(running.missing).
+    type: dict
+    default: {}
+  absent:
+    description: Parameters (C(name) or C(name=value)) the running command line must not carry.
+    type: list
+    elements: str
+    default: []
+  root:
+    description: Host root every path is read under.
+    type: path
+    default: /
+notes:
+  - Read-only; check mode runs the same.
+seealso:
+  - module: gpuhost.tuning.boot_entries
+  - module: gpuhost.tuning.dkms_build
+author:
+  - gpuhost.tuning developers (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Which packages kernel 6.14.11-5-bpo12-pve needs, and what DKMS has built
+  gpuhost.tuning.kernel_state:
+    kernel: 6.14.11-5-bpo12-pve
+  register: kernel
+
+- name: Show it
+  ansible.builtin.debug:
+    msg: "running {{ kernel.running.kernel }}; {{ kernel.target.headers_package }}"
+"""
+
+RETURN = r"""
+running:
+  description: C({kernel, cmdline, missing}) - the running kernel, C(/proc/cmdline) and
+    what it lacks of O(params).
+  returned: always
+  type: dict
+kernels:
+  description: C({installed, newest}) installed kernel releases (oldest first).
+  returned: always
+  type: dict
+target:
+  description: For O(kernel) - C({release, flavour, image_package, headers_package,
+    vmlinuz, initrd, modules, headers, installed}); null without O(kernel).
+  returned: always
+  type: dict
+  sample: {"release": "6.14.11-5-bpo12-pve", "flavour": "proxmox",
+           "image_package": "proxmox-kernel-6.14.11-5-bpo12-pve-signed",
+           "headers_package": "proxmox-headers-6.14.11-5-bpo12-pve",
+           "installed": true, "headers": false}
+dkms:
+  description: DKMS modules from C(/var/lib/dkms) (no dkms run), each C({name, version,
+    kernel, state, warning, modules}).
+  returned: always
+  type: list
+  elements: dict
+configured_cmdline:
+  description: The command line the configuration asks for (C(/etc/kernel/cmdline) or
+    the effective GRUB variables), before any refresh.
+  returned: always
+  type: str
+"""
+
+# Imports follow the documentation blocks (Ansible module layout), hence E402.
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.kernelstate import (  # noqa: E402
+    kernel_state,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            kernel=dict(type="str"),
+            params=dict(type="dict", default={}),
+            absent=dict(type="list", elements="str", default=[]),
+            root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+    check_module(module, "kernel_state")
+    p = module.params
+    runner = Runner(module) if p["root"] == "/" else None
+    module.exit_json(changed=False, **kernel_state(p["root"], p["kernel"], p["params"],
+                                                    p["absent"], runner))
+
+
+if __name__ == "__main__":
+    main()
