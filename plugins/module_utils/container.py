@@ -59,8 +59,17 @@ def backup_copy(path, data):
     """A timestamped copy next to ``path``, written without chmod (pmxcfs)."""
     stamp = time.strftime("%Y-%m-%d@%H:%M:%S", time.localtime())
     backup = "%s.%d.%s~" % (path, os.getpid(), stamp)
-    with open(backup, "xb") as handle:
-        handle.write(data)
+    try:
+        with open(backup, "xb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except (IOError, OSError) as exc:
+        try:
+            os.unlink(backup)  # no 0-byte or half copy left behind (full or read-only disk)
+        except OSError:
+            pass
+        raise LxcError("backup of %s failed, nothing changed: %s" % (path, exc))
     return backup
 
 
@@ -93,9 +102,11 @@ def rules_run(params, check_mode):
     )
     if not plan.changed:
         return result
-    before = config.render()
+    # Bytes that are not UTF-8 are shown replaced: the result must stay JSON after a write.
+    before = config.render_bytes().decode("utf-8", "replace")
     new = plan.apply()
-    result["diff"] = unified_diff_dict(path, before, new.render())
+    result["diff"] = unified_diff_dict(path, before,
+                                       new.render_bytes().decode("utf-8", "replace"))
     if check_mode:
         return result
     if params["backup"]:
@@ -103,8 +114,10 @@ def rules_run(params, check_mode):
     try:
         atomic_write(path, new.render_bytes(), chmod=False)
     except (IOError, OSError) as exc:
-        raise LxcError("writing %s failed: %s (is /etc/pve read-only without quorum? "
-                       "check pvecm status)" % (path, exc))
+        if result.get("backup_file"):
+            os.unlink(result["backup_file"])
+        raise LxcError("writing %s failed, nothing changed: %s (is /etc/pve read-only "
+                       "without quorum? check pvecm status)" % (path, exc))
     with open(path, "rb") as handle:
         if handle.read() != new.render_bytes():
             raise LxcError("%s reads back different from what was written" % path)

@@ -195,13 +195,23 @@ def capabilities(buf, where="config space"):
     if _u16(buf, 0) == 0xFFFF:
         raise PciError("%s: config space reads all ones: the device does not respond (fell "
                        "off the bus, powered off or being reset); check dmesg" % where)
+    return _walk(buf, where)[0]
+
+
+def _walk(buf, where):
+    """``(capabilities, loop)``: the chain, and the offset where it looped (a pointer back
+    to an offset already seen, or more than 48 hops), None when it ended normally."""
     if not _u16(buf, PCI_STATUS) & PCI_STATUS_CAP_LIST:
-        return []
+        return [], None
     result = []
     seen = set()
     pos = _u8(buf, PCI_CAPABILITY_LIST) & 0xFC
-    for _hop in range(PCI_FIND_CAP_TTL):
-        if pos < 0x40 or pos in seen:
+    loop = None
+    for _hop in range(PCI_FIND_CAP_TTL + 1):
+        if pos < 0x40:
+            break
+        if pos in seen or _hop == PCI_FIND_CAP_TTL:
+            loop = pos
             break
         if pos + 2 > len(buf):
             raise PciError(
@@ -214,7 +224,7 @@ def capabilities(buf, where="config space"):
             break
         result.append((pos, cap_id))
         pos = _u8(buf, pos + 1) & 0xFC
-    return result
+    return result, loop
 
 
 def find_capability(buf, cap_id, where="config space"):
@@ -431,8 +441,19 @@ class PciDevice(object):
         return capabilities(buf, "PCI device %s (%s)" % (self.address, self.config_path))
 
     def pcie_cap_offset(self, buf=None):
+        """Offset of the PCI Express capability, None for conventional PCI. A chain that
+        loops before it is found raises PciError: the device is not known to be
+        conventional PCI, and its MRRS can be neither read nor tuned."""
         buf = self.config() if buf is None else buf
-        for pos, cap_id in self.capabilities(buf):
+        where = "PCI device %s (%s)" % (self.address, self.config_path)
+        caps, loop = _walk(buf, where) if len(buf) >= 0x40 and _u16(buf, 0) != 0xFFFF \
+            else (self.capabilities(buf), None)
+        if loop is not None and not any(cap_id == PCI_CAP_ID_EXP for _p, cap_id in caps):
+            raise PciError("%s: the capability list loops at %#x before a PCI Express "
+                           "capability is found (corrupt config space or a misbehaving "
+                           "device): MRRS unknown; check lspci -vvv -s %s and dmesg"
+                           % (where, loop, self.address))
+        for pos, cap_id in caps:
             if cap_id == PCI_CAP_ID_EXP:
                 if pos + 0x0C > len(buf):
                     raise PciError(

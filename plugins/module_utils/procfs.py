@@ -65,18 +65,55 @@ def parse_proc_devices(text):
     return out
 
 
-def read_proc_devices(root):
-    """The text of ``/proc/devices`` under ``root`` (None when missing)."""
-    return read_text(host_path(root, "/proc/devices"))
+class ProcDevicesError(ValueError):
+    """``/proc/devices`` is missing, empty, not a file or not in the kernel's format."""
+
+
+def check_proc_devices(text, where="/proc/devices"):
+    """Raise ProcDevicesError unless ``text`` is what the kernel prints: a
+    "Character devices:" header and ``%3d %s`` lines (then "Block devices:")."""
+    if text is None:
+        raise ProcDevicesError("%s is missing: device majors unknown" % where)
+    if not text.strip():
+        raise ProcDevicesError("%s is empty: device majors unknown" % where)
+    section = None
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.lower() in _SECTIONS:
+            section = _SECTIONS[stripped.lower()]
+            continue
+        if section is None or not _ENTRY.match(line):
+            raise ProcDevicesError("%s line %d is not in the kernel's format (%r): device "
+                                   "majors unknown" % (where, number, line[:80]))
+    if section is None:
+        raise ProcDevicesError("%s has no \"Character devices:\" section: device majors "
+                               "unknown" % where)
+
+
+def read_proc_devices(root, strict=False):
+    """The text of ``/proc/devices`` under ``root`` (None when missing). With ``strict``
+    a missing, empty, unreadable (a folder) or garbled file raises ProcDevicesError."""
+    path = host_path(root, "/proc/devices")
+    try:
+        text = read_text(path)
+    except (IOError, OSError) as exc:
+        raise ProcDevicesError("%s cannot be read: %s" % (path, exc))
+    if strict:
+        check_proc_devices(text, path)
+    return text
 
 
 def char_majors(root=None, text=None):
     """``{name: [major, ...]}`` of character devices, every major kept in file order.
 
-    Reads ``/proc/devices`` under ``root`` unless ``text`` is given. Missing file: ``{}``.
+    Reads ``/proc/devices`` under ``root`` unless ``text`` is given; read from ``root``, a
+    missing, empty or garbled file raises ProcDevicesError (an audit must not read "no
+    devices" into it).
     """
     if text is None:
-        text = read_proc_devices(root) or ""
+        text = read_proc_devices(root, strict=True)
     out = {}
     for major, name in parse_proc_devices_entries(text)["character"]:
         majors = out.setdefault(name, [])
@@ -94,7 +131,7 @@ def char_major(root, name, text=None):
 def registered_char_majors(root=None, text=None):
     """The set of every character major ``/proc/devices`` registers, whatever the name."""
     if text is None:
-        text = read_proc_devices(root) or ""
+        text = read_proc_devices(root, strict=True)
     return set(major for major, _name in parse_proc_devices_entries(text)["character"])
 
 

@@ -228,8 +228,8 @@ def main():
     check_module(module, "lxc_cgroup_devices")
     try:
         result = rules_run(module.params, module.check_mode)
-    except LxcError as exc:
-        module.fail_json(msg=str(exc))
+    except (LxcError, ValueError, OSError) as exc:
+        module.fail_json(msg="lxc_cgroup_devices: %s" % exc, changed=False)
     if not module._diff:
         result.pop("diff", None)
     module.exit_json(**result)

@@ -236,7 +236,9 @@ def test_walk_loop_guard_and_bad_pointers(seed):
     _patch(root, gpu, x69=0x60)
     dev = pci.PciDevice(root, gpu)
     assert [o for o, _c in dev.capabilities()] == [0x60, 0x68]
-    assert dev.pcie_cap_offset() is None
+    # a loop before the PCIe capability is an error naming the device, never "conventional PCI"
+    with pytest.raises(pci.PciError, match="%s.*loops at 0x60" % gpu):
+        dev.pcie_cap_offset()
     # self-loop on the first capability
     _patch(root, gpu, x61=0x60)
     assert [o for o, _c in dev.capabilities()] == [0x60]

@@ -43,8 +43,10 @@ def test_one_major_with_several_names_and_names_with_slashes():
 
 
 def test_registered_set_and_missing_file(tmp_path):
-    assert procfs.char_majors(str(tmp_path)) == {}
-    assert procfs.registered_char_majors(str(tmp_path)) == set()
+    with pytest.raises(procfs.ProcDevicesError, match="proc/devices is missing"):
+        procfs.char_majors(str(tmp_path))
+    with pytest.raises(procfs.ProcDevicesError, match="proc/devices is missing"):
+        procfs.registered_char_majors(str(tmp_path))
     lxcfix.proc_devices(tmp_path, "after")
     regs = procfs.registered_char_majors(str(tmp_path))
     assert 509 in regs and 504 not in regs and 507 not in regs and 259 not in regs
