@@ -224,7 +224,12 @@ def _journal(runner, window_days):
     if rc != 0:
         detail = (err or out or "").strip().splitlines()
         return None, "journalctl exited %s%s" % (rc, ": " + detail[-1] if detail else "")
-    return keep(out.splitlines()), None
+    lines = out.splitlines()
+    if not lines:
+        # No kernel message at all (a container's journal, a journal not kept): not a
+        # clean bill of health.
+        return None, "the journal holds no kernel message of the last %d days" % window_days
+    return keep(lines), None
 
 
 def producer(window_days, now=None):

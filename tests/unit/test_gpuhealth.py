@@ -222,6 +222,16 @@ def test_live_nvidia_smi_failure_is_reported(tmp_path, monkeypatch):
     assert "exited 9" in smi["error"] and "couldn't communicate" in smi["error"]
 
 
+def test_an_empty_journal_is_no_kernel_log(tmp_path, monkeypatch):
+    journal = tmp_path / "journal.txt"
+    journal.write_text("")
+    _live_env(monkeypatch, health.B200_580, journal=str(journal))
+    monkeypatch.setattr(kernlog, "KERN_LOG_DIR", str(tmp_path / "no-such-folder"))
+    log = kernlog.facts(cmdout.CommandOutputs("/", Runner()), 7)
+    assert log["available"] is False
+    assert "the journal holds no kernel message of the last 7 days" in log["error"]
+
+
 def test_not_live_root_never_runs_a_command(tmp_path, monkeypatch):
     calls = tmp_path / "calls.jsonl"
     _live_env(monkeypatch, health.B200_580, journal=str(tmp_path / "none"), log=str(calls))
