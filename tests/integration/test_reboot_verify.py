@@ -11,7 +11,7 @@ import os
 import subprocess
 
 from fixtures import bootloader as fx
-from fixtures import dkms, hosts
+from fixtures import dkms, hosts, nvhealth, pci
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_PY = os.path.join(REPO, ".venv", "bin", "python")
@@ -131,6 +131,25 @@ def test_preflight_fails_on_the_dkms_gap_when_no_upgrade_is_asked(tmp_path):
     assert "ansible-playbook gpuhost.tuning.reboot_verify" not in report["failure"]
     assert not any(c[0] == "proxmox-boot-tool" for c in calls), calls
     assert report["result"] == "failed" and report["boot_config"] is None
+
+
+def test_preflight_stops_on_a_fabric_manager_of_another_version(tmp_path):
+    """An NVSwitch host whose Fabric Manager (570) is not the driver's (590): after a reboot
+    CUDA could not use the GPUs, so the pre-flight stops before anything is changed."""
+    root = ready(tmp_path)
+    for address in ("0000:c1:00.0", "0000:c2:00.0"):
+        pci.add_function(root, address, "pci0000:80",
+                         pci.plain_config(0x10DE, 0x22A3, 0x068000, 0xA1),
+                         driver="nvidia-nvswitch", numa_node=1)
+    nvhealth.dpkg_status(root, [("nvidia-fabricmanager-570", "570.86.15-1")])
+    proc, calls, report = play(tmp_path, root, {"gpuhost_reboot_verify_reboot": True})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "pre-flight: fabric_manager: fabric manager 570.86.15, driver %s" \
+        % hosts.SEED_NVIDIA in out
+    assert "install nvidia-fabricmanager %s" % hosts.SEED_NVIDIA in report["failure"]
+    assert not any(c[0] == "proxmox-boot-tool" and c[1] != "status" for c in calls), calls
+    assert report["result"] == "failed" and report["reboot"]["rebooted"] is False
 
 
 def test_upgrade_trial_pin_boot_config_and_containers(tmp_path):
