@@ -124,10 +124,9 @@ def problems(fact):
             fact["version"], fact["driver_version"]),
             "fabric manager %s (the driver's version)" % fact["driver_version"]))
     if not_done:
-        found.append(("fabric", ", ".join("%s %s/%s" % (g["address"], g["state"],
-                                                         g.get("status") or "-")
-                                          for g in not_done),
-                      "every GPU's fabric state Completed/Success"))
+        states = ["%s %s/%s" % (g["address"], g["state"], g.get("status") or "-")
+                  for g in not_done]
+        found.append(("fabric", ", ".join(states), "every GPU's fabric state Completed/Success"))
     elif fact.get("unit_active") is False and not fact.get("gpu_states"):
         found.append(("service", "%s not running" % UNIT, "%s active" % UNIT))
     if fact.get("unit_enabled") is False and fact.get("version") is not None:

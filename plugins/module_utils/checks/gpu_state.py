@@ -56,9 +56,9 @@ def gpu_clock_throttle(facts, wanted):
         severity = min((CLOCK_REASON_SEVERITY.get(r, "medium") for r in reasons),
                        key=lambda s: SEVERITY_RANK[s])
         addr = _addr(gpu)
+        pstate = gpu.get("performance_state") or "P?"
         yield found(
-            addr, "clocks held down by %s (%s)" % (", ".join(reasons),
-                                                    gpu.get("performance_state") or "P?"),
+            addr, "clocks held down by %s (%s)" % (", ".join(reasons), pstate),
             "no clock event reason but idle or application clocks",
             "hardware or thermal slowdown: check cooling, airflow and the power supplies "
             "(nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER -i %s); sw_power_cap alone is "
