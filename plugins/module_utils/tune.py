@@ -250,4 +250,3 @@ def tune_failure(result):
     if not result.get("failures"):
         return None
     return "%s: %s" % (result.get("host") or result.get("root"), " | ".join(result["failures"]))
-

@@ -28,7 +28,8 @@ options:
   params:
     description:
       - Kernel parameters the running command line must carry (name to value; V(true) for
-        a flag, V(false) for C(off), null for "must not be there"), for RV(running.missing).
+        a flag, V(false) for C(off), null for "must not be there"); what it lacks is in
+        C(missing) of RV(running).
     type: dict
     default: {}
   absent:
@@ -114,8 +115,8 @@ def main():
     check_module(module, "kernel_state")
     p = module.params
     runner = Runner(module) if p["root"] == "/" else None
-    module.exit_json(changed=False, **kernel_state(p["root"], p["kernel"], p["params"],
-                                                    p["absent"], runner))
+    state = kernel_state(p["root"], p["kernel"], p["params"], p["absent"], runner)
+    module.exit_json(changed=False, **state)
 
 
 if __name__ == "__main__":
