@@ -45,7 +45,7 @@ audit: setup
 # Fast tiers first, so a finding stops the run before the slow ones: unit, packaging, lint
 # (18 s idle, 50 s under load), sanity (35 s idle to 105 s under load once warm; 139-202 s
 # the first time, when ansible-test fills ~/.ansible/test from PyPI), integration, molecule.
-test: unit packaging lint sanity integration molecule
+test: unit hostile packaging lint sanity integration molecule
 
 unit: setup
 	@scripts/apt-ensure.sh $(UNIT_PKGS)
@@ -56,8 +56,17 @@ unit: setup
 packaging: setup
 	$(BIN)/pytest -q tests/packaging
 
+# Hostile operator cases (bad options, escapes, operator files, partial failures, locks),
+# each checked against a full digest of the tree; fast, no packages beyond the unit tier's.
+.PHONY: hostile
+hostile: setup
+	@scripts/apt-ensure.sh $(UNIT_PKGS)
+	$(BIN)/pytest -q tests/hostile
+
+# The integration tier runs the boot service in a podman container too: install podman
+# (MOLECULE_PKGS) before it, so a fresh machine does not skip those tests.
 integration: setup
-	@scripts/apt-ensure.sh $(INTEGRATION_PKGS)
+	@scripts/apt-ensure.sh $(INTEGRATION_PKGS) $(MOLECULE_PKGS)
 	$(BIN)/pytest -q tests/integration
 
 molecule: setup

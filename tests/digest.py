@@ -1,0 +1,39 @@
+"""A full digest of a tree: every entry's type, content hash, mode, owner and link target.
+
+Hostile tests take one before and one after a module run and assert that nothing but the
+documented paths changed (``changed(before, after)``).
+"""
+
+import hashlib
+import os
+
+
+def digest(root):
+    """``{relative path: (type, sha256 or link target, mode, uid, gid)}`` of every entry
+    under ``root`` (links not followed), the root itself as ``.``."""
+    out = {}
+    root = str(root)
+
+    def entry(path):
+        st = os.lstat(path)
+        if os.path.islink(path):
+            kind, data = "link", os.readlink(path)
+        elif os.path.isdir(path):
+            kind, data = "dir", None
+        else:
+            kind = "file"
+            with open(path, "rb") as handle:
+                data = hashlib.sha256(handle.read()).hexdigest()
+        return (kind, data, st.st_mode & 0o7777, st.st_uid, st.st_gid)
+
+    out["."] = entry(root)
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            out[os.path.relpath(path, root)] = entry(path)
+    return out
+
+
+def changed(before, after):
+    """Sorted relative paths added, removed or different between two digests."""
+    return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
