@@ -32,6 +32,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_m
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.aer import item
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+    atomic_write,
     host_path,
     numbered_entries,
     read_text,
@@ -296,3 +297,114 @@ def unpinned_findings(placement, host=None):
                 _nodes_text(gpu_nodes)),
             hint + ". " + trade, detail="GPUs %s" % gpus))
     return out
+
+
+# --- the opt-in tune part: pin GPU containers to their GPUs' nodes ----------------------
+
+
+def _config_path(root, vmid, config_dir):
+    return lxc_mod.config_path(root, vmid, config_dir)
+
+
+def pin_record(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR):
+    """``{vmid: {cpus, mems}}``: the live cpuset keys of every GPU container (None when
+    absent), what a snapshot keeps so that a revert puts exactly these back."""
+    out = {}
+    for ct in collect(root, config_dir)["containers"]:
+        config = lxc_mod.LxcConfig.read(_config_path(root, ct["vmid"], config_dir))
+        out[str(ct["vmid"])] = {
+            "cpus": lxc_mod.live_value(config, lxc_mod.CPUSET_CPUS_KEY),
+            "mems": lxc_mod.live_value(config, lxc_mod.CPUSET_MEMS_KEY)}
+    return out
+
+
+def _set_keys(root, vmid, cpus, mems, config_dir, check_mode):
+    """Set (None: remove) the two live cpuset keys of one container; every other byte of
+    its config kept. Returns ``(changed, before_text, after_text)``; read back after the
+    write (LxcError when the file does not hold what was written)."""
+    path = _config_path(root, vmid, config_dir)
+    config = lxc_mod.LxcConfig.read(path)
+    new = lxc_mod.with_live_values(config, [(lxc_mod.CPUSET_CPUS_KEY, cpus),
+                                            (lxc_mod.CPUSET_MEMS_KEY, mems)])
+    before, after = config.render(), new.render()
+    if before == after:
+        return False, before, after
+    if not check_mode:
+        atomic_write(path, new.render_bytes(), chmod=False)
+        again = lxc_mod.LxcConfig.read(path)
+        if (lxc_mod.live_value(again, lxc_mod.CPUSET_CPUS_KEY) != cpus
+                or lxc_mod.live_value(again, lxc_mod.CPUSET_MEMS_KEY) != mems):
+            raise lxc_mod.LxcError("%s does not hold the cpuset just written (cpus %s, mems "
+                                   "%s): is /etc/pve read-only (no quorum)?" % (
+                                       path, cpus, mems))
+    return True, before, after
+
+
+def pin_run(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, vmids=None, check_mode=False):
+    """Pin every GPU container (or those in ``vmids``) whose GPUs sit on some NUMA nodes
+    only: ``lxc.cgroup2.cpuset.cpus`` to those nodes' CPUs and ``lxc.cgroup2.cpuset.mems``
+    to those nodes. A container whose GPUs span every node, or whose nodes are unknown, is
+    left alone (with the reason). Takes effect at the container's next start.
+
+    Returns ``{changed, containers: [{vmid, path, before: {cpus, mems}, after: {cpus, mems},
+    changed, skipped_reason, error}], failed, diff}``. A container that fails is reported
+    and the others still run."""
+    facts = collect(root, config_dir)
+    nodes = facts["nodes"]
+    wanted = set(int(v) for v in vmids) if vmids else None
+    rows, diffs, failed = [], [], []
+    changed = False
+    for ct in facts["containers"]:
+        if wanted is not None and ct["vmid"] not in wanted:
+            continue
+        cpus, mems = wanted_sets(ct, nodes)
+        row = {"vmid": ct["vmid"], "path": ct["path"],
+               "before": {"cpus": ct["cpuset_cpus"], "mems": ct["cpuset_mems"]},
+               "after": {"cpus": ct["cpuset_cpus"], "mems": ct["cpuset_mems"]},
+               "changed": False}
+        if len(nodes) < 2:
+            row["skipped_reason"] = "one NUMA node"
+        elif cpus is None:
+            row["skipped_reason"] = ("its GPUs sit on every node" if ct["gpu_nodes"]
+                                     else "the NUMA node of its GPUs is unknown")
+        else:
+            try:
+                done, before, after = _set_keys(root, ct["vmid"], cpus, mems, config_dir,
+                                                check_mode)
+            except (lxc_mod.LxcError, OSError) as exc:
+                row["error"] = str(exc)
+                failed.append(ct["vmid"])
+                rows.append(row)
+                continue
+            row["after"] = {"cpus": cpus, "mems": mems}
+            row["changed"] = done
+            if done:
+                changed = True
+                diffs.append({"before_header": ct["path"], "after_header": ct["path"],
+                              "before": before, "after": after})
+        rows.append(row)
+    return {"changed": changed, "containers": rows, "failed": failed, "diff": diffs,
+            "message": "applied at each container's next start (pct reboot <vmid> to apply "
+                       "now)" if changed else None}
+
+
+def pin_restore(root, recorded, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, check_mode=False):
+    """Put the recorded cpuset keys (:func:`pin_record`) back: ``{changed, containers:
+    [{vmid, changed, error}], failed}``. A config that is gone is skipped."""
+    rows, failed = [], []
+    changed = False
+    for vmid in sorted(recorded or {}, key=int):
+        values = recorded[vmid] or {}
+        row = {"vmid": int(vmid), "changed": False}
+        if not os.path.exists(_config_path(root, vmid, config_dir)):
+            row["skipped_reason"] = "config gone"
+        else:
+            try:
+                row["changed"] = _set_keys(root, vmid, values.get("cpus"), values.get("mems"),
+                                           config_dir, check_mode)[0]
+            except (lxc_mod.LxcError, OSError) as exc:
+                row["error"] = str(exc)
+                failed.append(int(vmid))
+        changed = changed or row["changed"]
+        rows.append(row)
+    return {"changed": changed, "containers": rows, "failed": failed}

@@ -1,6 +1,8 @@
 """GPU container NUMA placement: GPUs of a container from its config, their nodes, its
 cpuset; and the live-section edit the pinning part writes with."""
 
+import os
+
 from fixtures import health, hosts, lxc
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
@@ -128,3 +130,60 @@ def test_with_live_values_without_final_newline_and_removal():
     out = _set("arch: amd64\ncores: 4", [("lxc.cgroup2.cpuset.mems", "1")])
     assert out == "arch: amd64\ncores: 4\nlxc.cgroup2.cpuset.mems: 1"
     assert _set(out, [("lxc.cgroup2.cpuset.mems", None)]) == "arch: amd64\ncores: 4"
+
+
+# --- the pinning part -----------------------------------------------------------------
+
+
+def _read(root, vmid):
+    with open(str(root / "etc/pve/lxc" / ("%d.conf" % vmid)), "rb") as handle:
+        return handle.read()
+
+
+def test_pin_run_pins_check_mode_idempotence_and_restore(tmp_path):
+    from conftest import tree_snapshot
+    health.gpu_host(tmp_path)
+    original = dict((v, _read(tmp_path, v)) for v in (129, 131, 132))
+    recorded = placement.pin_record(str(tmp_path))
+    assert recorded["131"] == {"cpus": "0-15", "mems": "0"}
+    assert recorded["132"] == {"cpus": None, "mems": None}
+    before = tree_snapshot(str(tmp_path))
+    planned = placement.pin_run(str(tmp_path), check_mode=True)
+    assert planned["changed"] and tree_snapshot(str(tmp_path)) == before
+    result = placement.pin_run(str(tmp_path))
+    rows = dict((r["vmid"], r) for r in result["containers"])
+    assert rows[129]["skipped_reason"] == "its GPUs sit on every node"
+    assert rows[131]["after"] == {"cpus": "32-63,96-127", "mems": "1"}
+    assert "next start" in result["message"] and not result["failed"]
+    assert _read(tmp_path, 129) == original[129]
+    text = _read(tmp_path, 131).decode()
+    assert "lxc.cgroup2.cpuset.cpus: 32-63,96-127\nlxc.cgroup2.cpuset.mems: 1\n" in text
+    assert text.replace("32-63,96-127", "0-15").replace("mems: 1", "mems: 0") \
+        == original[131].decode()
+    assert _read(tmp_path, 132) == original[132] + (
+        b"lxc.cgroup2.cpuset.cpus: 32-63,96-127\nlxc.cgroup2.cpuset.mems: 1\n")
+    assert oct(os.stat(str(tmp_path / "etc/pve/lxc/132.conf")).st_mode & 0o777) == "0o640"
+    # the audit no longer finds anything; a second run changes nothing
+    assert _found(tmp_path) == []
+    assert placement.pin_run(str(tmp_path))["changed"] is False
+    # revert puts the recorded keys back, byte for byte
+    restored = placement.pin_restore(str(tmp_path), recorded)
+    assert restored["changed"] and not restored["failed"]
+    assert dict((v, _read(tmp_path, v)) for v in (129, 131, 132)) == original
+
+
+def test_pin_run_only_listed_and_failure_reported(tmp_path, monkeypatch):
+    import errno
+    health.gpu_host(tmp_path)
+    result = placement.pin_run(str(tmp_path), vmids=[132])
+    assert [r["vmid"] for r in result["containers"]] == [132] and result["changed"]
+
+    def read_only(path, data, **kwargs):  # pmxcfs without quorum
+        raise OSError(errno.EROFS, "Read-only file system", path)
+
+    monkeypatch.setattr(placement, "atomic_write", read_only)
+    failed = placement.pin_run(str(tmp_path))
+    assert failed["failed"] == [131] and not failed["changed"]
+    row = [r for r in failed["containers"] if r["vmid"] == 131][0]
+    assert "Read-only file system" in row["error"]
+    assert _read(tmp_path, 131).count(b"cpuset.cpus: 0-15") == 1
