@@ -42,6 +42,15 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     procfs,
     sysinfo,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils import (
+    aer as aer_mod,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils import (
+    p2p as p2p_mod,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils import (
+    placement as placement_mod,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path, read_text
 
 DEFAULT_WANTED = {
@@ -327,6 +336,12 @@ def collect(root, wanted=None, outputs=None):
         int(wanted.get("xid_window_days") or gpuhealth.DEFAULT_WINDOW_DAYS),
         lxc=facts["lxc"], lxc_config_dir=wanted["lxc_config_dir"],
         guard=lambda section, func, default: _guard(errors, section, func, default)))
+    facts["pcie_aer"] = _guard(errors, "pcie_aer", lambda: aer_mod.collect(
+        root, wanted["gpu_vendor"], wanted["gpu_classes"]), [])
+    facts["p2p"] = _guard(errors, "p2p", lambda: p2p_mod.collect(
+        root, wanted["gpu_vendor"], wanted["gpu_classes"]), {})
+    facts["gpu_placement"] = _guard(errors, "gpu_placement", lambda: placement_mod.collect(
+        root, wanted["lxc_config_dir"]), {})
     facts["errors"] = errors
     return facts
 

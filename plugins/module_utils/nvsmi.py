@@ -179,6 +179,7 @@ def _gpu(gpu):
     return {
         "address": address,
         "name": _text(gpu, "product_name"),
+        "memory_total_mib": _number(_text(gpu, "fb_memory_usage/total")),
         "architecture": _text(gpu, "product_architecture"),
         "serial": _text(gpu, "serial"),
         "uuid": _text(gpu, "uuid"),

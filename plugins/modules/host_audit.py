@@ -32,9 +32,11 @@ description:
     C(gpu_row_remap_pending), C(gpu_ecc_uncorrectable), C(gpu_clock_throttle),
     C(gpu_no_driver), C(pcie_mrrs), C(pcie_link_degraded), C(numa_balancing),
     C(cpuidle_deep_state), C(lxc_stale_majors), C(lxc_gpu_majors_missing),
-    C(kernel_headers_missing) (high),
+    C(kernel_headers_missing), C(pcie_aer_errors), C(p2p_iommu_translated),
+    C(gpu_numa_mismatch) (high),
     C(gpu_ecc_pending), C(cpufreq_driver), C(sysctl), C(nvidia_uvm_hmm), C(reboot_pending),
-    C(gpu_power_capped), C(gpu_persistence_off), C(fleet_drift), C(audit_error) (medium),
+    C(gpu_power_capped), C(gpu_persistence_off), C(fleet_drift), C(audit_error),
+    C(p2p_acs_redirect), C(gpu_bar1_small), C(gpu_container_unpinned) (medium),
     C(boot_param), C(lxc_onboot), C(nvidia_peermem_not_loaded) (low),
     C(pcie_unreadable), C(nvidia_peermem_unavailable) (info).
     Some ids take another severity by context; see RV(audit.findings)."
@@ -230,8 +232,8 @@ audit:
           C(capture) or null), C(seconds) (the command's time on a live host), C(error) (why
           it is not available - not installed, its exit code and message, no stored copy),
           C(driver_version), C(cuda_version) and C(gpus).
-        - Each GPU - C(address) (sysfs form C(0000:bb:dd.f)), C(name), C(architecture),
-          C(serial), C(uuid), C(vbios), C(persistence_mode) (bool), C(mig_mode),
+        - Each GPU - C(address) (sysfs form C(0000:bb:dd.f)), C(name), C(memory_total_mib),
+          C(architecture), C(serial), C(uuid), C(vbios), C(persistence_mode) (bool), C(mig_mode),
           C(performance_state), C(ecc_mode), C(ecc_mode_pending), C(ecc_volatile_correctable),
           C(ecc_volatile_uncorrectable), C(ecc_aggregate_correctable),
           C(ecc_aggregate_uncorrectable), C(sram_threshold_exceeded), C(retired_pages_sbe),
@@ -270,6 +272,39 @@ audit:
         else null with the reason in C(note).
       type: list
       elements: dict
+      returned: always
+    pcie_aer:
+      description:
+        - PCIe AER counters since boot of every GPU and every bridge above one, each
+          C({address, role, port_type, gpus, below, available, fatal, nonfatal,
+          correctable, rootport_total}); C(role) is C(gpu) or C(bridge); each kind is
+          C({total, counters}) (C(counters) maps the kernel's names, C(BadTLP), C(CmpltTO),
+          ..., to counts) or null without C(aer_dev_*) files; C(rootport_total) maps
+          C(correctable), C(fatal), C(nonfatal) to the root port's totals (root ports only).
+        - Kept raw so that two audits compare (a report shows the change since the last).
+      type: list
+      elements: dict
+      returned: always
+    p2p:
+      description:
+        - Peer-to-peer readiness. C(gpu_count) (GPUs on the nvidia driver), C(iommu_groups)
+          (whether the kernel made IOMMU groups), C(cmdline) (the IOMMU and ACS parameters
+          of C(/proc/cmdline)), C(gpus) (each C({address, driver, numa_node, iommu_group,
+          iommu_type, translated, bar1_index, bar1_bytes}); C(iommu_type) as
+          C(/sys/kernel/iommu_groups/N/type) says, C(bar1_bytes) the largest BAR, the
+          memory aperture), C(bridges) (every bridge between two of them, each
+          C({address, port_type, gpus, turns_at, turnaround, acs, error}); C(acs) is
+          C({offset, capability, control, enabled, p2p_redirect}) read from config space,
+          or null without the capability).
+      type: dict
+      returned: always
+    gpu_placement:
+      description:
+        - C(nodes) (NUMA node -> CPU list) and C(containers), one per container config that
+          passes in a C(/dev/nvidiaN), each C({vmid, path, minors, gpus, gpu_nodes, cores,
+          cpuset_key, cpuset_cpus, cpu_nodes, cpuset_mems, mem_nodes}); C(gpus) maps each
+          minor to its PCI address (C(/proc/driver/nvidia/gpus/*/information)) and node.
+      type: dict
       returned: always
     errors:
       description: Readers that failed unexpectedly, each C({section, error}).
@@ -332,6 +367,23 @@ audit:
         - "C(fleet_drift) is found by M(gpuhost.tuning.audit_report) across the hosts of a
           run (medium; high for a container's user space against its host's module);
           C(host_audit) shows its column as n/a."
+        - "C(pcie_aer_errors) high for fatal or non-fatal (uncorrectable) AER errors on a
+          GPU or a bridge above one (subject: its address), medium for 100 or more
+          correctable ones, low for fewer; a root port's totals beyond what the devices
+          below it count themselves are reported on the root port."
+        - "C(p2p_iommu_translated) high (2 or more GPUs): GPUs in translated IOMMU domains
+          (C(DMA), C(DMA-FQ)); subject C(iommu). The remedy (C(iommu=pt)) and its
+          trade-off (host devices lose DMA isolation) are in the finding."
+        - "C(p2p_acs_redirect) medium, high when the IOMMU translates too: ACS request or
+          completion redirect (or egress control) on a switch port between GPUs, so P2P
+          goes up through the root complex; subject the port. ACS is read, never written."
+        - "C(gpu_bar1_small) medium: a GPU's memory aperture (largest BAR) smaller than its
+          memory when the driver reports that, else 256 MiB or less."
+        - "C(gpu_numa_mismatch) high: a GPU container's C(lxc.cgroup2.cpuset.cpus) has no
+          CPU on its GPUs' nodes; medium when some of it (or its C(cpuset.mems)) is off
+          them. Subject C(lxc <vmid>)."
+        - "C(gpu_container_unpinned) medium: a GPU container with C(cores:) and no cpuset
+          (pvestatd moves it), low with neither; only when its GPUs sit on some nodes."
       type: list
       elements: dict
       returned: always

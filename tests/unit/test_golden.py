@@ -17,7 +17,7 @@ import os
 import shutil
 
 import pytest
-from fixtures import boot, cpu, dkms, hosts, lxc, nvhealth, pci, procsys
+from fixtures import boot, cpu, dkms, health, hosts, lxc, nvhealth, pci, procsys
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report
@@ -91,6 +91,8 @@ HOSTS = {
     "pve-gpu01": (hosts.seed_health_host, {}),
     "pve-gpu02": (hosts.tuned_host, {}),
     "h200-vm": (hosts.vm_host, {}),
+    "pve-gpu03": (health.gpu_host, {}),
+    "pve-gpu04": (health.switch_host, {}),
     "empty": (empty_host, {}),
     "odd": (odd_host, {"boot_params": {"amd_pstate": "active", "nmi_watchdog": 0,
                                        "mitigations": False, "quiet": None, "pti": False,
