@@ -34,20 +34,24 @@ options:
     DEVICES = r"""
 options:
   vendor:
-    description: PCI vendor ID (hex, no C(0x); C(10de) is NVIDIA) of the devices selected.
+    description: PCI vendor ID (hex, no C(0x); C(10de) is NVIDIA) of the GPUs selected.
     type: str
     default: "10de"
   classes:
     description:
       - PCI classes (class and subclass, 4 hex digits, or 6 with the programming interface)
-        of the devices selected - C(0300) VGA and C(0302) 3D controller.
+        that count as GPUs. The default selects VGA (C(0300)) and 3D controllers (C(0302)),
+        not the GPUs' HD audio functions (C(0403)).
       - Quote them in YAML (an unquoted C(0300) is a number).
     type: list
     elements: str
     default: ["0300", "0302"]
   include_upstream:
-    description: Also every bridge (root port, switch port) between each selected device and
-      the CPU, whose own Max Read Request Size limits the device's reads.
+    description:
+      - Also every bridge (root port, switch port) between each GPU and its root complex
+        (read from the device's sysfs path), whose own Max Read Request Size limits the
+        GPU's reads. A bridge shared by several GPUs counts once.
+      - A device directly on a host bridge (common in VMs) has none.
     type: bool
     default: true
 """

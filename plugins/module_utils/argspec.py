@@ -36,11 +36,16 @@ def root():
     return {"root": dict(type="path", default="/")}
 
 
-def fill(spec, params):
+def fill(spec, params, internal=()):
     """``params`` checked against ``spec`` and completed with its defaults, as AnsibleModule
-    does for a module (None counts as not given). ValueError names every problem."""
-    given = dict((k, v) for k, v in (params or {}).items() if v is not None)
+    does for a module (None counts as not given); ``internal``: keys a caller inside the
+    collection may add that are no option (kept as given). ValueError names every problem."""
+    given = dict((k, v) for k, v in (params or {}).items()
+                 if v is not None and k not in internal)
     result = ArgumentSpecValidator(spec).validate(given)
     if result.error_messages:
         raise ValueError("; ".join(result.error_messages))
-    return result.validated_parameters
+    out = result.validated_parameters
+    for key in internal:
+        out[key] = (params or {}).get(key)
+    return out

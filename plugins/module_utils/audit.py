@@ -27,7 +27,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import 
     SEVERITY_RANK,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.facts import (  # noqa: F401
-    DEFAULT_WANTED,
     collect,
     merged_wanted,
 )

@@ -37,6 +37,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     pci as pci_mod,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (
+    argspec,
     cmdout,
     gpuhealth,
     procfs,
@@ -53,31 +54,31 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path, read_text
 
-DEFAULT_WANTED = {
-    "gpu_vendor": "10de",
-    "gpu_classes": ["0300", "0302"],
-    "mrrs_size": 4096,
-    "cpuidle_deeper_than": "C1",
-    "sysctl": {},
-    "cpufreq_drivers_wanted": ["amd-pstate-epp", "amd-pstate", "intel_pstate"],
-    "boot_params": {},
-    "nvidia_uvm_disable_hmm": True,
-    "nvidia_uvm_modprobe_file": sysinfo.UVM_MODPROBE_FILE,
-    "lxc_gpu_drivers": ["nvidia", "nvidia-uvm", "nvidia-caps"],
-    "lxc_config_dir": "/etc/pve/lxc",
-    "host": None,
-    "xid_window_days": gpuhealth.DEFAULT_WINDOW_DAYS,
-}
-
+def wanted_spec():
+    """The wanted values the audit judges against: module host_audit's options (besides
+    root and record_files); their defaults complete ``merged_wanted``."""
+    spec = argspec.gpu_selection()
+    spec.update(
+        mrrs_size=dict(type="int", default=4096, choices=[128, 256, 512, 1024, 2048, 4096]),
+        cpuidle_deeper_than=dict(type="str", default="C1"),
+        sysctl=dict(type="dict", default={}),
+        cpufreq_drivers_wanted=dict(type="list", elements="str",
+                                    default=["amd-pstate-epp", "amd-pstate", "intel_pstate"]),
+        boot_params=dict(type="dict", default={}),
+        nvidia_uvm_disable_hmm=dict(type="bool", default=True),
+        nvidia_uvm_modprobe_file=dict(type="path", default=sysinfo.UVM_MODPROBE_FILE),
+        lxc_gpu_drivers=dict(type="list", elements="str",
+                             default=["nvidia", "nvidia-uvm", "nvidia-caps"]),
+        lxc_config_dir=dict(type="path", default="/etc/pve/lxc"),
+        host=dict(type="str"),
+        xid_window_days=dict(type="int", default=gpuhealth.DEFAULT_WINDOW_DAYS),
+    )
+    return spec
 
 
 def merged_wanted(wanted):
-    out = dict(DEFAULT_WANTED)
-    for key, value in (wanted or {}).items():
-        if value is not None:
-            out[key] = value
-    return out
-
+    """``wanted`` completed with the defaults of ``wanted_spec`` (None counts as not given)."""
+    return argspec.fill(wanted_spec(), wanted)
 
 
 def _guard(errors, section, func, default=None):
@@ -87,7 +88,6 @@ def _guard(errors, section, func, default=None):
     except Exception as exc:  # noqa: BLE001 - one reader must not sink the whole audit
         errors.append({"section": section, "error": "%s: %s" % (type(exc).__name__, exc)})
         return default
-
 
 
 def _boot_config(root):

@@ -14,7 +14,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import bootcfg, boo
 from ansible_collections.gpuhost.tuning.plugins.module_utils import kernel as kernel_mod
 
 
-def kernel_state(root, kernel=None, params=None, absent=None, runner=None):
+def kernel_state(root, kernel=None, params=None, absent=None, runner=None, next_boot=None):
     """``{running, kernels, target, dkms, configured_cmdline}`` under ``root``.
 
     ``running``: ``{kernel, cmdline, missing}`` (what ``/proc/cmdline`` lacks of ``params``
@@ -22,8 +22,10 @@ def kernel_state(root, kernel=None, params=None, absent=None, runner=None):
     ``kernel``, its package names, files and whether it is installed (else None); ``dkms``:
     ``dkms.tree_status`` (empty when unreadable); ``configured_cmdline``: None when the
     configuration cannot be read. ``runner`` (runner.Runner) reads GRUB's effective
-    variables on a live host."""
+    variables on a live host. ``initramfs_kernels`` and ``dkms_needed``: the audit's rules
+    (``kernel.initramfs_kernels``, ``dkms.needed_modules``) for ``kernel`` and ``next_boot``."""
     proc = bootcfg.proc_cmdline_base(root)
+    running = kernel_mod.running_kernel(root)
     installed = kernel_mod.installed_kernels(root)
     target = None
     if kernel:
@@ -39,11 +41,14 @@ def kernel_state(root, kernel=None, params=None, absent=None, runner=None):
     except (bootcfg.BootConfigError, OSError):
         configured = None
     return {
-        "running": {"kernel": kernel_mod.running_kernel(root), "cmdline": proc or None,
+        "running": {"kernel": running, "cmdline": proc or None,
                     "missing": bootloader.missing_params(proc, params or {}, absent or [])
                     if proc else []},
         "kernels": {"installed": installed, "newest": installed[-1] if installed else None},
         "target": target,
         "dkms": dkms_entries,
         "configured_cmdline": configured,
+        "initramfs_kernels": kernel_mod.initramfs_kernels(
+            installed, running, next_boot, also=[kernel] if kernel else []),
+        "dkms_needed": dkms.needed_modules(dkms_entries, running, kernel or next_boot),
     }

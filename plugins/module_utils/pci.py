@@ -805,9 +805,19 @@ def tune_mrrs(root, size=4096, devices=None, vendor="10de", classes=("0300", "03
 
 # --- the setpci_maxreadreq pass (modules setpci_maxreadreq and host_tune) -----------------
 
-MRRS_DEFAULTS = {"devices": None, "vendor": "10de", "classes": ["0300", "0302"],
-                 "include_upstream": True, "size": 4096, "state": "present", "method": "sysfs",
-                 "root": "/"}
+def mrrs_spec():
+    """Option spec of module setpci_maxreadreq (its defaults fill ``mrrs_run``'s params)."""
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
+
+    spec = dict(devices=dict(type="list", elements="str"))
+    spec.update(argspec.device_selection())
+    spec.update(
+        size=dict(type="int", default=4096, choices=list(MRRS_SIZES)),
+        state=dict(type="str", default="present", choices=["present", "query"]),
+        method=dict(type="str", default="sysfs", choices=["sysfs", "setpci"]),
+    )
+    spec.update(argspec.root())
+    return spec
 
 
 def mrrs_diff(devices):
@@ -825,8 +835,9 @@ def mrrs_run(params, check_mode=False, runner=None, warn=None):
     take its defaults). Returns the module's result with ``diff``; per-device failures are in
     it (see ``mrrs_failure``). Raises ValueError/PciError/OSError when nothing could be done.
     ``warn(text)``: no device matched, or a lockdown that will refuse the planned writes."""
-    p = dict(MRRS_DEFAULTS)
-    p.update((k, v) for k, v in params.items() if v is not None)
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
+
+    p = argspec.fill(mrrs_spec(), params)
     result = tune_mrrs(
         p["root"], size=p["size"], devices=p["devices"], vendor=p["vendor"],
         classes=p["classes"], include_upstream=p["include_upstream"], state=p["state"],

@@ -32,6 +32,7 @@ import os
 import shutil
 import time
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl as sysctl_mod
@@ -575,10 +576,20 @@ def restore(root, name="original", folder=SNAPSHOT_DIR, check_mode=False, parts=
 # the tuning_snapshot pass (modules tuning_snapshot and host_tune)
 
 PARTS = ("pcie", "cpuidle", "sysctl", "files")
-SNAPSHOT_DEFAULTS = {"state": "present", "kind": "before", "snapshot": "original",
-                     "parts": list(PARTS), "dir": SNAPSHOT_DIR, "sysctl_keys": [],
-                     "vendor": "10de", "classes": ["0300", "0302"], "include_upstream": True,
-                     "files": list(MANAGED_FILES), "root": "/"}
+def snapshot_spec():
+    """Option spec of module tuning_snapshot (its defaults fill ``snapshot_run``'s params)."""
+    spec = dict(
+        state=dict(type="str", choices=["present", "restore", "query"], default="present"),
+        kind=dict(type="str", choices=["before", "applied"], default="before"),
+        snapshot=dict(type="str", default="original"),
+        parts=dict(type="list", elements="str", choices=list(PARTS), default=list(PARTS)),
+        dir=dict(type="path", default=SNAPSHOT_DIR),
+        sysctl_keys=dict(type="list", elements="str", default=[], no_log=False),
+    )
+    spec.update(argspec.device_selection())
+    spec["files"] = dict(type="list", elements="path", default=list(MANAGED_FILES))
+    spec.update(argspec.root())
+    return spec
 
 
 def restore_diff(result):
@@ -610,8 +621,7 @@ def snapshot_run(params, check_mode=False):
     """The whole tuning_snapshot pass for ``params`` (the module's options; missing ones take
     its defaults). Returns the module's result; a failure is returned, not raised
     (``failed`` and ``msg``; see ``snapshot_failure``). A restore carries ``diff``."""
-    p = dict(SNAPSHOT_DEFAULTS)
-    p.update((k, v) for k, v in params.items() if v is not None)
+    p = argspec.fill(snapshot_spec(), params)
     root = p["root"]
     try:
         if p["state"] == "query":

@@ -253,8 +253,21 @@ def boot_overrides(root, own_path, values, at_least=()):
 SETTINGS_HEADER = ("Managed by gpuhost.tuning (sysctl_settings, role tune): the whole file is "
                    "rewritten on every run.\nChange gpuhost_sysctl instead of editing here; "
                    "ansible-playbook gpuhost.tuning.revert removes it.")
-SETTINGS_DEFAULTS = {"values": None, "at_least": [], "path": "/etc/sysctl.d/99-gpuhost-tuning.conf",
-                     "apply": True, "state": "present", "root": "/", "snapshot_dir": None}
+def settings_spec():
+    """Option spec of module sysctl_settings (its defaults fill ``settings_run``'s params)."""
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
+
+    spec = dict(
+        values=dict(type="dict"),
+        at_least=dict(type="list", elements="str", default=list(AT_LEAST)),
+        path=dict(type="path", default="/etc/sysctl.d/99-gpuhost-tuning.conf"),
+        apply=dict(type="bool", default=True),
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+    )
+    spec.update(argspec.root())
+    return spec
+
+
 OWN_MARK = b"# Managed by gpuhost.tuning"
 
 
@@ -339,8 +352,10 @@ def settings_run(params, check_mode=False, warn=None):
     the module's defaults). Returns the module's result dict, ``diff`` (a list) included.
     Raises ValueError/OSError when nothing could be done; per-key problems are in the result
     (see ``settings_failure``). ``warn(text)`` is called once per skipped key."""
-    p = dict(SETTINGS_DEFAULTS)
-    p.update((k, v) for k, v in params.items() if v is not None)
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
+
+    # snapshot_dir: host_tune's (where the original snapshot says which file it may take over)
+    p = argspec.fill(settings_spec(), params, internal=("snapshot_dir",))
     root = p["root"]
     path = under_root(root, p["path"], "path", follow=False)
     if os.path.isdir(path):

@@ -40,6 +40,8 @@ description:
     C(boot_param), C(lxc_onboot), C(nvidia_peermem_not_loaded) (low),
     C(pcie_unreadable), C(nvidia_peermem_unavailable) (info).
     Some ids take another severity by context; see RV(audit.findings)."
+extends_documentation_fragment:
+  - gpuhost.tuning.gpu_selection
 author:
   - gpuhost.tuning developers (!UNKNOWN)
 options:
@@ -47,15 +49,6 @@ options:
     description: Root under which every host path is read (C(/) on a live host).
     type: path
     default: /
-  gpu_vendor:
-    description: PCI vendor ID of the GPUs (hex, no C(0x)).
-    type: str
-    default: "10de"
-  gpu_classes:
-    description: PCI classes (class and subclass, hex) that count as GPUs.
-    type: list
-    elements: str
-    default: ["0300", "0302"]
   mrrs_size:
     description: Wanted PCIe Max Read Request Size (bytes) of GPUs and their bridges.
     type: int
@@ -441,39 +434,21 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import che
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cmdout  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils import sysinfo  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import facts  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
     capture as capture_mod,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils import text  # noqa: E402
 
-WANTED_KEYS = ("gpu_vendor", "gpu_classes", "mrrs_size", "cpuidle_deeper_than", "sysctl",
-               "cpufreq_drivers_wanted", "boot_params", "nvidia_uvm_disable_hmm",
-               "nvidia_uvm_modprobe_file", "lxc_gpu_drivers", "lxc_config_dir", "host",
-               "xid_window_days")
+WANTED_KEYS = tuple(facts.wanted_spec())
 
 
 def argument_spec():
-    return dict(
-        root=dict(type="path", default="/"),
-        gpu_vendor=dict(type="str", default="10de"),
-        gpu_classes=dict(type="list", elements="str", default=["0300", "0302"]),
-        mrrs_size=dict(type="int", default=4096, choices=[128, 256, 512, 1024, 2048, 4096]),
-        cpuidle_deeper_than=dict(type="str", default="C1"),
-        sysctl=dict(type="dict", default={}),
-        cpufreq_drivers_wanted=dict(type="list", elements="str",
-                                    default=["amd-pstate-epp", "amd-pstate", "intel_pstate"]),
-        boot_params=dict(type="dict", default={}),
-        nvidia_uvm_disable_hmm=dict(type="bool", default=True),
-        nvidia_uvm_modprobe_file=dict(type="path", default=sysinfo.UVM_MODPROBE_FILE),
-        lxc_gpu_drivers=dict(type="list", elements="str",
-                             default=["nvidia", "nvidia-uvm", "nvidia-caps"]),
-        lxc_config_dir=dict(type="path", default="/etc/pve/lxc"),
-        host=dict(type="str"),
-        xid_window_days=dict(type="int", default=7),
-        record_files=dict(type="bool", default=False),
-    )
+    spec = dict(root=dict(type="path", default="/"))
+    spec.update(facts.wanted_spec())
+    spec["record_files"] = dict(type="bool", default=False)
+    return spec
 
 
 def main():

@@ -31,6 +31,8 @@ description:
     NVRM XID and SXID lines of the last 7 days from the journal or C(/var/log/kern.log*)).
   - "Write: with O(archive) and O(dest), writes a collected archive to O(dest) on the
     machine the task runs on (the controller, with C(delegate_to: localhost))."
+extends_documentation_fragment:
+  - gpuhost.tuning.gpu_selection
 author:
   - gpuhost.tuning developers (!UNKNOWN)
 options:
@@ -42,15 +44,6 @@ options:
     description: Sysctl keys the audit reads (the wanted values of role common).
     type: dict
     default: {}
-  gpu_vendor:
-    description: PCI vendor of the GPUs.
-    type: str
-    default: "10de"
-  gpu_classes:
-    description: PCI classes that count as GPUs.
-    type: list
-    elements: str
-    default: ["0300", "0302"]
   lxc_config_dir:
     description: Folder of the Proxmox container configs.
     type: path
@@ -120,6 +113,7 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
     capture as capture_mod,
 )
@@ -180,11 +174,10 @@ def main():
         argument_spec=dict(
             root=dict(type="path", default="/"),
             sysctl=dict(type="dict", default={}),
-            gpu_vendor=dict(type="str", default="10de"),
-            gpu_classes=dict(type="list", elements="str", default=["0300", "0302"]),
             lxc_config_dir=dict(type="path", default="/etc/pve/lxc"),
             archive=dict(type="str", no_log=False),
             dest=dict(type="path"),
+            **argspec.gpu_selection()
         ),
         required_together=[("archive", "dest")],
         supports_check_mode=True,

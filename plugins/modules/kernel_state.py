@@ -37,6 +37,12 @@ options:
     type: list
     elements: str
     default: []
+  next_boot:
+    description:
+      - The kernel the boot loader boots next (C(next_boot_kernel) of
+        M(gpuhost.tuning.boot_entries)), for RV(initramfs_kernels), and for RV(dkms_needed)
+        when O(kernel) is not given.
+    type: str
   root:
     description: Host root every path is read under.
     type: path
@@ -91,6 +97,24 @@ configured_cmdline:
     the effective GRUB variables), before any refresh.
   returned: always
   type: str
+initramfs_kernels:
+  description:
+    - The installed kernels whose initramfs must carry the modprobe.d options - the
+      running one, the newest, O(next_boot) and O(kernel) - oldest first. The same rule the
+      audit's C(nvidia_uvm_hmm) remedy names; role boot_config regenerates and checks these.
+  returned: always
+  type: list
+  elements: str
+  sample: ["6.8.12-9-pve", "6.14.11-5-bpo12-pve"]
+dkms_needed:
+  description:
+    - The DKMS modules O(kernel) (else O(next_boot)) needs - those installed for the running
+      kernel, or when it has none, those installed for another kernel. The same rule as the
+      audit's C(dkms_missing_for_kernel); role kernel_upgrade builds and gates on these.
+  returned: always
+  type: list
+  elements: str
+  sample: ["nvidia"]
 """
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
@@ -108,6 +132,7 @@ def main():
             kernel=dict(type="str"),
             params=dict(type="dict", default={}),
             absent=dict(type="list", elements="str", default=[]),
+            next_boot=dict(type="str"),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,
@@ -115,7 +140,8 @@ def main():
     check_module(module, "kernel_state")
     p = module.params
     runner = Runner(module) if p["root"] == "/" else None
-    state = kernel_state(p["root"], p["kernel"], p["params"], p["absent"], runner)
+    state = kernel_state(p["root"], p["kernel"], p["params"], p["absent"], runner,
+                         p["next_boot"])
     module.exit_json(changed=False, **state)
 
 

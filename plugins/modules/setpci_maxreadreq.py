@@ -37,32 +37,10 @@ options:
   devices:
     description:
       - PCI addresses to set, as C(0000:01:00.0) or C(01:00.0) (domain 0000).
-      - When omitted, every device matching O(vendor) and O(classes).
+      - When omitted, every GPU matching O(vendor) and O(classes).
       - An address that does not exist is an error, raised before anything is written.
     type: list
     elements: str
-  vendor:
-    description:
-      - PCI vendor ID (hex) of the devices to select when O(devices) is omitted.
-    type: str
-    default: 10de
-  classes:
-    description:
-      - PCI class prefixes (4 hex digits, class and subclass, or 6 with the programming
-        interface) of the devices to select when O(devices) is omitted.
-      - The default selects VGA (C(0300)) and 3D controllers (C(0302)), not the GPUs' HD
-        audio functions (C(0403)).
-      - Quote them in YAML; an unquoted C(0300) is a number.
-    type: list
-    elements: str
-    default: ['0300', '0302']
-  include_upstream:
-    description:
-      - Also set every bridge between each device and its root complex (read from the
-        device's sysfs path). A bridge shared by several devices is set and reported once.
-      - A device directly on a host bridge (common in VMs) has none.
-    type: bool
-    default: true
   size:
     description:
       - Max Read Request Size in bytes. Any other value is refused.
@@ -96,6 +74,8 @@ notes:
     (C(/sys/kernel/security/lockdown)) config writes fail with EPERM and the module says so.
   - Supports check mode; nothing is written then, RV(devices[].after) is what it would be.
   - Supports diff mode; the diff lists each device's MRRS before and after.
+extends_documentation_fragment:
+  - gpuhost.tuning.gpu_selection.devices
 author:
   - gpuhost.tuning developers (!UNKNOWN)
 """
@@ -205,26 +185,17 @@ failed_devices:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import (  # noqa: E402
-    MRRS_SIZES,
     PciError,
     mrrs_failure,
     mrrs_run,
+    mrrs_spec,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 
 
 def build_module():
     return AnsibleModule(
-        argument_spec=dict(
-            devices=dict(type="list", elements="str"),
-            vendor=dict(type="str", default="10de"),
-            classes=dict(type="list", elements="str", default=["0300", "0302"]),
-            include_upstream=dict(type="bool", default=True),
-            size=dict(type="int", default=4096, choices=list(MRRS_SIZES)),
-            state=dict(type="str", default="present", choices=["present", "query"]),
-            method=dict(type="str", default="sysfs", choices=["sysfs", "setpci"]),
-            root=dict(type="path", default="/"),
-        ),
+        argument_spec=mrrs_spec(),
         supports_check_mode=True,
     )
 

@@ -40,10 +40,11 @@ options:
   at_least:
     description:
       - Keys where a current value larger than the wanted one counts as right and is kept
-        (live and in the file), such as buffer ceilings (C(net.core.rmem_max)).
+        (live and in the file). The default is the collection's rule, the same one the
+        audit judges by - the socket buffer sizes and ceilings; V([]) makes every key exact.
     type: list
     elements: str
-    default: []
+    default: [net.core.rmem_max, net.core.wmem_max, net.core.rmem_default, net.core.wmem_default]
   path:
     description: The sysctl.d file owned by this module (host path, resolved under O(root)).
     type: path
@@ -77,7 +78,7 @@ EXAMPLES = r"""
       kernel.numa_balancing: "0"
       net.core.rmem_max: "16777216"
       vm.swappiness: "10"
-    at_least: [net.core.rmem_max]
+    at_least: []  # every value exact, a larger buffer is lowered too
 
 - name: Remove the persisted file (revert)
   gpuhost.tuning.sysctl_settings:
@@ -155,19 +156,13 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import che
 from ansible_collections.gpuhost.tuning.plugins.module_utils.sysctl import (  # noqa: E402
     settings_failure,
     settings_run,
+    settings_spec,
 )
 
 
 def build_module():
     return AnsibleModule(
-        argument_spec=dict(
-            values=dict(type="dict"),
-            at_least=dict(type="list", elements="str", default=[]),
-            path=dict(type="path", default="/etc/sysctl.d/99-gpuhost-tuning.conf"),
-            apply=dict(type="bool", default=True),
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            root=dict(type="path", default="/"),
-        ),
+        argument_spec=settings_spec(),
         required_if=[("state", "present", ("values",))],
         supports_check_mode=True,
     )

@@ -27,6 +27,8 @@ description:
     Files are put back as recorded, and those that did not exist are removed. Every item is
     tried and reported; the task fails at the end when any did not take.
   - With O(state=query), returns the snapshots in O(dir) without changing anything.
+extends_documentation_fragment:
+  - gpuhost.tuning.gpu_selection.devices
 author:
   - gpuhost.tuning developers (!UNKNOWN)
 options:
@@ -62,19 +64,6 @@ options:
     type: list
     elements: str
     default: []
-  vendor:
-    description: PCI vendor ID of the GPUs whose MRRS is recorded (hex).
-    type: str
-    default: "10de"
-  classes:
-    description: PCI classes (class and subclass, hex, quoted) that count as GPUs.
-    type: list
-    elements: str
-    default: ["0300", "0302"]
-  include_upstream:
-    description: Also record every bridge between each GPU and its root complex.
-    type: bool
-    default: true
   files:
     description: Host paths whose existence and content are recorded and restored.
     type: list
@@ -182,24 +171,10 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap  # noqa: E402
 
-PARTS = list(snap.PARTS)
-
 
 def build_module():
     return AnsibleModule(
-        argument_spec=dict(
-            state=dict(type="str", choices=["present", "restore", "query"], default="present"),
-            kind=dict(type="str", choices=["before", "applied"], default="before"),
-            snapshot=dict(type="str", default="original"),
-            parts=dict(type="list", elements="str", choices=PARTS, default=PARTS),
-            dir=dict(type="path", default=snap.SNAPSHOT_DIR),
-            sysctl_keys=dict(type="list", elements="str", default=[], no_log=False),
-            vendor=dict(type="str", default="10de"),
-            classes=dict(type="list", elements="str", default=["0300", "0302"]),
-            include_upstream=dict(type="bool", default=True),
-            files=dict(type="list", elements="path", default=list(snap.MANAGED_FILES)),
-            root=dict(type="path", default="/"),
-        ),
+        argument_spec=snap.snapshot_spec(),
         supports_check_mode=True,
     )
 

@@ -166,3 +166,18 @@ def test_initramfs_check_absent_file_still_inside(tmp_path):
                                        "absent_files": ["/etc/modprobe.d/gpuhost-nvidia-uvm.conf"],
                                        "executable": lister})
     assert not res.get("failed") and not res["ok"] and res["stale"] == [NEW]
+
+
+
+def test_kernel_state_initramfs_kernels_and_dkms_needed_follow_the_audits_rules(tmp_path):
+    root = _seed(tmp_path)
+    res = state({"root": root, "kernel": NEW, "next_boot": NEW})
+    # running and newest (also next boot and target): both initramfs, oldest first
+    assert res["initramfs_kernels"] == [OLD, NEW]
+    # nvidia runs on the old kernel: the new one needs it
+    assert res["dkms_needed"] == ["nvidia"]
+    # a target that is not installed has no initramfs to make; without kernel the next
+    # boot's needs count
+    res = state({"root": root, "kernel": "6.14.11-9-bpo12-pve"})
+    assert res["initramfs_kernels"] == [OLD, NEW]
+    assert state({"root": root, "next_boot": NEW})["dkms_needed"] == ["nvidia"]

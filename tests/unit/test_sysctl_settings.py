@@ -84,8 +84,11 @@ def test_larger_buffer_kept_for_at_least_keys(host):
     assert proc(host, "net.core.wmem_max") == b"33554432\n"
     assert sysctl_mod.parse_conf(conf(host))["net.core.wmem_max"] == "33554432"
     assert "net.core.wmem_max" not in result["changed_keys"]
-    # without at_least the wanted value is exact
-    run(host, values=WANTED)
+    # the default is the collection's rule (the audit's): the larger buffer stays
+    assert "net.core.wmem_max" not in run(host, values=WANTED)["changed_keys"]
+    assert proc(host, "net.core.wmem_max") == b"33554432\n"
+    # at_least [] makes every value exact
+    run(host, values=WANTED, at_least=[])
     assert proc(host, "net.core.wmem_max") == b"16777216\n"
 
 
