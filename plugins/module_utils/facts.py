@@ -54,6 +54,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path, read_text
 
+
 def wanted_spec():
     """The wanted values the audit judges against: module host_audit's options (besides
     root and record_files); their defaults complete ``merged_wanted``."""
@@ -344,4 +345,3 @@ def collect(root, wanted=None, outputs=None):
         root, wanted["lxc_config_dir"]), {})
     facts["errors"] = errors
     return facts
-

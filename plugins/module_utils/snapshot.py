@@ -111,8 +111,8 @@ def same_file(now, rec):
         return False
     if rec["type"] == "absent":
         return True
-    return all(now.get(key) == rec[key] for key in ("target", "mode", "uid", "gid",
-                                                       "content_b64") if key in rec)
+    return all(now.get(key) == rec[key]
+               for key in ("target", "mode", "uid", "gid", "content_b64") if key in rec)
 
 
 def record_pcie(root, vendor, classes, include_upstream):
@@ -576,6 +576,8 @@ def restore(root, name="original", folder=SNAPSHOT_DIR, check_mode=False, parts=
 # the tuning_snapshot pass (modules tuning_snapshot and host_tune)
 
 PARTS = ("pcie", "cpuidle", "sysctl", "files")
+
+
 def snapshot_spec():
     """Option spec of module tuning_snapshot (its defaults fill ``snapshot_run``'s params)."""
     spec = dict(

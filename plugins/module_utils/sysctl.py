@@ -253,6 +253,8 @@ def boot_overrides(root, own_path, values, at_least=()):
 SETTINGS_HEADER = ("Managed by gpuhost.tuning (sysctl_settings, role tune): the whole file is "
                    "rewritten on every run.\nChange gpuhost_sysctl instead of editing here; "
                    "ansible-playbook gpuhost.tuning.revert removes it.")
+
+
 def settings_spec():
     """Option spec of module sysctl_settings (its defaults fill ``settings_run``'s params)."""
     from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec

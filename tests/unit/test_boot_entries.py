@@ -168,7 +168,6 @@ def test_initramfs_check_absent_file_still_inside(tmp_path):
     assert not res.get("failed") and not res["ok"] and res["stale"] == [NEW]
 
 
-
 def test_kernel_state_initramfs_kernels_and_dkms_needed_follow_the_audits_rules(tmp_path):
     root = _seed(tmp_path)
     res = state({"root": root, "kernel": NEW, "next_boot": NEW})

@@ -30,6 +30,7 @@ def _applies(facts, wanted):
 
 COLUMN = column("nvidia", "NVIDIA", position=100, applies=_applies)
 
+
 def _uvm_hmm_remedy(kern, host, modprobe_file):
     """uvm_disable_hmm is read when nvidia_uvm loads, and the initramfs carries its own copy
     of /etc/modprobe.d: the fix is the option file, a refreshed initramfs for every kernel
