@@ -12,15 +12,17 @@ Only what differs between runs is neutralised: the temporary root's path, ``coll
 and ``duration_s`` (the reports' ``generated_at`` is an argument and is fixed here).
 """
 
+import io
 import json
 import os
 import shutil
+import tarfile
 
 import pytest
 from fixtures import boot, cpu, dkms, health, hosts, lxc, nvhealth, pci, procsys
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import report
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, capture, report
 from ansible_collections.gpuhost.tuning.plugins.modules import host_audit
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "audit")
@@ -179,3 +181,28 @@ def test_golden_hosts_cover_every_finding_id(generated):
                      .split("Some ids")[0].replace("C(", " ").replace(")", " ").split())
     documented = set(w.strip(",") for w in documented if "_" in w)
     assert documented - seen == set()
+
+
+@pytest.mark.parametrize("name", sorted(HOSTS))
+def test_capture_of_each_golden_host_audits_the_same(name, tmp_path):
+    # what the audit read, packed and unpacked elsewhere, gives the same audit
+    build, extra = HOSTS[name]
+    src = str(tmp_path / "src")
+    os.makedirs(src)
+    build(src)
+    wanted = dict(hosts.common_wanted(host=name), **extra)
+    builder, original, _recorded = capture.capture(src, wanted)
+    buf = io.BytesIO()
+    builder.write(buf, "{}")
+    dest = str(tmp_path / "unpacked")
+    os.makedirs(dest)
+    with tarfile.open(fileobj=io.BytesIO(buf.getvalue()), mode="r:gz") as tar:
+        tar.extractall(dest, filter="tar")
+    again = audit.audit(dest, wanted)
+
+    def comparable(result, root):
+        out = dict((k, v) for k, v in result.items()
+                   if k not in ("collected_at", "duration_s", "root"))
+        return _neutral(json.dumps(out, sort_keys=True), root)
+
+    assert comparable(again, dest) == comparable(original, src)
