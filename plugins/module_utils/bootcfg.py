@@ -25,6 +25,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.procfs import split_cmdline
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     atomic_write,
@@ -224,7 +225,7 @@ def parse_pbt_status(text):
 
 
 def _exists(root, path):
-    return os.path.exists(host_path(root, path))
+    return hostfs.exists(host_path(root, path))
 
 
 def boot_tool(root="/"):
@@ -259,7 +260,7 @@ def detect_backend(root="/", runner=None):
             if "uefi" in modes:
                 return {"backend": "systemd-boot", "tool": tool,
                         "reason": "proxmox-boot-tool status: ESPs configured with uefi"}
-        if _exists(root, KERNEL_CMDLINE) or os.path.isdir(host_path(root, "/sys/firmware/efi")):
+        if _exists(root, KERNEL_CMDLINE) or hostfs.isdir(host_path(root, "/sys/firmware/efi")):
             return {"backend": "systemd-boot", "tool": tool,
                     "reason": "%s present" % PBT_UUIDS}
         return {"backend": "grub", "tool": tool,
@@ -296,8 +297,8 @@ def proc_cmdline_base(root):
 def plan_systemd_boot(root, params, absent, tool="proxmox-boot-tool"):
     path = host_path(root, KERNEL_CMDLINE)
     raw = None
-    if os.path.isfile(path):
-        with open(path, "r", encoding="utf-8", newline="") as handle:
+    if hostfs.isfile(path):
+        with hostfs.open_read(path, "r", encoding="utf-8", newline="") as handle:
             raw = handle.read()
     if raw is not None:
         lines = [line for line in raw.splitlines() if line.strip()]
@@ -364,15 +365,15 @@ def grub_files(root):
     """``/etc/default/grub`` then the ``grub.d/*.cfg`` drop-ins in the order GRUB sources
     them (host paths that exist)."""
     files = []
-    if os.path.isfile(host_path(root, GRUB_DEFAULT)):
+    if hostfs.isfile(host_path(root, GRUB_DEFAULT)):
         files.append(GRUB_DEFAULT)
     folder = host_path(root, GRUB_D)
     try:
-        names = sorted(os.listdir(folder))
+        names = sorted(hostfs.listdir(folder))
     except OSError:
         names = []
     for name in names:
-        if name.endswith(".cfg") and os.path.isfile(os.path.join(folder, name)):
+        if name.endswith(".cfg") and hostfs.isfile(os.path.join(folder, name)):
             files.append("%s/%s" % (GRUB_D, name))
     return files
 
@@ -408,7 +409,8 @@ def grub_effective(root, files_text=None, files=None):
     for path in files if files is not None else grub_files(root):
         text = (files_text or {}).get(path)
         if text is None:
-            with open(host_path(root, path), "r", encoding="utf-8", newline="") as handle:
+            with hostfs.open_read(host_path(root, path), "r", encoding="utf-8",
+                                  newline="") as handle:
                 text = handle.read()
         for _i, var, value, _s, _m in grub_assignments(text):
             env[var] = " ".join(_expand(value, env).split())
@@ -441,7 +443,7 @@ def plan_grub(root, params, absent, grub_file=None):
     files = grub_files(root)
     texts = {}
     for path in files:
-        with open(host_path(root, path), "r", encoding="utf-8", newline="") as handle:
+        with hostfs.open_read(host_path(root, path), "r", encoding="utf-8", newline="") as handle:
             texts[path] = handle.read()
     if grub_file and not grub_file.startswith("/"):
         grub_file = "%s/%s" % (GRUB_D, grub_file)
@@ -507,7 +509,7 @@ def plan_grub(root, params, absent, grub_file=None):
             "content_before": texts[path],
             "content_after": new_texts[path],
             "changed": new_texts[path] != texts[path],
-            "exists": os.path.isfile(host_path(root, path)),
+            "exists": hostfs.isfile(host_path(root, path)),
         })
     return {"before": before, "after": after, "source": target, "files": result_files}
 
@@ -587,7 +589,7 @@ def write(root, planned):
         path = host_path(root, entry["path"])
         os.makedirs(os.path.dirname(path), exist_ok=True)
         atomic_write(path, entry["content_after"], mode=0o644)
-        with open(path, "r", encoding="utf-8", newline="") as handle:
+        with hostfs.open_read(path, "r", encoding="utf-8", newline="") as handle:
             if handle.read() != entry["content_after"]:
                 raise BootConfigError("%s did not read back as written" % entry["path"])
 

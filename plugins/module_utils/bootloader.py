@@ -30,6 +30,7 @@ import os
 import re
 import shlex
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bootcfg
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     host_path,
@@ -213,7 +214,7 @@ def read_esp(path):
     folder = os.path.join(path, "loader", "entries")
     entries = []
     try:
-        names = sorted(os.listdir(folder))
+        names = sorted(hostfs.listdir(folder))
     except OSError:
         names = []
     for name in names:
@@ -231,8 +232,8 @@ def read_esp(path):
 
 
 def is_esp(path):
-    return os.path.isdir(os.path.join(path, "loader")) or os.path.isdir(
-        os.path.join(path, "EFI")) or os.path.isdir(os.path.join(path, "grub"))
+    return hostfs.isdir(os.path.join(path, "loader")) or hostfs.isdir(
+        os.path.join(path, "EFI")) or hostfs.isdir(os.path.join(path, "grub"))
 
 
 def pbt_uuids(root):
@@ -254,7 +255,7 @@ def locate_esps(root, esp_dirs=None, uuids=None):
             for uuid in uuids:
                 for name in (uuid, uuid.upper(), uuid.lower()):
                     candidate = os.path.join(local, name)
-                    if os.path.isdir(candidate):
+                    if hostfs.isdir(candidate):
                         found.append({"uuid": uuid, "path": candidate})
                         break
             if is_esp(local) and not any(f["path"] == local for f in found):
@@ -263,12 +264,12 @@ def locate_esps(root, esp_dirs=None, uuids=None):
             found.append({"uuid": None, "path": local})
         else:
             try:
-                names = sorted(os.listdir(local))
+                names = sorted(hostfs.listdir(local))
             except OSError:
                 names = []
             for name in names:
                 candidate = os.path.join(local, name)
-                if os.path.isdir(candidate) and is_esp(candidate):
+                if hostfs.isdir(candidate) and is_esp(candidate):
                     found.append({"uuid": name, "path": candidate})
     if uuids:
         seen = {f["uuid"] for f in found}
@@ -283,7 +284,7 @@ def boot_partition(root):
     holds ``loader/entries`` (or ``loader/loader.conf``); None when none does."""
     for mount in BOOT_MOUNTS:
         path = host_path(root, mount)
-        if os.path.isdir(os.path.join(path, "loader", "entries")) or os.path.isfile(
+        if hostfs.isdir(os.path.join(path, "loader", "entries")) or hostfs.isfile(
                 os.path.join(path, "loader", "loader.conf")):
             return mount
     return None
@@ -587,12 +588,12 @@ def read_grub(root, cfg_paths=None):
 def mounted_at(root, device):
     """Mount points of ``device`` (a /dev path, links resolved) from /proc/self/mounts."""
     text = read_text(host_path(root, "/proc/self/mounts")) or ""
-    real = os.path.realpath(device)
+    real = hostfs.realpath(device)
     points = []
     for line in text.splitlines():
         fields = line.split()
         if len(fields) >= 2 and fields[0].startswith("/dev/") and \
-                os.path.realpath(fields[0]) == real:
+                hostfs.realpath(fields[0]) == real:
             points.append(fields[1].replace("\\040", " "))
     return points
 
@@ -606,7 +607,7 @@ def mount_esps(runner, uuids, workdir):
     mounted = []
     for uuid in uuids:
         device = "/dev/disk/by-uuid/%s" % uuid
-        if not os.path.exists(device):
+        if not hostfs.exists(device):
             esps.append({"uuid": uuid, "path": None,
                          "error": "%s does not exist (clean %s?)" % (device, PBT_UUIDS)})
             continue

@@ -12,7 +12,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import builtins
 import gzip
 import hashlib
 import io
@@ -23,10 +22,11 @@ import time
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cmdout
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 class ReadRecorder(object):
-    """Notes every path under ``root`` that is opened, listed, stat'ed or read as a link
-    while active (a context manager that wraps ``open``, ``os.listdir``, ``os.scandir``,
-    ``os.stat``, ``os.lstat`` and ``os.readlink``; Python's own imports are not seen).
+    """Notes every path under ``root`` the readers open, list, check or read as a link
+    while active (a context manager around :class:`hostfs.recording`: the readers go through
+    ``hostfs``, which tells the active recorders what they touched).
 
     ``paths``: host path -> ``read`` (content used), ``list`` (names used) or ``stat``
     (existence/kind used). The audit itself never needs it; capture does.
@@ -37,7 +37,7 @@ class ReadRecorder(object):
     def __init__(self, root):
         self.root = os.path.abspath(root or "/")
         self.paths = {}
-        self._saved = None
+        self._active = None
 
     def note(self, path, kind):
         try:
@@ -56,65 +56,14 @@ class ReadRecorder(object):
             self.paths[path] = kind
 
     def __enter__(self):
-        recorder = self
-        saved = {
-            "open": builtins.open,
-            "listdir": os.listdir,
-            "scandir": os.scandir,
-            "stat": os.stat,
-            "lstat": os.lstat,
-            "readlink": os.readlink,
-        }
-        self._saved = saved
-
-        def _open(file, mode="r", *args, **kwargs):
-            if isinstance(file, (str, bytes)) and "r" in mode and "+" not in mode:
-                recorder.note(file, "read")
-            return saved["open"](file, mode, *args, **kwargs)
-
-        def _listdir(path="."):
-            if isinstance(path, (str, bytes)):
-                recorder.note(path, "list")
-            return saved["listdir"](path)
-
-        def _scandir(path="."):
-            if isinstance(path, (str, bytes)):
-                recorder.note(path, "list")
-            return saved["scandir"](path)
-
-        def _stat(path, *args, **kwargs):
-            if isinstance(path, (str, bytes)):
-                recorder.note(path, "stat")
-            return saved["stat"](path, *args, **kwargs)
-
-        def _lstat(path, *args, **kwargs):
-            if isinstance(path, (str, bytes)):
-                recorder.note(path, "stat")
-            return saved["lstat"](path, *args, **kwargs)
-
-        def _readlink(path, *args, **kwargs):
-            if isinstance(path, (str, bytes)):
-                recorder.note(path, "stat")
-            return saved["readlink"](path, *args, **kwargs)
-
-        builtins.open = _open
-        os.listdir = _listdir
-        os.scandir = _scandir
-        os.stat = _stat
-        os.lstat = _lstat
-        os.readlink = _readlink
+        self._active = hostfs.recording(self)
+        self._active.__enter__()
         return self
 
     def __exit__(self, *exc):
-        saved = self._saved
-        builtins.open = saved["open"]
-        os.listdir = saved["listdir"]
-        os.scandir = saved["scandir"]
-        os.stat = saved["stat"]
-        os.lstat = saved["lstat"]
-        os.readlink = saved["readlink"]
+        self._active.__exit__(*exc)
+        self._active = None
         return False
-
 
 
 # Files bigger than this are packed as a marker holding their size and SHA-256 (two markers

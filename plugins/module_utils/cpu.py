@@ -25,6 +25,7 @@ import os
 import re
 
 try:
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
     from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
         host_path,
         numbered_entries,
@@ -33,6 +34,7 @@ try:
         write_in_place,
     )
 except ImportError:  # pragma: no cover - shipped to a host as plain files next to hostfs.py
+    import hostfs
     from hostfs import host_path, numbered_entries, read_int, read_text, write_in_place
 
 CPU_SYSFS = "/sys/devices/system/cpu"
@@ -129,7 +131,7 @@ def _cpu_sysfs(root, *parts):
 def present_cpus(root):
     """CPUs with a ``cpuN`` folder (every CPU the kernel knows, online or not)."""
     try:
-        names = os.listdir(_cpu_sysfs(root))
+        names = hostfs.listdir(_cpu_sysfs(root))
     except OSError:
         return []
     return sorted(int(m.group(1)) for m in (_CPU_DIR.match(n) for n in names) if m)
@@ -161,7 +163,7 @@ def cpuidle_driver(root):
     kernels without CONFIG_CPU_IDLE).
     """
     folder = _cpu_sysfs(root, "cpuidle")
-    if not os.path.isdir(folder):
+    if not hostfs.isdir(folder):
         return None
     driver = read_text(os.path.join(folder, "current_driver"))
     return driver if driver else "none"

@@ -24,6 +24,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
 from ansible_collections.gpuhost.tuning.plugins.module_utils.kernel import (
     has_headers,
@@ -200,7 +201,7 @@ def read_conf(root, name, version, kernel=None):
     """Parsed dkms.conf of an added module (through its ``source`` link), or None."""
     path = resolve_under(root, "%s/%s/%s/source/dkms.conf" % (DKMS_TREE, name, version))
     try:
-        with open(path, "r", encoding="utf-8", errors="replace") as handle:
+        with hostfs.open_read(path, "r", encoding="utf-8", errors="replace") as handle:
             return parse_conf(handle.read(), kernel)
     except (IOError, OSError, TypeError):
         return None
@@ -212,14 +213,14 @@ def read_conf(root, name, version, kernel=None):
 def _find_ko(folder, module):
     for suffix in MODULE_SUFFIXES:
         path = os.path.join(folder, module + suffix)
-        if os.path.isfile(path):
+        if hostfs.isfile(path):
             return path
     return None
 
 
 def _listdir(path):
     try:
-        return sorted(os.listdir(path))
+        return sorted(hostfs.listdir(path))
     except OSError:
         return []
 
@@ -282,10 +283,10 @@ def _same_bytes(path_a, path_b):
     host costs more than the warning is worth, and a rebuild or re-sign changes the size or
     the signature at the end."""
     try:
-        size = os.path.getsize(path_a)
-        if size != os.path.getsize(path_b):
+        size = hostfs.getsize(path_a)
+        if size != hostfs.getsize(path_b):
             return False
-        with open(path_a, "rb") as a, open(path_b, "rb") as b:
+        with hostfs.open_read(path_a, "rb") as a, hostfs.open_read(path_b, "rb") as b:
             if a.read(_SAMPLE) != b.read(_SAMPLE):
                 return False
             if size > 2 * _SAMPLE:
@@ -307,19 +308,19 @@ def tree_status(root="/"):
     entries = []
     for name in _listdir(tree):
         mod_dir = os.path.join(tree, name)
-        if not os.path.isdir(mod_dir) or os.path.islink(mod_dir):
+        if not hostfs.isdir(mod_dir) or hostfs.islink(mod_dir):
             continue
         versions = [v for v in _listdir(mod_dir)
                     if not v.startswith("kernel-") and v != "original_module"
-                    and os.path.isdir(os.path.join(mod_dir, v))]
+                    and hostfs.isdir(os.path.join(mod_dir, v))]
         for version in sorted(versions, key=version_key):
             vdir = os.path.join(mod_dir, version)
             source = os.path.join(vdir, "source")
-            if not (os.path.islink(source) or os.path.isdir(source)):
+            if not (hostfs.islink(source) or hostfs.isdir(source)):
                 continue
             built_any = False
             kernels = [k for k in _listdir(vdir)
-                       if _KERNEL_DIR_RE.match(k) and os.path.isdir(os.path.join(vdir, k))]
+                       if _KERNEL_DIR_RE.match(k) and hostfs.isdir(os.path.join(vdir, k))]
             for kernel in sorted(kernels, key=kernel_sort_key):
                 for arch in _listdir(os.path.join(vdir, kernel)):
                     entry = _tree_entry(root, name, version, kernel, arch)
@@ -336,7 +337,7 @@ def tree_status(root="/"):
 def _tree_entry(root, name, version, kernel, arch):
     base = host_path(root, "%s/%s/%s/%s/%s" % (DKMS_TREE, name, version, kernel, arch))
     module_dir = os.path.join(base, "module")
-    if not os.path.isdir(module_dir):
+    if not hostfs.isdir(module_dir):
         return None
     names, conf = _built_names(root, name, version, kernel, arch)
     if not names:
@@ -347,11 +348,11 @@ def _tree_entry(root, name, version, kernel, arch):
         return None
     link = host_path(root, "%s/%s/kernel-%s-%s" % (DKMS_TREE, name, kernel, arch))
     installed = False
-    if os.path.islink(link):
+    if hostfs.islink(link):
         target = resolve_under(root, "%s/%s/kernel-%s-%s" % (DKMS_TREE, name, kernel, arch))
-        installed = target is not None and os.path.realpath(target) == os.path.realpath(base)
+        installed = target is not None and hostfs.realpath(target) == hostfs.realpath(base)
     warnings = []
-    if os.path.isdir(host_path(root, "%s/%s/original_module/%s/%s"
+    if hostfs.isdir(host_path(root, "%s/%s/original_module/%s/%s"
                                % (DKMS_TREE, name, kernel, arch))):
         warnings.append("original_module exists")
     modules = []
@@ -408,8 +409,8 @@ def headers_error(root, kernel):
     build = "/lib/modules/%s/build" % kernel
     detail = ""
     path = host_path(root, build)
-    if os.path.islink(path):
-        target = os.readlink(path)
+    if hostfs.islink(path):
+        target = hostfs.readlink(path)
         if headers_dir(root, kernel) is None:
             detail = " (dangling link to %s)" % target
         else:
@@ -486,7 +487,7 @@ def ensure(runner, root, name, version=None, kernel=None, state="installed", che
     state_before = state_for(before, name, version, kernel, arch)
     if state_before is None:
         source = "/usr/src/%s-%s" % (name, version)
-        if not os.path.isfile(host_path(root, source + "/dkms.conf")):
+        if not hostfs.isfile(host_path(root, source + "/dkms.conf")):
             raise DkmsError(
                 "dkms does not know %s/%s and %s/dkms.conf does not exist: install the module "
                 "source or pick a version from: %s" % (

@@ -52,6 +52,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     placement as placement_mod,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path, read_text
 
 
@@ -237,7 +238,7 @@ def nvidia_facts(root, running):
     configured = sysinfo.modprobe_options(root, "nvidia_uvm")
 
     def presence(name):
-        is_loaded = name in loaded_set or os.path.isdir(host_path(root, "/sys/module/" + name))
+        is_loaded = name in loaded_set or hostfs.isdir(host_path(root, "/sys/module/" + name))
         return {"loaded": name in loaded_set if loaded else is_loaded,
                 "available": sysinfo.module_available(root, running, name)}
 

@@ -6,6 +6,10 @@
 Every reader and writer in this collection resolves host paths (``/sys``, ``/proc``,
 ``/etc``, ``/lib/modules``, ``/var/lib``) under a ``root``: ``/`` on a live host, a
 temporary tree in tests, an unpacked capture in an offline audit.
+
+Readers go through the functions here (``read_text``, ``read_bytes``, ``listdir``, ``isdir``,
+``islink``, ``readlink``, ...) rather than ``open`` and ``os`` directly: while a recorder is
+active (``recording``), each notes the path it touched, which is what a capture packs.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,8 +27,94 @@ def host_path(root, path):
     return os.path.join(root, path.lstrip("/"))
 
 
+# Active recorders: objects with ``note(path, kind)``, kind ``read`` (content used), ``list``
+# (names used) or ``stat`` (existence, kind or link target used).
+_RECORDERS = []
+
+
+def _note(path, kind):
+    for recorder in _RECORDERS:
+        recorder.note(path, kind)
+
+
+class recording(object):
+    """Context manager: ``recorder.note(path, kind)`` for every path the readers below touch
+    while it is active."""
+
+    def __init__(self, recorder):
+        self.recorder = recorder
+
+    def __enter__(self):
+        _RECORDERS.append(self.recorder)
+        return self.recorder
+
+    def __exit__(self, *exc):
+        _RECORDERS.remove(self.recorder)
+        return False
+
+
+def open_read(path, mode="r", **kwargs):
+    """``open`` for reading (``r`` or ``rb``), recorded."""
+    _note(path, "read")
+    return open(path, mode, **kwargs)
+
+
+def listdir(path):
+    _note(path, "list")
+    return os.listdir(path)
+
+
+def walk(path):
+    """``os.walk``, each folder it lists recorded."""
+    for folder, dirs, files in os.walk(path):
+        _note(folder, "list")
+        yield folder, dirs, files
+
+
+def isdir(path):
+    _note(path, "stat")
+    return os.path.isdir(path)
+
+
+def isfile(path):
+    _note(path, "stat")
+    return os.path.isfile(path)
+
+
+def exists(path):
+    _note(path, "stat")
+    return os.path.exists(path)
+
+
+def lexists(path):
+    _note(path, "stat")
+    return os.path.lexists(path)
+
+
+def islink(path):
+    _note(path, "stat")
+    return os.path.islink(path)
+
+
+def readlink(path):
+    _note(path, "stat")
+    return os.readlink(path)
+
+
+def realpath(path):
+    """``os.path.realpath``; the path is recorded (a capture keeps every link on it)."""
+    _note(path, "stat")
+    return os.path.realpath(path)
+
+
+def getsize(path):
+    _note(path, "stat")
+    return os.path.getsize(path)
+
+
 def read_text(path, default=None):
     """Read a small text file, stripped. Return ``default`` when it does not exist."""
+    _note(path, "read")
     try:
         with open(path, "r", encoding="utf-8", errors="replace") as handle:
             return handle.read().strip()
@@ -46,6 +136,7 @@ def read_int(path, default=None, base=0):
 
 
 def read_bytes(path, default=None):
+    _note(path, "read")
     try:
         with open(path, "rb") as handle:
             return handle.read()
@@ -60,14 +151,14 @@ def numbered_entries(folder, pattern, files_only=False):
     compiled ``pattern`` (its first group is the number): ``state3``, ``policy12``,
     ``129.conf``. An unreadable or missing folder gives ``[]``."""
     try:
-        names = os.listdir(folder)
+        names = listdir(folder)
     except OSError:
         return []
     found = []
     for name in names:
         match = pattern.match(name)
         path = os.path.join(folder, name)
-        if match and (not files_only or os.path.isfile(path)):
+        if match and (not files_only or isfile(path)):
             found.append((int(match.group(1)), path))
     return sorted(found)
 

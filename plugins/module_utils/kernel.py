@@ -18,6 +18,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path, read_text
 
 _VERSION_RE = re.compile(r"Linux version (\S+)")
@@ -67,7 +68,7 @@ def _has_modules(folder):
     the image package). ``modules.dep`` alone is not enough: ``dkms install`` runs depmod,
     which writes ``modules.dep`` into a headers-only ``/lib/modules/<k>`` (seen with
     linux-headers-6.1.0-56-amd64 and no image)."""
-    return os.path.isdir(os.path.join(folder, "kernel")) or os.path.isfile(
+    return hostfs.isdir(os.path.join(folder, "kernel")) or hostfs.isfile(
         os.path.join(folder, "modules.builtin"))
 
 
@@ -76,7 +77,7 @@ def installed_kernels(root="/"):
     found = set()
     modules = host_path(root, "/lib/modules")
     try:
-        names = os.listdir(modules)
+        names = hostfs.listdir(modules)
     except OSError:
         names = []
     for name in names:
@@ -84,13 +85,13 @@ def installed_kernels(root="/"):
             found.add(name)
     boot = host_path(root, "/boot")
     try:
-        names = os.listdir(boot)
+        names = hostfs.listdir(boot)
     except OSError:
         names = []
     for name in names:
         if name.startswith("vmlinuz-") and len(name) > len("vmlinuz-"):
             path = os.path.join(boot, name)
-            if os.path.isfile(path):
+            if hostfs.isfile(path):
                 found.add(name[len("vmlinuz-"):])
     return sorted(found, key=kernel_sort_key)
 
@@ -129,11 +130,11 @@ def resolve_under(root, path, max_links=40):
                 resolved.pop()
             continue
         candidate = os.path.join(root, *(resolved + [part]))
-        if os.path.islink(candidate):
+        if hostfs.islink(candidate):
             links += 1
             if links > max_links:
                 return None
-            target = os.readlink(candidate)
+            target = hostfs.readlink(candidate)
             if target.startswith("/"):
                 resolved = []
             parts = [p for p in target.split("/") if p] + parts
@@ -146,7 +147,7 @@ def headers_dir(root, release):
     """Where ``/lib/modules/<release>/build`` leads under root, or None when it does not
     resolve to a folder."""
     target = resolve_under(root, "/lib/modules/%s/build" % release)
-    if target and os.path.isdir(target):
+    if target and hostfs.isdir(target):
         return target
     return None
 
@@ -158,7 +159,7 @@ def has_headers(root, release):
     Like dkms, a headers tree must hold ``include``.
     """
     target = headers_dir(root, release)
-    return bool(target) and os.path.exists(os.path.join(target, "include"))
+    return bool(target) and hostfs.exists(os.path.join(target, "include"))
 
 
 def release_flavour(release):
@@ -218,9 +219,9 @@ def kernel_info(root, release):
     """What is on disk for one kernel: image, initrd, config, modules, headers."""
     return {
         "release": release,
-        "vmlinuz": os.path.isfile(host_path(root, "/boot/vmlinuz-%s" % release)),
-        "initrd": os.path.isfile(host_path(root, "/boot/initrd.img-%s" % release)),
-        "config": os.path.isfile(host_path(root, "/boot/config-%s" % release)),
+        "vmlinuz": hostfs.isfile(host_path(root, "/boot/vmlinuz-%s" % release)),
+        "initrd": hostfs.isfile(host_path(root, "/boot/initrd.img-%s" % release)),
+        "config": hostfs.isfile(host_path(root, "/boot/config-%s" % release)),
         "modules": _has_modules(host_path(root, "/lib/modules/%s" % release)),
         "headers": has_headers(root, release),
         "headers_package": headers_package(release),

@@ -21,11 +21,13 @@ import os
 import re
 
 try:
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
     from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
         host_path,
         numbered_entries,
     )
 except ImportError:  # pragma: no cover - shipped as plain files next to hostfs.py
+    import hostfs
     from hostfs import host_path, numbered_entries
 
 DEFAULT_CONFIG_DIR = "/etc/pve/lxc"
@@ -167,7 +169,7 @@ class LxcConfig(object):
     def read(cls, path):
         """Parse the file at ``path``; LxcError when it is missing or unreadable."""
         try:
-            with open(path, "rb") as handle:
+            with hostfs.open_read(path, "rb") as handle:
                 data = handle.read()
         except (IOError, OSError) as exc:
             raise LxcError("cannot read container config %s: %s" % (path, exc.strerror or exc))

@@ -23,6 +23,7 @@ import os
 import re
 import struct
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     host_path,
     read_bytes,
@@ -131,11 +132,11 @@ def resolve_in_root(root, path):
                 done.pop()
             continue
         candidate = os.path.join(root, *(done + [name]))
-        if os.path.islink(candidate):
+        if hostfs.islink(candidate):
             hops += 1
             if hops > 40:
                 raise PciError("too many levels of symlinks resolving %s under %s" % (path, root))
-            target = os.readlink(candidate)
+            target = hostfs.readlink(candidate)
             if target.startswith("/"):
                 done = []
             pending = [p for p in target.split("/") if p] + pending
@@ -148,7 +149,7 @@ def list_devices(root):
     """Every PCI address in ``<root>/sys/bus/pci/devices``, sorted."""
     folder = host_path(root, SYSFS_DEVICES)
     try:
-        names = os.listdir(folder)
+        names = hostfs.listdir(folder)
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return []
@@ -355,13 +356,13 @@ class PciDevice(object):
         self.root = root or "/"
         self.address = normalize_address(address)
         self.link_path = host_path(self.root, "%s/%s" % (SYSFS_DEVICES, self.address))
-        if not os.path.lexists(self.link_path):
+        if not hostfs.lexists(self.link_path):
             raise PciError(
                 "PCI device %s not found: %s does not exist (list devices with lspci -D)"
                 % (self.address, self.link_path))
         self.real = resolve_in_root(self.root, "%s/%s" % (SYSFS_DEVICES, self.address))
         self.path = host_path(self.root, self.real)
-        if not os.path.isdir(self.path):
+        if not hostfs.isdir(self.path):
             raise PciError("PCI device %s: %s resolves to %s, which is not a directory"
                            % (self.address, self.link_path, self.path))
 
@@ -397,9 +398,9 @@ class PciDevice(object):
     @property
     def driver(self):
         link = os.path.join(self.path, "driver")
-        if not os.path.islink(link):
+        if not hostfs.islink(link):
             return None
-        return os.path.basename(os.readlink(link).rstrip("/")) or None
+        return os.path.basename(hostfs.readlink(link).rstrip("/")) or None
 
     @property
     def numa_node(self):
@@ -413,9 +414,9 @@ class PciDevice(object):
     def physfn(self):
         """The physical function's address when this is an SR-IOV virtual function."""
         link = os.path.join(self.path, "physfn")
-        if not os.path.islink(link):
+        if not hostfs.islink(link):
             return None
-        return os.path.basename(os.readlink(link).rstrip("/"))
+        return os.path.basename(hostfs.readlink(link).rstrip("/"))
 
     @property
     def link(self):
@@ -711,7 +712,7 @@ def resolve_targets(root, devices=None, vendor="10de", classes=("0300", "0302"),
             if norm not in addresses:
                 addresses.append(norm)
         missing = [a for a in addresses
-                   if not os.path.lexists(host_path(root, "%s/%s" % (SYSFS_DEVICES, a)))]
+                   if not hostfs.lexists(host_path(root, "%s/%s" % (SYSFS_DEVICES, a)))]
         if missing:
             raise PciError(
                 "PCI device%s not found under %s: %s (list devices with lspci -D; nothing "
@@ -970,9 +971,9 @@ def iommu_group(dev):
     is absent; ``(None, None)`` without an ``iommu_group`` link (no IOMMU translating for
     the device: IOMMU off, or a guest without a virtual IOMMU)."""
     link = os.path.join(dev.path, "iommu_group")
-    if not os.path.islink(link):
+    if not hostfs.islink(link):
         return None, None
-    name = os.path.basename(os.readlink(link).rstrip("/"))
+    name = os.path.basename(hostfs.readlink(link).rstrip("/"))
     try:
         number = int(name)
     except ValueError:

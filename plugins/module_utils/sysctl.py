@@ -10,6 +10,7 @@ __metaclass__ = type
 import errno
 import os
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     atomic_write,
     host_path,
@@ -202,16 +203,16 @@ def boot_files(root):
     chosen = {}
     for folder in SYSCTL_D_DIRS:
         try:
-            names = os.listdir(host_path(root, folder))
+            names = hostfs.listdir(host_path(root, folder))
         except OSError:
             continue
         for name in names:
             if name.endswith(".conf") and name not in chosen:
                 chosen[name] = folder + "/" + name
     order = [(chosen[name], name) for name in sorted(chosen)]
-    conf_real = os.path.realpath(host_path(root, SYSCTL_CONF))
-    linked = any(os.path.realpath(host_path(root, path)) == conf_real for path, _n in order)
-    if not linked and os.path.isfile(host_path(root, SYSCTL_CONF)):
+    conf_real = hostfs.realpath(host_path(root, SYSCTL_CONF))
+    linked = any(hostfs.realpath(host_path(root, path)) == conf_real for path, _n in order)
+    if not linked and hostfs.isfile(host_path(root, SYSCTL_CONF)):
         order.append((SYSCTL_CONF, "sysctl.conf"))
     return order
 
@@ -228,10 +229,10 @@ def boot_overrides(root, own_path, values, at_least=()):
         if path != SYSCTL_CONF and name < own_name:
             continue  # applied before ours
         full = host_path(root, path)
-        if os.path.islink(full) and os.readlink(full).startswith("/"):
-            full = host_path(root, os.readlink(full))  # absolute link: inside the root
+        if hostfs.islink(full) and hostfs.readlink(full).startswith("/"):
+            full = host_path(root, hostfs.readlink(full))  # absolute link: inside the root
         try:
-            with open(full, "r") as handle:
+            with hostfs.open_read(full, "r") as handle:
                 text = handle.read()
         except (IOError, OSError):
             continue
@@ -277,13 +278,13 @@ def owned(full):
     """Whether the file at ``full`` is one this module wrote (a plain file that starts with
     its header, or one named ``*gpuhost-tuning*``, the collection's own name), or does not
     exist. A link, or another file without the header, is the operator's."""
-    if not os.path.lexists(full):
+    if not hostfs.lexists(full):
         return True
-    if os.path.islink(full) or not os.path.isfile(full):
+    if hostfs.islink(full) or not hostfs.isfile(full):
         return False
     if "gpuhost-tuning" in os.path.basename(full):
         return True
-    with open(full, "rb") as handle:
+    with hostfs.open_read(full, "rb") as handle:
         return handle.read(len(OWN_MARK)) == OWN_MARK
 
 
@@ -292,19 +293,19 @@ def takeover_refusal(root, path, full, snapshot_dir, check_mode):
     snapshot in ``snapshot_dir`` holds its exact current state (content, mode, owner, link
     target), so a revert puts it back. In check mode a missing original is fine: the run
     would record it first."""
-    what = "a symlink to %s" % os.readlink(full) if os.path.islink(full) else (
-        "a folder" if os.path.isdir(full) else "a file without the gpuhost.tuning header")
+    what = "a symlink to %s" % hostfs.readlink(full) if hostfs.islink(full) else (
+        "a folder" if hostfs.isdir(full) else "a file without the gpuhost.tuning header")
     advice = ("refusing to overwrite the operator's settings: choose a file of its own "
               "(gpuhost_tune_sysctl_file, default /etc/sysctl.d/99-gpuhost-tuning.conf) or move "
               "those settings elsewhere first")
-    if os.path.isdir(full) and not os.path.islink(full):
+    if hostfs.isdir(full) and not hostfs.islink(full):
         return "%s is %s: %s" % (path, what, advice)
     if not snapshot_dir:
         return "%s exists and is %s: %s" % (path, what, advice)
     # Imported here: snapshot imports this file.
     from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap
     original = os.path.join(snap.snapshot_dir(root, snapshot_dir), snap.ORIGINAL)
-    if not os.path.isfile(original):
+    if not hostfs.isfile(original):
         return None if check_mode else (
             "%s exists and is %s, and no original snapshot in %s records it: %s"
             % (path, what, snapshot_dir, advice))
@@ -360,7 +361,7 @@ def settings_run(params, check_mode=False, warn=None):
     p = argspec.fill(settings_spec(), params, internal=("snapshot_dir",))
     root = p["root"]
     path = under_root(root, p["path"], "path", follow=False)
-    if os.path.isdir(path):
+    if hostfs.isdir(path):
         raise ValueError("path: %s is a folder: give the sysctl.d file to own" % p["path"])
     old = read_bytes(path)
     old_text = None if old is None else old.decode("utf-8", "replace")
@@ -397,7 +398,7 @@ def settings_run(params, check_mode=False, warn=None):
                           after_header=p["path"], before=old_text or "", after=content))
         if not check_mode:
             folder = os.path.dirname(path)
-            if not os.path.isdir(folder):
+            if not hostfs.isdir(folder):
                 os.makedirs(folder, 0o755)
             atomic_write(path, content, mode=0o644, preserve=False)
     entries = []

@@ -16,6 +16,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path, read_text
 from ansible_collections.gpuhost.tuning.plugins.module_utils.sysctl import read_sysctl
 
@@ -96,7 +97,7 @@ def modprobe_options(root, module):
     chosen = {}
     for folder in MODPROBE_DIRS:
         try:
-            names = sorted(os.listdir(host_path(root, folder)))
+            names = sorted(hostfs.listdir(host_path(root, folder)))
         except OSError:
             continue
         for name in names:
@@ -129,7 +130,7 @@ def cpu_identity(root):
     out = {"vendor": None, "model_name": None, "flags": []}
     path = host_path(root, "/proc/cpuinfo")
     try:
-        handle = open(path, "r", encoding="utf-8", errors="replace")
+        handle = hostfs.open_read(path, "r", encoding="utf-8", errors="replace")
     except (IOError, OSError):
         return out
     with handle:
@@ -158,7 +159,7 @@ def module_available(root, release, name):
     if not release:
         return None
     folder = host_path(root, "/lib/modules/%s" % release)
-    if not os.path.isdir(folder):
+    if not hostfs.isdir(folder):
         return None
     wanted = set(name.replace("-", "_") + suffix
                  for suffix in (".ko", ".ko.xz", ".ko.zst", ".ko.gz"))
@@ -169,7 +170,7 @@ def module_available(root, release, name):
             if os.path.basename(module_path).replace("-", "_") in wanted:
                 return True
     for sub in ("updates", "extra"):
-        for _dirpath, _dirs, files in os.walk(os.path.join(folder, sub)):
+        for _dirpath, _dirs, files in hostfs.walk(os.path.join(folder, sub)):
             for filename in files:
                 if filename.replace("-", "_") in wanted:
                     return True

@@ -362,16 +362,25 @@ def test_capture_packs_big_files_as_a_digest(tmp_path):
                               % (capture.CAPTURE_MAX_FILE + 10))
 
 
-def test_recorder_restores_builtins(tmp_path):
+def test_recorder_notes_reads_through_hostfs_only_while_active(tmp_path):
     import builtins
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
     original = builtins.open, os.listdir, os.stat, os.lstat, os.readlink, os.scandir
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/a").write_text("x\n")
     recorder = capture.ReadRecorder(str(tmp_path))
     with pytest.raises(ValueError):
         with recorder:
-            open(os.path.join(str(tmp_path), "missing"), "a").close()
+            # Python's own functions are left alone: only the readers' hostfs calls count
+            assert (builtins.open, os.listdir, os.stat, os.lstat, os.readlink,
+                    os.scandir) == original
+            hostfs.read_text(str(tmp_path / "etc/a"))
+            hostfs.listdir(str(tmp_path / "etc"))
+            hostfs.isdir(str(tmp_path / "missing"))
+            hostfs.atomic_write(str(tmp_path / "etc/written"), "y")
             raise ValueError("boom")
-    assert (builtins.open, os.listdir, os.stat, os.lstat, os.readlink, os.scandir) == original
-    assert "/missing" not in recorder.paths  # opened for writing: not a read
+    hostfs.read_text(str(tmp_path / "etc/later"))
+    assert recorder.paths == {"/etc/a": "read", "/etc": "list", "/missing": "stat"}
     shutil.rmtree(str(tmp_path))
 
 
