@@ -88,6 +88,19 @@ def odd_host(root):
     return built
 
 
+H200_CAPTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "fixtures", "h200")
+
+
+def h200_real(root):
+    """The real read-only capture of the lent H200 machine (tests/fixtures/h200): a
+    Firecracker microVM, one H200 on the host bridge, driver 580.159.04."""
+    for name in ("proc", "sys"):
+        shutil.copytree(os.path.join(H200_CAPTURE, name), os.path.join(str(root), name),
+                        symlinks=True)
+    return {}
+
+
 # name -> (builder, extra wanted values)
 HOSTS = {
     "pve-gpu01": (hosts.seed_health_host, {}),
@@ -95,6 +108,7 @@ HOSTS = {
     "h200-vm": (hosts.vm_host, {}),
     "pve-gpu03": (health.gpu_host, {}),
     "pve-gpu04": (health.switch_host, {}),
+    "h200-real": (h200_real, {}),
     "empty": (empty_host, {}),
     "odd": (odd_host, {"boot_params": {"amd_pstate": "active", "nmi_watchdog": 0,
                                        "mitigations": False, "quiet": None, "pti": False,
