@@ -20,6 +20,7 @@ __metaclass__ = type
 import os
 import time
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
 
 CAPTURE_DIR = "/.gpuhost-capture"
@@ -68,7 +69,7 @@ class CommandOutputs(object):
         else:
             path = stored_path(self.root, name)
             try:
-                with open(path, "r", encoding="utf-8", errors="replace") as handle:
+                with hostfs.open_read(path, "r", encoding="utf-8", errors="replace") as handle:
                     text = handle.read()
                 info = {"source": "capture", "path": CAPTURE_DIR + "/" + name}
             except (IOError, OSError):

@@ -22,9 +22,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
 
@@ -41,7 +41,8 @@ def storages(root):
     out = {}
     current = None
     try:
-        with open(host_path(root, STORAGE_CFG), "r", encoding="utf-8", errors="replace") as handle:
+        with hostfs.open_read(host_path(root, STORAGE_CFG), "r", encoding="utf-8",
+                              errors="replace") as handle:
             for line in handle:
                 if not line.strip() or line.lstrip().startswith("#"):
                     continue
@@ -83,7 +84,7 @@ def userspace_version(root, fs_path):
         for lib in LIBS:
             path = host_path(root, fs_path.rstrip("/") + folder + "/" + lib)
             try:
-                target = os.readlink(path)
+                target = hostfs.readlink(path)
             except OSError:
                 continue
             match = _VERSIONED.search(target)
@@ -107,7 +108,7 @@ def container_facts(root, config_dir, gpu_vmids):
         fs_path, reason = rootfs_path(rootfs, stores)
         version = library = None
         if fs_path is not None:
-            if not os.path.isdir(host_path(root, fs_path)):
+            if not hostfs.isdir(host_path(root, fs_path)):
                 reason = "%s not mounted on the host" % fs_path
             else:
                 version, library = userspace_version(root, fs_path)

@@ -24,8 +24,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path, read_text
 
@@ -69,7 +69,7 @@ def package_version(root, prefix="nvidia-fabricmanager"):
         return name, version or None
 
     try:
-        with open(path, "r", encoding="utf-8", errors="replace") as handle:
+        with hostfs.open_read(path, "r", encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 if line == "\n":
                     got = take(fields)
@@ -97,8 +97,8 @@ def facts(root, nvsmi_fact, driver_version):
            "driver_version": driver_version, "gpu_states": []}
     if not switches:
         return out
-    out["unit_active"] = os.path.lexists(host_path(root, INVOCATION))
-    out["unit_enabled"] = os.path.lexists(host_path(root, WANTS))
+    out["unit_active"] = hostfs.lexists(host_path(root, INVOCATION))
+    out["unit_enabled"] = hostfs.lexists(host_path(root, WANTS))
     out["package"], out["version"] = package_version(root)
     for gpu in (nvsmi_fact or {}).get("gpus") or []:
         out["gpu_states"].append({"address": gpu.get("address"),

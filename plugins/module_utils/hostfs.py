@@ -107,6 +107,11 @@ def realpath(path):
     return os.path.realpath(path)
 
 
+def stat(path):
+    _note(path, "stat")
+    return os.stat(path)
+
+
 def getsize(path):
     _note(path, "stat")
     return os.path.getsize(path)

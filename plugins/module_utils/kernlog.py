@@ -39,6 +39,7 @@ import os
 import re
 import time
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils import xid as xid_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
 
@@ -172,7 +173,7 @@ def _kern_log_files(root, since):
     rotations last written before ``since`` are skipped (nothing in the window)."""
     folder = host_path(root, KERN_LOG_DIR)
     try:
-        names = os.listdir(folder)
+        names = hostfs.listdir(folder)
     except OSError:
         return []
     found = []
@@ -181,7 +182,7 @@ def _kern_log_files(root, since):
             continue
         path = os.path.join(folder, name)
         try:
-            mtime = os.stat(path).st_mtime
+            mtime = hostfs.stat(path).st_mtime
         except OSError:
             continue
         if since is not None and mtime < since:
@@ -304,7 +305,7 @@ def facts(outputs, window_days=DEFAULT_WINDOW_DAYS, now=None, boot_time=None):
 def boot_time(root):
     """Epoch seconds the running kernel booted (``btime`` of ``/proc/stat``), or None."""
     try:
-        with open(host_path(root, "/proc/stat"), "r") as handle:
+        with hostfs.open_read(host_path(root, "/proc/stat"), "r") as handle:
             for line in handle:
                 if line.startswith("btime "):
                     return int(line.split()[1])

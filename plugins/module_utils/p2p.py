@@ -25,8 +25,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import itertools
-import os
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import procfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.aer import item
@@ -60,7 +60,7 @@ def cmdline_iommu(text):
 def iommu_groups_present(root):
     """True when the kernel created IOMMU groups (an IOMMU driver is active)."""
     try:
-        return bool(os.listdir(host_path(root, pci_mod.IOMMU_GROUPS)))
+        return bool(hostfs.listdir(host_path(root, pci_mod.IOMMU_GROUPS)))
     except OSError:
         return False
 

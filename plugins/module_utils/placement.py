@@ -27,6 +27,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
@@ -64,7 +65,7 @@ def gpu_minors(root):
     the driver). The address comes from ``Bus Location`` (else the folder's name)."""
     folder = host_path(root, NVIDIA_GPUS)
     try:
-        names = sorted(os.listdir(folder))
+        names = sorted(hostfs.listdir(folder))
     except OSError:
         return {}
     out = {}
