@@ -397,7 +397,7 @@ def pin_restore(root, recorded, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, check_mod
     for vmid in sorted(recorded or {}, key=int):
         values = recorded[vmid] or {}
         row = {"vmid": int(vmid), "changed": False}
-        if not os.path.exists(_config_path(root, vmid, config_dir)):
+        if not hostfs.exists(_config_path(root, vmid, config_dir)):
             row["skipped_reason"] = "config gone"
         else:
             try:
