@@ -228,6 +228,8 @@ def check_document(doc, path, root=None):
     for key, value in sysctls.items():
         try:
             sysctl_mod.key_path("/", key)
+            if not isinstance(key, str) or any(c.isspace() or ord(c) < 32 for c in key):
+                raise ValueError(key)
         except ValueError:
             bad("sysctl key %r" % (key,))
         if value is not None and (not isinstance(value, str) or "\n" in value):
