@@ -2,12 +2,11 @@
 host's findings, the report columns, the capture round trip, and the real H200."""
 
 import io
-import os
 import shutil
 import tarfile
 
 import pytest
-from fixtures import health, hosts
+from fixtures import health, hosts, realhost
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, capture
 
@@ -15,8 +14,7 @@ WANTED = hosts.common_wanted(host="pve-gpu01")
 MINE = ("pcie_aer_errors", "p2p_iommu_translated", "p2p_acs_redirect", "gpu_bar1_small",
         "gpu_numa_mismatch", "gpu_container_unpinned")
 COLUMNS = ("pcie_aer", "p2p", "gpu_numa")
-H200 = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                    "fixtures", "h200")
+H200 = realhost.H200
 
 
 def mine(result):

@@ -8,13 +8,13 @@ import subprocess
 import sys
 
 import fakecuda
+from fixtures import realhost
 import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda
 
 PROBE = cuda.__file__
-H200 = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures",
-                    "h200")
+H200 = realhost.H200
 TWO = "0000:A1:00.0,0000:C1:00.0"       # as the driver may print them: upper-case hex
 
 

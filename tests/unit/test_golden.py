@@ -19,7 +19,7 @@ import shutil
 import tarfile
 
 import pytest
-from fixtures import boot, cpu, dkms, health, hosts, lxc, nvhealth, pci, procsys
+from fixtures import boot, cpu, dkms, health, hosts, lxc, nvhealth, pci, procsys, realhost
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, capture, report
@@ -88,12 +88,11 @@ def odd_host(root):
     return built
 
 
-H200_CAPTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "fixtures", "h200")
+H200_CAPTURE = realhost.H200
 
 
 def h200_real(root):
-    """The real read-only capture of the lent H200 machine (tests/fixtures/h200): a
+    """The real read-only capture of the lent H200 machine (tests/fixtures/h200.tar.gz): a
     Firecracker microVM, one H200 on the host bridge, driver 580.159.04."""
     for name in ("proc", "sys"):
         shutil.copytree(os.path.join(H200_CAPTURE, name), os.path.join(str(root), name),

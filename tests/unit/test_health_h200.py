@@ -1,17 +1,15 @@
-"""The real H200 capture (tests/fixtures/h200) through the AER, P2P and placement readers:
+"""The real H200 capture (tests/fixtures/h200.tar.gz) through the AER, P2P and placement readers:
 no false finding on the real files, and a doctored copy gives exactly the doctored one."""
 
-import os
 import shutil
 
 import pytest
-from fixtures import health
+from fixtures import health, realhost
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import aer, p2p, placement
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 
-H200 = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                    "fixtures", "h200")
+H200 = realhost.H200
 GPU = "0000:00:06.0"
 
 
