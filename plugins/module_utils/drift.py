@@ -34,6 +34,7 @@ LIBS = ("libcuda.so.1", "libnvidia-ml.so.1")
 _VERSIONED = re.compile(r"\.so\.(\d+\.\d+(?:\.\d+)?)$")
 
 FINDING_ID = "fleet_drift"
+ATTRIBUTES = ("driver", "vbios", "kernel", "gpu count", "gpu model")
 
 
 def storages(root):
@@ -152,29 +153,44 @@ def _majority(values):
     return ranked[0][0], tally
 
 
+def fleet_spread(audits):
+    """``{attribute: {value: hosts}}`` of the attributes on which the hosts differ."""
+    hosts = sorted(audits)
+    out = {}
+    for attribute in ATTRIBUTES:
+        values = dict((h, _host_values(audits[h] or {})[attribute]) for h in hosts)
+        values = dict((h, v) for h, v in values.items() if v is not None)
+        if len(set(values.values())) >= 2:
+            spread = {}
+            for host, value in sorted(values.items()):
+                spread.setdefault(value, []).append(host)
+            out[attribute] = spread
+    return out
+
+
 def fleet_findings(audits):
-    """``{host: [finding]}`` of fleet drift for ``{host: audit}``; hosts without a value
-    for an attribute (no GPU, no nvidia-smi) are left out of that attribute."""
+    """``{host: [finding]}`` of fleet drift for ``{host: audit}``. For each attribute the
+    value most hosts share is the reference and every host off it is named; without such a
+    value (a tie) no host is the odd one out (:func:`fleet_spread` still shows it). Hosts
+    without a value for an attribute (no GPU, no nvidia-smi) are left out of it."""
     out = dict((host, []) for host in audits)
     hosts = sorted(audits)
-    if len(hosts) >= 2:
-        for attribute in ("driver", "vbios", "kernel", "gpu count", "gpu model"):
-            values = dict((h, _host_values(audits[h] or {})[attribute]) for h in hosts)
-            values = dict((h, v) for h, v in values.items() if v is not None)
-            if len(set(values.values())) < 2:
+    for attribute, spread in sorted(fleet_spread(audits).items()):
+        tally = dict((value, len(names)) for value, names in spread.items())
+        reference, _tally = _majority([v for v, n in tally.items() for _i in range(n)])
+        if reference is None:
+            continue
+        for value, names in sorted(spread.items()):
+            if value == reference:
                 continue
-            reference, tally = _majority(values.values())
-            for host, value in sorted(values.items()):
-                if reference is not None and value == reference:
-                    continue
-                others = ", ".join("%s on %d host%s" % (v, n, "" if n == 1 else "s")
-                                   for v, n in sorted(tally.items()) if v != value)
+            others = ", ".join("%s on %d host%s" % (v, n, "" if n == 1 else "s")
+                               for v, n in sorted(tally.items()) if v != value)
+            for host in names:
                 out[host].append({
                     "id": FINDING_ID, "severity": "medium", "subject": attribute,
-                    "current": value,
-                    "expected": reference if reference is not None else others,
-                    "remedy": "bring %s to the fleet's %s (%s)" % (
-                        host, attribute, others),
+                    "current": value, "expected": reference,
+                    "remedy": "bring %s to the fleet's %s %s (%s)" % (
+                        host, attribute, reference, others),
                     "reboot_required": False,
                     "detail": "fleet: %s" % others})
     for host in hosts:
@@ -199,8 +215,15 @@ def apply_to_documents(documents, audits):
     dicts, changed in place): the findings, re-ranked, and the ``fleet_drift`` column's
     status (ok, or the worst severity with the count), which ``host_audit`` left n/a."""
     from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
-    found = fleet_findings(dict((doc["host"], (audits or {}).get(doc["host"]) or {})
-                                for doc in documents))
+    audits = dict((doc["host"], (audits or {}).get(doc["host"]) or {}) for doc in documents)
+    found = fleet_findings(audits)
+    spread = fleet_spread(audits)
+    ties = [a for a, values in sorted(spread.items())
+            if _majority([v for v, names in values.items() for _h in names])[0] is None]
+    note = "against the %d hosts of this report" % len(documents)
+    if ties:
+        note += "; no majority for %s" % ", ".join(
+            "%s (%s)" % (a, ", ".join(sorted(spread[a]))) for a in ties)
     for doc in documents:
         mine = found.get(doc["host"]) or []
         checks = doc.setdefault("checks", {})
@@ -210,11 +233,10 @@ def apply_to_documents(documents, audits):
             doc["findings"] = audit_mod.sort_findings(list(doc.get("findings") or []) + mine)
             worst = min(mine, key=lambda f: audit_mod.SEVERITY_RANK[f["severity"]])["severity"]
             checks[FINDING_ID] = {"label": label, "status": worst, "count": len(mine),
-                                  "note": "against the %d hosts of this report" % len(documents)}
+                                  "note": note}
         elif len(documents) >= 2 or any(
                 (audits.get(d["host"]) or {}).get("containers_nvidia") for d in documents):
-            checks[FINDING_ID] = {"label": label, "status": "ok", "count": 0,
-                                  "note": "against the %d hosts of this report" % len(documents)}
+            checks[FINDING_ID] = {"label": label, "status": "ok", "count": 0, "note": note}
         elif old:
             checks[FINDING_ID] = dict(old, note="one host: nothing to compare")
     return documents

@@ -20,7 +20,7 @@ VENV_PY = os.path.join(REPO, ".venv/bin/python")
 PLAYBOOK = os.path.join(REPO, ".venv/bin/ansible-playbook")
 OUTPUT = os.path.join(REPO, "tests/output")
 NAMES = ("seed", "tuned", "vm")
-BUILDERS = {"seed": hosts.seed_host, "tuned": hosts.tuned_host, "vm": hosts.vm_host}
+BUILDERS = {"seed": hosts.seed_health_host, "tuned": hosts.tuned_host, "vm": hosts.vm_host}
 
 
 def _env():
@@ -96,7 +96,12 @@ def test_audit_writes_reports_for_every_host(fleet, first_run):
     assert seed["schema"] == 1 and seed["host"] == "seed" and seed["collected_at"]
     assert seed["findings"][0]["id"] == "dkms_missing_for_kernel"
     assert len([f for f in seed["findings"] if f["id"] == "pcie_mrrs"]) == 16
-    assert "-l seed" in seed["findings"][1]["remedy"]
+    mrrs = [f for f in seed["findings"] if f["id"] == "pcie_mrrs"]
+    assert "-l seed" in mrrs[0]["remedy"]
+    # GPU health from the stored nvidia-smi log and kernel-log lines of the seed tree
+    assert seed["findings"][1]["id"] == "gpu_xid_events"
+    assert seed["findings"][1]["current"].startswith("4 XID events in 7 days: XID 79 x4")
+    assert "gpu_row_remap_pending" in [f["id"] for f in seed["findings"]]
     tuned = json.loads((reports / "tuned.json").read_text())
     assert not [f for f in tuned["findings"] if f["severity"] in ("critical", "high")]
     vm = json.loads((reports / "vm.json").read_text())
@@ -105,7 +110,7 @@ def test_audit_writes_reports_for_every_host(fleet, first_run):
     for name in NAMES:
         assert re.search(r"^\| %s \| " % name, summary, re.M)
     # ranked findings printed per host, MRRS collapsed to one line
-    assert "seed: worst critical: 1 critical, " in proc.stdout
+    assert "seed: worst critical: 2 critical, " in proc.stdout
     assert re.search(r"HIGH +pcie_mrrs x16", proc.stdout)
     counts = recap(proc.stdout)
     for name in NAMES:

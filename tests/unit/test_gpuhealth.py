@@ -532,6 +532,17 @@ def test_fleet_drift_names_the_odd_host_out():
         ("driver", "580.95.05", "590.48.01"), ("gpu count", "7", "8")]
 
 
+def test_a_tie_names_no_odd_host_but_the_report_says_so():
+    audits = {"gpu01": _audit("590.48.01", kernel="6.8.12-9-pve"),
+              "gpu02": _audit("590.48.01", kernel="6.14.11-5-bpo12-pve")}
+    assert drift.fleet_findings(audits) == {"gpu01": [], "gpu02": []}
+    docs = [{"host": h, "findings": [], "checks": {}} for h in sorted(audits)]
+    drift.apply_to_documents(docs, audits)
+    note = docs[0]["checks"]["fleet_drift"]["note"]
+    assert docs[0]["checks"]["fleet_drift"]["status"] == "ok"
+    assert "no majority for kernel (6.14.11-5-bpo12-pve, 6.8.12-9-pve)" in note
+
+
 def test_container_user_space_against_the_host_module(tmp_path):
     root = tmp_path
     os.makedirs(root / "etc/pve/lxc")
