@@ -13,7 +13,7 @@ export PATH := $(BIN):$(PATH)
 
 # Debian packages the test tiers need (installed only when missing).
 UNIT_PKGS := pciutils gcc libc6-dev
-INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium
+INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium prometheus prometheus-node-exporter
 MOLECULE_PKGS := podman runc mmdebstrap
 # shellcheck: without it ansible-test sanity skips its shellcheck test. python3-venv:
 # ansible-test makes a virtualenv per sanity test (ensurepip, on Debian's python3).

@@ -18,6 +18,7 @@ import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import drift, gpuhealth
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import atomic_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics
 from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import (
     CHECKS,
     SCHEMA,
@@ -62,6 +63,33 @@ def worst(findings):
     return min(findings, key=lambda f: SEVERITY_RANK.get(f["severity"], 99))["severity"]
 
 
+def group_findings(findings):
+    """Findings of one host as report rows: findings with the same id, severity, current
+    and expected value (and the same remedy up to their subject) become one row listing
+    their subjects, in the order of the first of each. Each row is ``{finding, subjects,
+    details, remedy}``: ``details`` pairs each subject with its own detail text, ``remedy``
+    has ``<subject>`` in place of the subject when the row holds several."""
+    rows = []
+    index = {}
+    for item in findings or []:
+        subject = "" if item.get("subject") is None else str(item["subject"])
+        remedy = "" if item.get("remedy") is None else str(item["remedy"])
+        template = remedy.replace(subject, "<subject>") if subject else remedy
+        key = (item.get("id"), item.get("severity"), str(item.get("current")),
+               str(item.get("expected")), template, bool(item.get("reboot_required")))
+        if key not in index:
+            index[key] = len(rows)
+            rows.append({"finding": item, "subjects": [], "details": [],
+                         "template": template})
+        row = rows[index[key]]
+        row["subjects"].append(subject)
+        row["details"].append((subject, item.get("detail")))
+    for row in rows:
+        row["remedy"] = row["template"] if len(row["subjects"]) > 1 else row["finding"]["remedy"]
+        del row["template"]
+    return rows
+
+
 def _order(documents):
     """Hosts worst first, then by name (natural order: gpu2 before gpu10)."""
     def key(doc):
@@ -79,8 +107,15 @@ def _md(text):
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
+def _md_subjects(subjects):
+    if len(subjects) == 1:
+        return _md(subjects[0])
+    return "%d: %s" % (len(subjects), _md(", ".join(subjects)))
+
+
 def render_markdown(documents, generated_at=None):
-    """One table of hosts x severity counts, then every finding (hosts worst first)."""
+    """One table of hosts x severity counts, then every finding (hosts worst first;
+    identical findings on several subjects of a host are one row listing the subjects)."""
     docs = _order(documents)
     total = sum(len(d["findings"]) for d in docs)
     lines = ["# GPU host audit", ""]
@@ -100,11 +135,12 @@ def render_markdown(documents, generated_at=None):
         lines += ["| Host | Severity | Id | Subject | Current | Expected | Reboot | Remedy |",
                   "|---|---|---|---|---|---|---|---|"]
         for doc in docs:
-            for f in doc["findings"]:
+            for row in group_findings(doc["findings"]):
+                f = row["finding"]
                 lines.append("| %s | %s | `%s` | %s | %s | %s | %s | %s |" % (
-                    _md(doc["host"]), f["severity"], f["id"], _md(f["subject"]),
+                    _md(doc["host"]), f["severity"], f["id"], _md_subjects(row["subjects"]),
                     _md(f["current"]), _md(f["expected"]),
-                    "yes" if f.get("reboot_required") else "no", _md(f["remedy"])))
+                    "yes" if f.get("reboot_required") else "no", _md(row["remedy"])))
     return "\n".join(lines) + "\n"
 
 
@@ -155,6 +191,8 @@ td.remedy{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:11.5
 .facts div{white-space:normal}
 .facts b{color:#3b4456}
 .note{color:#5a6478;font-size:12px}
+details.subjects summary{cursor:pointer;font-weight:600;color:#1a4fa0}
+details.subjects div{font-size:11.5px}
 a{color:#1a4fa0;text-decoration:none} a:hover{text-decoration:underline}
 footer{color:#7a8397;font-size:12px;margin:30px 0 10px}
 """
@@ -266,15 +304,26 @@ def _findings_table(findings):
            '<col class="cur"><col class="exp"><col class="rb"><col></colgroup><thead><tr>'
            '<th>Severity</th><th>Id</th><th>Subject</th><th>Current</th><th>Expected</th>'
            '<th>Reboot</th><th>Remedy</th></tr></thead><tbody>']
-    for f in findings:
+    for row in group_findings(findings):
+        f = row["finding"]
+        detail = ""
+        if len(row["subjects"]) == 1:
+            subject = _e(row["subjects"][0])
+            if f.get("detail"):
+                detail = '<div class="note">%s</div>' % _e(f["detail"])
+        else:
+            subject = ('<details class="subjects"><summary>%d subjects</summary>%s</details>'
+                       % (len(row["subjects"]), "".join(
+                           "<div>%s%s</div>" % (_e(name), ' <span class="note">%s</span>'
+                                                % _e(text) if text else "")
+                           for name, text in row["details"])))
         out.append(
             '<tr><td><span class="badge %s">%s</span></td><td class="mono">%s</td>'
             '<td class="mono">%s</td><td>%s</td><td>%s</td><td>%s</td><td class="remedy">%s%s'
             '</td></tr>' % (
-                _cls(f["severity"]), _e(f["severity"]), _e(f["id"]), _e(f["subject"]),
+                _cls(f["severity"]), _e(f["severity"]), _e(f["id"]), subject,
                 _e(f["current"]), _e(f["expected"]), "yes" if f.get("reboot_required") else "",
-                _e(f["remedy"]),
-                '<div class="note">%s</div>' % _e(f["detail"]) if f.get("detail") else ""))
+                _e(row["remedy"]), detail))
     out.append("</tbody></table>")
     return "".join(out)
 
@@ -333,7 +382,10 @@ def render_html(documents, generated_at=None, want_mrrs=4096, title="GPU host au
             _anchor(doc["host"]), _e(doc["host"]), _cls(worst(doc["findings"])),
             _e(worst(doc["findings"]))))
         parts.append(_facts_block(doc))
-        parts.append("<h3>Findings (%d)</h3>" % len(doc["findings"]))
+        grouped = len(group_findings(doc["findings"]))
+        parts.append("<h3>Findings (%d%s)</h3>" % (
+            len(doc["findings"]), " in %d rows" % grouped
+            if grouped != len(doc["findings"]) else ""))
         parts.append(_findings_table(doc["findings"]))
         parts.append("<h3>GPUs</h3>")
         parts.append(_gpu_table(doc["facts"].get("gpus") or [], want_mrrs))
@@ -350,7 +402,8 @@ def safe_name(host):
 
 def report_files(audits, generated_at=None, want_mrrs=4096):
     """``{filename: text}`` for ``audits`` (host -> audit result): one JSON per host,
-    ``summary.md`` and ``index.html``."""
+    ``summary.md``, ``index.html`` and ``gpuhost.prom`` (Prometheus text format, every
+    host of the run)."""
     docs = [host_document(host, audit) for host, audit in audits.items()]
     drift.apply_to_documents(docs, audits)
     files = {}
@@ -358,6 +411,7 @@ def report_files(audits, generated_at=None, want_mrrs=4096):
         files["%s.json" % safe_name(doc["host"])] = render_json(doc)
     files["summary.md"] = render_markdown(docs, generated_at)
     files["index.html"] = render_html(docs, generated_at, want_mrrs)
+    files["gpuhost.prom"] = metrics.audit_text(audits)
     return files
 
 

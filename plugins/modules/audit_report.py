@@ -15,10 +15,18 @@ version_added: "0.1.0"
 description:
   - "Renders the results of M(gpuhost.tuning.host_audit) for many hosts into O(dest):
     C(<host>.json) (keys C(schema) (1), C(host), C(collected_at), C(facts), C(findings),
-    C(checks)), C(summary.md) (hosts x severity counts, then every finding) and
+    C(checks)), C(summary.md) (hosts x severity counts, then the findings),
     C(index.html) (one self-contained page, inline CSS, no script, no network: a hosts x
     checks matrix coloured by worst severity, then each host's facts, findings and GPU
-    table)."
+    table) and C(gpuhost.prom) (the run's metrics in Prometheus text format)."
+  - "In C(summary.md) and C(index.html), findings of one host with the same id, severity,
+    current and expected value are one row listing their subjects (in HTML a count, the
+    list under a C(details) element); C(<host>.json) keeps one entry per finding."
+  - "C(gpuhost.prom) holds, for every host (label C(host)): C(gpuhost_finding{id,severity,subject})
+    1 per finding; C(gpuhost_findings{severity}) for all five severities, zeros included;
+    C(gpuhost_audit_timestamp_seconds) and C(gpuhost_audit_duration_seconds);
+    C(gpuhost_check_status{column}) per report column, -1 not applicable, 0 ok, 1 info,
+    2 low, 3 medium, 4 high, 5 critical."
   - Meant to run once on the controller (C(run_once) and C(delegate_to localhost)).
   - Files are written atomically and only when their content changed.
 author:
@@ -39,6 +47,11 @@ options:
     description: Wanted MRRS, for highlighting GPU table cells below it.
     type: int
     default: 4096
+  write:
+    description: Write the files; V(false) only renders (RV(metrics) for the hosts' textfile
+      folders), and RV(files) and RV(written) are empty.
+    type: bool
+    default: true
 notes:
   - In check mode nothing is written; RV(files) still lists what would be.
 """
@@ -59,7 +72,8 @@ files:
   returned: always
   type: list
   elements: str
-  sample: ["/srv/reports/gpu01.json", "/srv/reports/summary.md", "/srv/reports/index.html"]
+  sample: ["/srv/reports/gpu01.json", "/srv/reports/gpuhost.prom", "/srv/reports/index.html",
+           "/srv/reports/summary.md"]
 written:
   description: Paths whose content changed (or would in check mode).
   returned: always
@@ -69,6 +83,12 @@ index:
   description: Path of C(index.html).
   returned: always
   type: str
+metrics:
+  description: Per host, that host's series alone in Prometheus text format (what a node_exporter
+    textfile folder on the host should hold).
+  returned: always
+  type: dict
+  sample: {"gpu01": "# HELP gpuhost_audit_duration_seconds ...\n"}
 summary:
   description: Per host C({worst, critical, high, medium, low, info}).
   returned: always
@@ -83,6 +103,7 @@ import time  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report  # noqa: E402
 
 
@@ -98,6 +119,7 @@ def main():
             dest=dict(type="path", required=True),
             generated_at=dict(type="str"),
             mrrs_size=dict(type="int", default=4096),
+            write=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -110,9 +132,11 @@ def main():
         module.fail_json(msg="audit_report: no audit result for %s (pass the 'audit' value "
                              "host_audit returned for each host)" % ", ".join(sorted(bad)))
     generated = params["generated_at"] or time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime())
+    paths, written = [], []
     try:
-        paths, written = write_reports(params["dest"], audits, generated, params["mrrs_size"],
-                                       module.check_mode)
+        if params["write"]:
+            paths, written = write_reports(params["dest"], audits, generated, params["mrrs_size"],
+                                           module.check_mode)
     except (IOError, OSError) as exc:
         module.fail_json(msg="audit_report: cannot write reports in %s: %s (pick a writable "
                              "folder with gpuhost_audit_report_dir)" % (params["dest"], exc))
@@ -121,8 +145,10 @@ def main():
         entry = report.counts(audit["findings"])
         entry["worst"] = report.worst(audit["findings"])
         summary[host] = entry
+    per_host = dict((host, metrics.audit_text({host: audit})) for host, audit in audits.items())
     module.exit_json(changed=bool(written), files=paths, written=written,
-                     index=os.path.join(params["dest"], "index.html"), summary=summary)
+                     index=os.path.join(params["dest"], "index.html"), summary=summary,
+                     metrics=per_host)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,11 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tarfile
+import time
+import urllib.request
 
 import pytest
 from conftest import tree_snapshot
@@ -90,8 +93,8 @@ def test_audit_writes_reports_for_every_host(fleet, first_run):
     proc = first_run["proc"]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     reports = first_run["reports"]
-    assert sorted(os.listdir(reports)) == ["index.html", "seed.json", "summary.md",
-                                           "tuned.json", "vm.json"]
+    assert sorted(os.listdir(reports)) == ["gpuhost.prom", "index.html", "seed.json",
+                                           "summary.md", "tuned.json", "vm.json"]
     seed = json.loads((reports / "seed.json").read_text())
     assert seed["schema"] == 1 and seed["host"] == "seed" and seed["collected_at"]
     assert seed["findings"][0]["id"] == "dkms_missing_for_kernel"
@@ -169,6 +172,124 @@ def test_capture_then_audit_elsewhere_gives_the_same_findings(fleet, first_run):
     again = json.loads((fleet["base"] / "elsewhere-reports" / "seed.json").read_text())
     assert again["findings"] == original["findings"]
     assert again["facts"] == original["facts"]
+
+
+def _promtool():
+    path = shutil.which("promtool")
+    if path is None:
+        subprocess.run([os.path.join(REPO, "scripts/apt-ensure.sh"), "prometheus"], check=True,
+                       timeout=900)
+        path = shutil.which("promtool")
+    assert path, "promtool is not installed (Debian package prometheus)"
+    return path
+
+
+def promtool_check(text):
+    """``promtool check metrics`` on ``text``: (return code, its output: problems only)."""
+    proc = subprocess.run([_promtool(), "check", "metrics"], input=text, capture_output=True,
+                          text=True, check=False, timeout=60)
+    return proc.returncode, (proc.stdout + proc.stderr).strip()
+
+
+def test_run_metrics_pass_promtool_and_match_the_findings(first_run):
+    assert first_run["proc"].returncode == 0
+    text = (first_run["reports"] / "gpuhost.prom").read_text()
+    assert promtool_check(text) == (0, "")
+    seed = json.loads((first_run["reports"] / "seed.json").read_text())
+    lines = text.splitlines()
+    assert len([x for x in lines if x.startswith('gpuhost_finding{host="seed",')]) == len(
+        seed["findings"])
+    assert 'gpuhost_finding{host="seed",id="pcie_mrrs",severity="high",' \
+           'subject="0000:81:00.0"} 1' in lines
+    assert 'gpuhost_findings{host="seed",severity="critical"} 1' in lines
+    assert 'gpuhost_findings{host="tuned",severity="critical"} 0' in lines
+    assert 'gpuhost_check_status{host="seed",column="dkms"} 5' in lines
+    assert 'gpuhost_check_status{host="vm",column="cpuidle"} -1' in lines
+    for host in NAMES:
+        assert any(x.startswith('gpuhost_audit_timestamp_seconds{host="%s"} 1' % host)
+                   for x in lines)
+        assert any(x.startswith('gpuhost_audit_duration_seconds{host="%s"} ' % host)
+                   for x in lines)
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _scrape(url, deadline):
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return response.read().decode("utf-8")
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_textfile_per_host_served_by_node_exporter(tmp_path):
+    exporter = shutil.which("prometheus-node-exporter")
+    if exporter is None:
+        subprocess.run([os.path.join(REPO, "scripts/apt-ensure.sh"),
+                        "prometheus-node-exporter"], check=True, timeout=900)
+        exporter = shutil.which("prometheus-node-exporter")
+    assert exporter, "prometheus-node-exporter is not installed"
+    textdir = "/var/lib/prometheus/node-exporter"
+    roots = {}
+    for name in ("seed", "tuned"):
+        root = tmp_path / name
+        BUILDERS[name](root)
+        (root / textdir.lstrip("/")).mkdir(parents=True)
+        roots[name] = str(root)
+    inventory = _inventory(str(tmp_path / "inventory.ini"), roots)
+    before = dict((n, tree_snapshot(r)) for n, r in roots.items())
+    check = run_playbook("audit", inventory, "-e", "gpuhost_audit_write_reports=false",
+                         "-e", "gpuhost_audit_textfile_dir=%s" % textdir, "--check")
+    assert check.returncode == 0, check.stdout[-3000:]
+    assert dict((n, tree_snapshot(r)) for n, r in roots.items()) == before  # check mode
+    proc = run_playbook("audit", inventory, "-e", "gpuhost_audit_write_reports=false",
+                        "-e", "gpuhost_audit_textfile_dir=%s" % textdir)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert [recap(proc.stdout)[n]["changed"] for n in roots] == [0, 0]
+    files = {}
+    for name, root in roots.items():
+        folder = os.path.join(root, textdir.lstrip("/"))
+        assert os.listdir(folder) == ["gpuhost_audit.prom"]  # no temp file left behind
+        path = os.path.join(folder, "gpuhost_audit.prom")
+        assert os.stat(path).st_mode & 0o777 == 0o644
+        with open(path) as handle:
+            files[name] = handle.read()
+        assert promtool_check(files[name]) == (0, ""), name
+        other = "tuned" if name == "seed" else "seed"
+        assert 'host="%s"' % other not in files[name]
+    assert not (tmp_path / "reports").exists()
+    # Debian's node_exporter on a local port, only its textfile collector, serves the file
+    port = _free_port()
+    server = subprocess.Popen(
+        [exporter, "--web.listen-address=127.0.0.1:%d" % port, "--collector.disable-defaults",
+         "--collector.textfile",
+         "--collector.textfile.directory=%s" % os.path.join(roots["seed"],
+                                                            textdir.lstrip("/"))],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        body = _scrape("http://127.0.0.1:%d/metrics" % port, time.time() + 30)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
+    served = body.splitlines()
+    assert 'gpuhost_findings{host="seed",severity="critical"} 1' in served
+    assert 'gpuhost_check_status{column="pcie_mrrs",host="seed"} 4' in served
+    assert len([x for x in served if x.startswith("gpuhost_finding{")]) == len(
+        [x for x in files["seed"].splitlines() if x.startswith("gpuhost_finding{")])
+    assert "node_textfile_scrape_error 0" in served
+    assert any(x.startswith("node_textfile_mtime_seconds{") and "gpuhost_audit.prom" in x
+               for x in served)
 
 
 def _chromium():

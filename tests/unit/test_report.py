@@ -51,8 +51,34 @@ def test_markdown_counts_and_every_finding(fleet):
     rows = [ln for ln in lines if ln.startswith("| pve-") or ln.startswith("| h200")]
     assert rows[0].startswith("| pve-gpu01 | critical | 1 | 21 |")
     finding_rows = [ln for ln in lines if ln.count("|") >= 9 and "`" in ln]
-    assert len(finding_rows) == sum(len(a["findings"]) for a in fleet.values())
+    # identical findings on several subjects of a host are one row listing them
+    assert len(finding_rows) == sum(len(report.group_findings(a["findings"]))
+                                    for a in fleet.values())
+    mrrs = [ln for ln in finding_rows if "`pcie_mrrs`" in ln]
+    assert len(mrrs) == 1 and mrrs[0].startswith("| pve-gpu01 | high | `pcie_mrrs` | 16: ")
+    for item in fleet["pve-gpu01"]["findings"]:
+        if item["id"] == "pcie_mrrs":
+            assert item["subject"] in mrrs[0]
+    assert "setpci -s <subject> CAP_EXP+8.w=5000:7000" in mrrs[0]
+    # sysctl keys are one row each, except two off by the same values
+    sysctl = [ln for ln in finding_rows if ln.startswith("| pve-gpu01 ") and "`sysctl`" in ln]
+    assert len(sysctl) == len([f for f in fleet["pve-gpu01"]["findings"]
+                               if f["id"] == "sysctl"]) - 1
+    assert "| 2: net.core.rmem_max, net.core.wmem_max | 212992 | 16777216 |" in text
     assert "| pve-gpu02 | info | 0 | 0 | 0 | 0 | 1 |" in text
+
+
+def test_grouping_keeps_order_and_only_merges_identical_findings():
+    def item(subject, current="512 bytes", fid="pcie_mrrs", detail=None):
+        return {"id": fid, "severity": "high", "subject": subject, "current": current,
+                "expected": "4096 bytes", "remedy": "setpci -s %s x; tune" % subject,
+                "reboot_required": False, "detail": detail}
+    rows = report.group_findings([item("a", detail="GPU"), item("b", detail="bridge"),
+                                  item("c", current="256 bytes"), item("d", fid="other")])
+    assert [r["subjects"] for r in rows] == [["a", "b"], ["c"], ["d"]]
+    assert rows[0]["remedy"] == "setpci -s <subject> x; tune"
+    assert rows[0]["details"] == [("a", "GPU"), ("b", "bridge")]
+    assert rows[1]["remedy"] == "setpci -s c x; tune"
 
 
 def test_markdown_escapes_pipes():
@@ -80,6 +106,14 @@ def test_html_is_self_contained_with_a_matrix_row_per_host(fleet):
         assert 'id="host-%s"' % host in page
     # the seed's 8 GPUs and its root ports are in its GPU table, MRRS 512 marked bad
     assert page.count('<span class="bad">512</span>') == 16
+    # ... and its 16 pcie_mrrs findings are one row: a count, the subjects on demand
+    seed = page.split('id="host-pve-gpu01"')[1].split("<h2")[0]
+    findings = seed.split('<table class="findings">')[1].split("</table>")[0]
+    mrrs = [r for r in findings.split("<tr>") if ">pcie_mrrs<" in r]
+    assert len(mrrs) == 1
+    assert '<details class="subjects"><summary>16 subjects</summary>' in mrrs[0]
+    assert mrrs[0].count("<div>0000:") == 16 and "bridge above 0000:01:00.0" in mrrs[0]
+    assert "Findings (%d in " % len(fleet["pve-gpu01"]["findings"]) in seed
     assert 'class="s-critical"' in matrix
 
 
@@ -94,7 +128,10 @@ def test_html_escapes_text():
 def test_report_files_names(fleet):
     files = report.report_files(fleet, "now")
     assert set(files) == {"pve-gpu01.json", "pve-gpu02.json", "h200-vm.json", "summary.md",
-                          "index.html"}
+                          "index.html", "gpuhost.prom"}
+    # the JSON keeps one entry per finding
+    doc = json.loads(files["pve-gpu01.json"])
+    assert len([f for f in doc["findings"] if f["id"] == "pcie_mrrs"]) == 16
     assert report.safe_name("../evil/host") == "_evil_host"
 
 
@@ -122,8 +159,10 @@ def test_audit_report_module_writes_once(tmp_path, fleet):
     args = {"audits": fleet, "dest": str(dest), "generated_at": "fixed"}
     first = run_module(audit_report, args)
     assert first["changed"] is True and "failed" not in first
-    assert sorted(os.listdir(dest)) == ["h200-vm.json", "index.html", "pve-gpu01.json",
-                                        "pve-gpu02.json", "summary.md"]
+    assert sorted(os.listdir(dest)) == ["gpuhost.prom", "h200-vm.json", "index.html",
+                                        "pve-gpu01.json", "pve-gpu02.json", "summary.md"]
+    assert first["metrics"]["h200-vm"].count('host="h200-vm"') > 5
+    assert 'host="pve-gpu01"' not in first["metrics"]["h200-vm"]
     doc = json.loads((dest / "pve-gpu01.json").read_text())
     assert doc["schema"] == 1 and doc["findings"][0]["id"] == "dkms_missing_for_kernel"
     again = run_module(audit_report, args)

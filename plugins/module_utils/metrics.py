@@ -1,0 +1,176 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Audit results as Prometheus metrics, in the text exposition format (version 0.0.4) that
+Prometheus scrapes and node_exporter's textfile collector reads.
+
+One family per metric name (``# HELP``, ``# TYPE``, then its samples), families sorted by
+name, samples sorted by their labels, label values escaped, a trailing newline. Every series
+carries a ``host`` label (the inventory name), so one file can hold a whole fleet's run and
+a per-host file in a textfile folder does not clash with another host's.
+
+Series (all gauges):
+
+- ``gpuhost_finding{host,id,severity,subject}``: 1 per finding (the number of identical
+  findings when two share every label);
+- ``gpuhost_findings{host,severity}``: findings per severity, all five severities present;
+- ``gpuhost_audit_timestamp_seconds{host}``: when the audit ran (Unix time);
+- ``gpuhost_audit_duration_seconds{host}``: how long the audit module took;
+- ``gpuhost_check_status{host,column}``: each report column (check) as a number,
+  ``CHECK_STATUS_VALUES``: -1 not applicable, 0 ok, 1 info, 2 low, 3 medium, 4 high,
+  5 critical (higher is worse, so ``>= 4`` means high or critical).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import calendar
+import math
+import re
+import time
+
+SEVERITIES = ("critical", "high", "medium", "low", "info")
+
+CHECK_STATUS_VALUES = {
+    "n/a": -1,
+    "ok": 0,
+    "info": 1,
+    "low": 2,
+    "medium": 3,
+    "high": 4,
+    "critical": 5,
+}
+
+_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+TYPES = ("counter", "gauge", "untyped", "summary", "histogram")
+
+
+class Family(object):
+    """One metric family: a name, its help text, its type and its samples."""
+
+    def __init__(self, name, help_text, metric_type="gauge"):
+        if not _NAME.match(name):
+            raise ValueError("invalid metric name %r" % (name,))
+        if metric_type not in TYPES:
+            raise ValueError("invalid metric type %r" % (metric_type,))
+        self.name = name
+        self.help = help_text
+        self.type = metric_type
+        self.samples = {}
+
+    def add(self, labels, value, accumulate=False):
+        """Set the sample with ``labels`` (a dict, in the order the labels should be
+        printed) to ``value``; with ``accumulate`` add it to a sample already there (two
+        identical findings count 2)."""
+        for key in labels:
+            if not _LABEL.match(key) or key.startswith("__"):
+                raise ValueError("invalid label name %r for %s" % (key, self.name))
+        # labels keep the order given (host first), so sorting samples groups them by host
+        key = tuple((k, "" if v is None else str(v)) for k, v in labels.items())
+        if accumulate and key in self.samples:
+            self.samples[key] += value
+        else:
+            self.samples[key] = value
+        return self
+
+
+def escape_label(value):
+    """A label value as the text format wants it: backslash, double quote and line feed
+    escaped."""
+    return (str(value).replace("\\", "\\\\").replace("\"", "\\\"")
+            .replace("\n", "\\n"))
+
+
+def escape_help(text):
+    """HELP text: backslash and line feed escaped (double quotes stay)."""
+    return str(text).replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def format_value(value):
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    value = float(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
+
+
+def render(families):
+    """The exposition text of ``families``: one block per name, names sorted, samples
+    sorted by their label values; families without samples are left out. Raises ValueError
+    when two families share a name."""
+    seen = set()
+    lines = []
+    for family in sorted(families, key=lambda f: f.name):
+        if family.name in seen:
+            raise ValueError("metric family %s given twice" % family.name)
+        seen.add(family.name)
+        if not family.samples:
+            continue
+        lines.append("# HELP %s %s" % (family.name, escape_help(family.help)))
+        lines.append("# TYPE %s %s" % (family.name, family.type))
+        for key in sorted(family.samples):
+            labels = ",".join('%s="%s"' % (k, escape_label(v)) for k, v in key)
+            lines.append("%s%s %s" % (family.name, "{%s}" % labels if labels else "",
+                                      format_value(family.samples[key])))
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _epoch(collected_at):
+    """``2026-12-01T03:47:48Z`` (host_audit's ``collected_at``) as Unix time, or None."""
+    if not collected_at:
+        return None
+    for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%SZ"):
+        try:
+            return calendar.timegm(time.strptime(str(collected_at), fmt))
+        except ValueError:
+            continue
+    return None
+
+
+def audit_families(audits):
+    """The families for ``audits`` (inventory host -> host_audit's ``audit`` result)."""
+    finding = Family("gpuhost_finding",
+                     "One series per audit finding (value: how many identical findings).")
+    per_severity = Family("gpuhost_findings",
+                          "Audit findings per host and severity (all five severities).")
+    stamp = Family("gpuhost_audit_timestamp_seconds",
+                   "Unix time at which the host's audit ran.")
+    duration = Family("gpuhost_audit_duration_seconds",
+                      "Seconds the host's audit module took to read the host.")
+    status = Family("gpuhost_check_status",
+                    "Worst severity per report column: -1 n/a, 0 ok, 1 info, 2 low, "
+                    "3 medium, 4 high, 5 critical.")
+    for host in sorted(audits):
+        audit = audits[host] or {}
+        counts = dict((name, 0) for name in SEVERITIES)
+        for item in audit.get("findings") or []:
+            severity = item.get("severity")
+            counts[severity] = counts.get(severity, 0) + 1
+            finding.add({"host": host, "id": item.get("id"), "severity": severity,
+                         "subject": item.get("subject")}, 1, accumulate=True)
+        for severity, count in counts.items():
+            per_severity.add({"host": host, "severity": severity}, count)
+        when = _epoch(audit.get("collected_at"))
+        if when is not None:
+            stamp.add({"host": host}, when)
+        if audit.get("duration_s") is not None:
+            duration.add({"host": host}, float(audit["duration_s"]))
+        for column, info in sorted((audit.get("checks") or {}).items()):
+            value = CHECK_STATUS_VALUES.get((info or {}).get("status"))
+            if value is not None:
+                status.add({"host": host, "column": column}, value)
+    return [finding, per_severity, stamp, duration, status]
+
+
+def audit_text(audits):
+    """The exposition text for ``audits`` (host -> audit result)."""
+    return render(audit_families(audits))
