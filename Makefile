@@ -67,7 +67,14 @@ hostile: setup
 # (MOLECULE_PKGS) before it, so a fresh machine does not skip those tests.
 integration: setup
 	@scripts/apt-ensure.sh $(INTEGRATION_PKGS) $(MOLECULE_PKGS)
-	$(BIN)/pytest -q tests/integration
+	$(BIN)/pytest -q -m "not rollout" tests/integration
+
+# The 5-host rollout tests (tests/integration/test_rollout.py): reboot_verify stopping at
+# host 2 of 5 and resuming, serial [1, "50%"], tune with one host ignoring MRRS. Not in make
+# test (CI budget): see README "Rollouts across a fleet" for the measured time.
+.PHONY: rollout
+rollout: setup
+	$(BIN)/pytest -q -m rollout tests/integration
 
 molecule: setup
 	@scripts/apt-ensure.sh $(MOLECULE_PKGS)

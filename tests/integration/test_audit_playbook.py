@@ -245,14 +245,20 @@ def test_textfile_per_host_served_by_node_exporter(tmp_path):
         roots[name] = str(root)
     inventory = _inventory(str(tmp_path / "inventory.ini"), roots)
     before = dict((n, tree_snapshot(r)) for n, r in roots.items())
-    check = run_playbook("audit", inventory, "-e", "gpuhost_audit_write_reports=false",
-                         "-e", "gpuhost_audit_textfile_dir=%s" % textdir, "--check")
+    opts = ["-e", "gpuhost_audit_write_reports=false", "-e",
+            "gpuhost_audit_textfile_dir=%s" % textdir, "-e", "gpuhost_audit_timer=true"]
+    check = run_playbook("audit", inventory, *opts, "--check")
     assert check.returncode == 0, check.stdout[-3000:]
     assert dict((n, tree_snapshot(r)) for n, r in roots.items()) == before  # check mode
-    proc = run_playbook("audit", inventory, "-e", "gpuhost_audit_write_reports=false",
-                        "-e", "gpuhost_audit_textfile_dir=%s" % textdir)
+    proc = run_playbook("audit", inventory, *opts)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert [recap(proc.stdout)[n]["changed"] for n in roots] == [0, 0]
+    # the metrics file is a fresh reading, not a change; the timer's first install is one
+    assert [recap(proc.stdout)[n]["changed"] for n in roots] == [1, 1]
+    for root in roots.values():
+        with open(os.path.join(root, "etc/gpuhost-audit/audit.json")) as handle:
+            assert json.load(handle)["textfile"] == textdir + "/gpuhost_audit.prom"
+        assert os.path.islink(os.path.join(
+            root, "etc/systemd/system/timers.target.wants/gpuhost-audit.timer"))
     files = {}
     for name, root in roots.items():
         folder = os.path.join(root, textdir.lstrip("/"))

@@ -1,0 +1,387 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The scheduled host-side audit: ``gpuhost-audit.timer`` starts ``gpuhost-audit.service``,
+which runs::
+
+    PYTHONPATH=/usr/local/lib/gpuhost-audit /usr/bin/python3 -m \\
+        ansible_collections.gpuhost.tuning.plugins.module_utils.audittimer \\
+        --config /etc/gpuhost-audit/audit.json
+
+It audits the host read-only, exactly as module ``host_audit`` does (the same module_utils,
+copied byte for byte by module ``audit_timer``), and rewrites the host's metrics file in
+node_exporter's textfile folder atomically, so Prometheus sees drift between rollouts.
+
+Also holds what ``audit_timer`` installs (units, config, shipped files) as plain functions.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import argparse
+import json
+import os
+import pkgutil
+import re
+import shutil
+import sys
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+    atomic_write,
+    host_path,
+)
+
+PACKAGE = "ansible_collections.gpuhost.tuning.plugins.module_utils"
+MODULE = PACKAGE + ".audittimer"
+SERVICE_NAME = "gpuhost-audit.service"
+TIMER_NAME = "gpuhost-audit.timer"
+UNIT_DIR = "/etc/systemd/system"
+SERVICE_PATH = UNIT_DIR + "/" + SERVICE_NAME
+TIMER_PATH = UNIT_DIR + "/" + TIMER_NAME
+WANTS_LINK = UNIT_DIR + "/timers.target.wants/" + TIMER_NAME
+CONFIG_PATH = "/etc/gpuhost-audit/audit.json"
+LIB_DIR = "/usr/local/lib/gpuhost-audit"
+PYTHON = "/usr/bin/python3"
+PACKAGES = ("ansible_collections", "ansible_collections/gpuhost",
+            "ansible_collections/gpuhost/tuning", "ansible_collections/gpuhost/tuning/plugins",
+            "ansible_collections/gpuhost/tuning/plugins/module_utils")
+INIT_TEXT = b"# Installed by gpuhost.tuning audit_timer: package marker.\n"
+TAG = "gpuhost-audit"
+_IMPORT = re.compile(r"from\s+ansible_collections\.gpuhost\.tuning\.plugins\.module_utils"
+                     r"(\.[\w.]+)?\s+import\s+(\([^)]*\)|[^\n]+)")
+
+
+class ConfigError(Exception):
+    """The config is missing or malformed; the message names the file and the key."""
+
+
+# ---------------------------------------------------------------------------------------
+# what gets installed
+
+
+def _source(rel):
+    """Source of module_utils ``rel`` (``a/b.py``), or None when the package lacks it."""
+    try:
+        return pkgutil.get_data(PACKAGE, rel)
+    except (IOError, OSError):
+        return None
+
+
+def _resolve(dotted):
+    """``(rel path, source)`` of module_utils module or package ``dotted`` (``a.b``)."""
+    base = dotted.replace(".", "/")
+    for rel in (base + ".py", base + "/__init__.py"):
+        data = _source(rel)
+        if data is not None:
+            return rel, data
+    return None, None
+
+
+def library_files(start="audittimer"):
+    """``{path relative to the library folder: bytes}``: this module and every module_utils
+    file it imports, followed import by import (read from the running collection, so a
+    checkout and AnsiballZ's zip give the same bytes), plus the package markers."""
+    files = {}
+    for folder in PACKAGES:
+        files[folder + "/__init__.py"] = INIT_TEXT
+    todo, seen = [start], set()
+    while todo:
+        dotted = todo.pop()
+        if dotted in seen:
+            continue
+        seen.add(dotted)
+        rel, data = _resolve(dotted)
+        if rel is None:
+            continue
+        files[PACKAGES[-1] + "/" + rel] = data
+        for match in _IMPORT.finditer(data.decode("utf-8")):
+            prefix = (match.group(1) or "").lstrip(".")
+            names = [n.split(" as ")[0].strip() for n in match.group(2).strip("()").split(",")]
+            if prefix:
+                todo.append(prefix)
+            for name in names:
+                if name and re.match(r"^\w+$", name):
+                    todo.append(prefix + "." + name if prefix else name)
+    # a package marker for every sub-folder that holds a shipped file and has none
+    for rel in list(files):
+        if not rel.startswith(PACKAGES[-1] + "/"):
+            continue
+        parts = rel[len(PACKAGES[-1]) + 1:].split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            marker = "%s/%s/__init__.py" % (PACKAGES[-1], "/".join(parts[:i]))
+            files.setdefault(marker, INIT_TEXT)
+    return files
+
+
+def make_config(host, textfile, wanted=None):
+    """The config dict; the textfile path must end in ``.prom`` (node_exporter reads
+    nothing else)."""
+    if not host:
+        raise ConfigError("host: the name the series carry (label host) is empty")
+    if not textfile or not str(textfile).startswith("/"):
+        raise ConfigError("textfile %r: give an absolute path, e.g. "
+                          "/var/lib/prometheus/node-exporter/gpuhost_audit.prom" % (textfile,))
+    if not str(textfile).endswith(".prom"):
+        raise ConfigError("textfile %s: node_exporter's textfile collector reads only files "
+                          "ending in .prom" % textfile)
+    wanted = dict((k, v) for k, v in (wanted or {}).items() if v is not None)
+    wanted["host"] = host
+    return {"host": host, "textfile": str(textfile), "wanted": wanted}
+
+
+def render_config(config):
+    return json.dumps(config, indent=2, sort_keys=True) + "\n"
+
+
+def render_service(python=PYTHON, lib_dir=LIB_DIR, config_path=CONFIG_PATH):
+    return "\n".join([
+        "# Installed by gpuhost.tuning (module audit_timer); changes are overwritten.",
+        "# Read-only audit of this host; writes only its metrics file for node_exporter.",
+        "# Config: %s. Log: journalctl -u %s" % (config_path, SERVICE_NAME),
+        "[Unit]",
+        "Description=gpuhost.tuning: audit this GPU host and refresh its metrics",
+        "ConditionPathExists=%s" % config_path,
+        "",
+        "[Service]",
+        "Type=oneshot",
+        "Environment=PYTHONPATH=%s" % lib_dir,
+        "Environment=PYTHONDONTWRITEBYTECODE=1",
+        "ExecStart=%s -m %s --config %s" % (python, MODULE, config_path),
+        "SyslogIdentifier=%s" % TAG,
+        "Nice=10",
+        "",
+    ])
+
+
+def render_timer(schedule="hourly", randomized_delay=300):
+    return "\n".join([
+        "# Installed by gpuhost.tuning (module audit_timer); changes are overwritten.",
+        "[Unit]",
+        "Description=gpuhost.tuning: audit this GPU host on a schedule (%s)" % schedule,
+        "",
+        "[Timer]",
+        "OnCalendar=%s" % schedule,
+        "RandomizedDelaySec=%d" % int(randomized_delay),
+        "Persistent=true",
+        "Unit=%s" % SERVICE_NAME,
+        "",
+        "[Install]",
+        "WantedBy=timers.target",
+        "",
+    ])
+
+
+def desired_files(config, service_text, timer_text):
+    files = {SERVICE_PATH: service_text.encode("utf-8"),
+             TIMER_PATH: timer_text.encode("utf-8"),
+             CONFIG_PATH: render_config(config).encode("utf-8")}
+    for rel, data in library_files().items():
+        files[LIB_DIR + "/" + rel] = data
+    return files
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
+def plan_files(root, files):
+    """``[(host path, action)]``: ``create``, ``update``, ``remove`` (a library file this
+    version does not ship) or ``ok``."""
+    plan = []
+    for path in sorted(files):
+        old = _read(host_path(root, path))
+        plan.append((path, "ok" if old == files[path] else
+                     ("create" if old is None else "update")))
+    base = host_path(root, LIB_DIR)
+    for folder, _dirs, names in os.walk(base):
+        for name in names:
+            rel = LIB_DIR + "/" + os.path.relpath(os.path.join(folder, name), base)
+            if rel not in files:
+                plan.append((rel, "remove"))
+    return plan
+
+
+def write_files(root, files, plan):
+    for path, action in plan:
+        full = host_path(root, path)
+        if action == "remove":
+            os.unlink(full)
+        elif action in ("create", "update"):
+            folder = os.path.dirname(full)
+            if not os.path.isdir(folder):
+                os.makedirs(folder, 0o755)
+            atomic_write(full, files[path], mode=0o644, preserve=False)
+
+
+def wants_link_ok(root):
+    link = host_path(root, WANTS_LINK)
+    return os.path.islink(link) and os.readlink(link) == TIMER_PATH
+
+
+def make_wants_link(root):
+    """What ``systemctl enable gpuhost-audit.timer`` does, on a tree."""
+    link = host_path(root, WANTS_LINK)
+    if not os.path.isdir(os.path.dirname(link)):
+        os.makedirs(os.path.dirname(link), 0o755)
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(TIMER_PATH, link)
+
+
+def installed_paths(root):
+    return [p for p in (WANTS_LINK, TIMER_PATH, SERVICE_PATH, CONFIG_PATH, LIB_DIR)
+            if os.path.lexists(host_path(root, p))]
+
+
+def remove_installed(root):
+    for path in installed_paths(root):
+        full = host_path(root, path)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full)
+        else:
+            os.unlink(full)
+    try:
+        os.rmdir(os.path.dirname(host_path(root, CONFIG_PATH)))
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------------------------------
+# the audit_timer pass (module audit_timer)
+
+TIMER_DEFAULTS = {"state": "present", "schedule": "hourly", "randomized_delay": 300,
+                  "python": PYTHON, "wanted": {}, "root": "/"}
+
+
+def _systemctl(runner, root):
+    """``(systemctl path, None)`` on the live host, else ``(None, why not)``."""
+    if os.path.realpath(root) != "/":
+        return None, "root is %s, not the live host" % root
+    if not os.path.isdir("/run/systemd/system"):
+        return None, "systemd is not running here (no /run/systemd/system)"
+    binary = runner.which("systemctl") if runner is not None else None
+    if not binary:
+        return None, "systemctl not found"
+    return binary, None
+
+
+def timer_run(params, check_mode=False, runner=None):
+    """Install (``state: present``) or remove (``absent``) the timer, its service, config
+    and library under ``root``; on the live host also ``systemctl daemon-reload`` and
+    ``enable --now``/``disable --now`` through ``runner`` (runner.Runner or the like: which,
+    run). Returns the module's result; raises ConfigError or OSError on bad input or a
+    failed write, the runner's error on a failed systemctl."""
+    p = dict(TIMER_DEFAULTS)
+    p.update((k, v) for k, v in params.items() if v is not None)
+    root = p["root"]
+    binary, why = _systemctl(runner, root)
+    commands = []
+
+    def systemctl(*args):
+        text = "systemctl " + " ".join(args)
+        if binary is None:
+            commands.append(dict(command=text, status="skipped", reason=why))
+        elif check_mode:
+            commands.append(dict(command=text, status="planned", reason="check mode"))
+        else:
+            runner.run([binary] + list(args))
+            commands.append(dict(command=text, status="run", reason=""))
+
+    if p["state"] == "absent":
+        found = installed_paths(root)
+        if found:
+            if os.path.exists(host_path(root, TIMER_PATH)):
+                systemctl("disable", "--now", TIMER_NAME)
+            if not check_mode:
+                remove_installed(root)
+            systemctl("daemon-reload")
+        return dict(changed=bool(found), files=[dict(path=x, action="remove") for x in found],
+                    commands=commands, enabled=False)
+    if p["randomized_delay"] < 0:
+        raise ConfigError("randomized_delay %s: give 0 or more seconds" % p["randomized_delay"])
+    if not re.match(r"^[\w*:,./~ -]+$", str(p["schedule"])):
+        raise ConfigError("schedule %r: give a systemd OnCalendar expression, e.g. hourly or "
+                          "*-*-* 00/4:00:00" % (p["schedule"],))
+    config = make_config(p["host"], p["textfile"], p["wanted"])
+    files = desired_files(config, render_service(python=p["python"]),
+                          render_timer(p["schedule"], p["randomized_delay"]))
+    plan = plan_files(root, files)
+    changed_files = [path for path, action in plan if action != "ok"]
+    link_ok = wants_link_ok(root)
+    if not check_mode:
+        write_files(root, files, plan)
+    if changed_files:
+        systemctl("daemon-reload")
+    if not link_ok:
+        if binary is not None:
+            systemctl("enable", "--now", TIMER_NAME)
+        else:
+            commands.append(dict(command="systemctl enable --now %s" % TIMER_NAME,
+                                 status="skipped", reason="%s: wants link %s" % (
+                                     why, "planned" if check_mode else "created directly")))
+            if not check_mode:
+                make_wants_link(root)
+    actions = [dict(path=path, action=action) for path, action in plan]
+    actions.append(dict(path=WANTS_LINK, action="ok" if link_ok else "create"))
+    return dict(changed=bool(changed_files) or not link_ok, files=actions, config=config,
+                commands=commands, enabled=True, service=SERVICE_PATH, timer=TIMER_PATH)
+
+
+# ---------------------------------------------------------------------------------------
+# the scheduled run
+
+
+def load_config(path):
+    try:
+        with open(path) as handle:
+            config = json.load(handle)
+    except (IOError, OSError) as exc:
+        raise ConfigError("cannot read %s: %s (re-run the audit role with "
+                          "gpuhost_audit_timer: true)" % (path, exc))
+    except ValueError as exc:
+        raise ConfigError("%s is not valid JSON: %s" % (path, exc))
+    if not isinstance(config, dict):
+        raise ConfigError("%s: expected a JSON object" % path)
+    return make_config(config.get("host"), config.get("textfile"), config.get("wanted"))
+
+
+def run(root, config):
+    """Audit the host under ``root`` and write the metrics file; returns the audit."""
+    result = audit_mod.audit(root, config["wanted"])
+    text = metrics.audit_text({config["host"]: result})
+    path = host_path(root, config["textfile"])
+    if not os.path.isdir(os.path.dirname(path)):
+        raise ConfigError("textfile folder %s does not exist (install node_exporter, or set "
+                          "gpuhost_audit_textfile_dir to its --collector.textfile.directory)"
+                          % os.path.dirname(config["textfile"]))
+    atomic_write(path, text, mode=0o644, preserve=False)
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python3 -m " + MODULE,
+        description="Audit this host read-only and refresh its node_exporter metrics file.")
+    parser.add_argument("--config", default=CONFIG_PATH, help="config (JSON)")
+    parser.add_argument("--root", default="/", help="host root (a test tree; default /)")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+        result = run(args.root, config)
+    except (ConfigError, IOError, OSError) as exc:
+        sys.stderr.write("%s: FAILED: %s\n" % (TAG, exc))
+        return 2
+    sys.stdout.write("%s: %s; %s\n" % (TAG, audit_mod.headline(result["findings"]),
+                                       config["textfile"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,86 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The summary of a rolling run across a fleet: which hosts are done, which stopped (and
+why), which the run did not reach.
+
+A host is ``done`` or ``stopped`` when the run recorded a result for it; every other host
+of the play is ``not reached`` (a later batch that never started, because an earlier host
+stopped the run with ``max_fail_percentage``, or a host that was unreachable).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+STATUSES = ("done", "stopped", "not reached")
+
+
+def summarize(hosts, results, title="rollout"):
+    """``hosts``: every host of the play, in rollout order; ``results``: host ->
+    ``{status: done|stopped, reason}`` for the hosts the run got to. Returns the summary
+    document ``{title, hosts: [{host, status, reason}], counts, finished}``."""
+    rows = []
+    seen = set()
+    for host in list(hosts) + sorted(h for h in results if h not in hosts):
+        if host in seen:
+            continue
+        seen.add(host)
+        result = results.get(host)
+        if not isinstance(result, dict) or result.get("status") not in ("done", "stopped"):
+            rows.append({"host": host, "status": "not reached", "reason": None})
+            continue
+        reason = result.get("reason")
+        rows.append({"host": host, "status": result["status"],
+                     "reason": None if reason in (None, "") else str(reason)})
+    counts = dict((status, len([r for r in rows if r["status"] == status]))
+                  for status in STATUSES)
+    return {"title": title, "hosts": rows, "counts": counts,
+            "finished": counts["not reached"] == 0}
+
+
+def headline(doc):
+    counts = doc["counts"]
+    return "%s: %d done, %d stopped, %d not reached" % (
+        doc["title"], counts["done"], counts["stopped"], counts["not reached"])
+
+
+def lines(doc):
+    """The summary as console lines: the headline, then one line per host."""
+    out = [headline(doc)]
+    width = max([len(r["host"]) for r in doc["hosts"]] or [0])
+    for row in doc["hosts"]:
+        text = "%-*s  %s" % (width, row["host"], row["status"])
+        if row["reason"]:
+            text += ": %s" % row["reason"]
+        out.append(text)
+    return out
+
+
+def _md(text):
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(doc, generated_at=None):
+    out = ["# %s" % headline(doc), ""]
+    if generated_at:
+        out += ["Generated %s. Hosts in rollout order." % generated_at, ""]
+    out += ["| Host | Status | Why |", "|---|---|---|"]
+    for row in doc["hosts"]:
+        out.append("| %s | %s | %s |" % (_md(row["host"]), row["status"],
+                                         _md(row["reason"] or "")))
+    if not doc["finished"]:
+        out += ["", "Hosts not reached were left as they were: fix what stopped the run, then "
+                "run the same command again (hosts already done report nothing to change)."]
+    return "\n".join(out) + "\n"
+
+
+def files(doc, basename="rollout", generated_at=None):
+    """``{filename: text}``: ``<basename>.md`` and ``<basename>.json``."""
+    data = dict(doc)
+    if generated_at:
+        data["generated_at"] = generated_at
+    return {basename + ".md": render_markdown(doc, generated_at),
+            basename + ".json": json.dumps(data, indent=2, sort_keys=True) + "\n"}

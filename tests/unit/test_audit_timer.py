@@ -1,0 +1,127 @@
+"""Module audit_timer and the scheduled host-side audit it installs (module_utils/audittimer)."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from fixtures import hosts
+from modrun import run_module
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audittimer
+from ansible_collections.gpuhost.tuning.plugins.modules import audit_timer
+
+TEXTDIR = "/var/lib/prometheus/node-exporter"
+TEXTFILE = TEXTDIR + "/gpuhost_audit.prom"
+
+
+@pytest.fixture
+def seed(tmp_path):
+    root = str(tmp_path / "host")
+    hosts.seed_host(root)
+    os.makedirs(root + TEXTDIR)
+    return root
+
+
+def args(root, **extra):
+    out = {"root": root, "host": "gpu01", "textfile": TEXTFILE,
+           "wanted": dict((k, v) for k, v in hosts.common_wanted().items() if k != "host")}
+    out.update(extra)
+    return out
+
+
+def run_installed(root, tmp_path):
+    """The service's command, against the tree: only the installed library importable."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": root + audittimer.LIB_DIR,
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run([sys.executable, "-B", "-m", audittimer.MODULE,
+                           "--config", root + audittimer.CONFIG_PATH, "--root", root],
+                          env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                          check=False, timeout=120)
+
+
+def test_installs_units_config_and_library_then_the_service_writes_the_metrics(
+        seed, tmp_path, snapshot_tree):
+    before = snapshot_tree(seed)
+    planned = run_module(audit_timer, args(seed), check_mode=True)
+    assert planned["changed"] is True and snapshot_tree(seed) == before
+    first = run_module(audit_timer, args(seed, schedule="*-*-* 00/4:00:00"))
+    assert first["changed"] is True and "failed" not in first, first.get("msg")
+    with open(seed + audittimer.TIMER_PATH) as handle:
+        timer = handle.read()
+    assert "OnCalendar=*-*-* 00/4:00:00\n" in timer and "Persistent=true" in timer
+    with open(seed + audittimer.SERVICE_PATH) as handle:
+        assert "ExecStart=/usr/bin/python3 -m %s --config %s" % (
+            audittimer.MODULE, audittimer.CONFIG_PATH) in handle.read()
+    assert os.readlink(seed + audittimer.WANTS_LINK) == audittimer.TIMER_PATH
+    assert [c["status"] for c in first["commands"]] == ["skipped", "skipped"]
+    lib = seed + audittimer.LIB_DIR + "/" + audittimer.PACKAGES[-1]
+    shipped = sorted(os.listdir(lib))
+    for name in ("audit.py", "audittimer.py", "hostfs.py", "metrics.py"):
+        assert name in shipped
+    repo_utils = os.path.dirname(audittimer.__file__)
+    for name in shipped:
+        if name.endswith(".py") and name != "__init__.py":
+            with open(os.path.join(lib, name), "rb") as a, \
+                    open(os.path.join(repo_utils, name), "rb") as b:
+                assert a.read() == b.read(), name  # byte for byte
+    again = run_module(audit_timer, args(seed, schedule="*-*-* 00/4:00:00"))
+    assert again["changed"] is False and again["commands"] == []
+
+    # what the timer starts: the installed copy alone, against the tree
+    proc = run_installed(seed, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("gpuhost-audit: worst critical")
+    with open(seed + TEXTFILE) as handle:
+        text = handle.read()
+    assert 'gpuhost_findings{host="gpu01",severity="critical"} 1\n' in text
+    assert 'gpuhost_check_status{host="gpu01",column="pcie_mrrs"} 4\n' in text
+    assert len([x for x in text.splitlines() if x.startswith("gpuhost_finding{")]) > 30
+    assert os.listdir(seed + TEXTDIR) == ["gpuhost_audit.prom"]
+
+    gone = run_module(audit_timer, {"root": seed, "state": "absent"})
+    assert gone["changed"] is True
+    for path in (audittimer.TIMER_PATH, audittimer.SERVICE_PATH, audittimer.CONFIG_PATH,
+                 audittimer.LIB_DIR, audittimer.WANTS_LINK):
+        assert not os.path.lexists(seed + path), path
+    assert run_module(audit_timer, {"root": seed, "state": "absent"})["changed"] is False
+
+
+def test_service_names_a_missing_textfile_folder(seed, tmp_path):
+    shutil.rmtree(seed + TEXTDIR)
+    assert run_module(audit_timer, args(seed))["changed"] is True
+    proc = run_installed(seed, tmp_path)
+    assert proc.returncode == 2
+    assert "textfile folder %s does not exist" % TEXTDIR in proc.stderr
+
+
+def test_bad_input_fails_before_writing(seed, snapshot_tree):
+    before = snapshot_tree(seed)
+    result = run_module(audit_timer, args(seed, textfile=TEXTDIR + "/gpuhost.txt"))
+    assert result["failed"] is True and "ending in .prom" in result["msg"]
+    result = run_module(audit_timer, args(seed, schedule="hourly; rm -rf /"))
+    assert result["failed"] is True and "OnCalendar" in result["msg"]
+    result = run_module(audit_timer, {"root": seed, "host": "gpu01"})
+    assert result["failed"] is True and "textfile" in result["msg"]
+    assert snapshot_tree(seed) == before
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+def test_units_pass_systemd_analyze_verify(tmp_path):
+    service = tmp_path / audittimer.SERVICE_NAME
+    timer = tmp_path / audittimer.TIMER_NAME
+    service.write_text(audittimer.render_service(python=sys.executable))
+    timer.write_text(audittimer.render_timer("hourly", 300))
+    proc = subprocess.run(["systemd-analyze", "verify", str(service), str(timer)],
+                          capture_output=True, text=True, check=False, timeout=60)
+    problems = [line for line in (proc.stdout + proc.stderr).splitlines()
+                if "gpuhost-audit" in line]
+    assert proc.returncode == 0 and problems == [], proc.stdout + proc.stderr
+    bad = tmp_path / "bad" / audittimer.TIMER_NAME
+    bad.parent.mkdir()
+    bad.write_text(audittimer.render_timer("not-a-calendar-spec", 300))
+    (tmp_path / "bad" / audittimer.SERVICE_NAME).write_text(service.read_text())
+    proc = subprocess.run(["systemd-analyze", "verify", str(bad)], capture_output=True,
+                          text=True, check=False, timeout=60)
+    assert proc.returncode != 0 and "Failed to parse calendar" in proc.stderr  # can fail
