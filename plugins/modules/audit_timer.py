@@ -66,8 +66,10 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Nothing is written and no systemctl command runs; RV(files) shows the plan.
   diff_mode:
     support: none
+    description: No diff is returned; RV(files) lists each path and its action.
 """
 
 EXAMPLES = r"""
