@@ -42,12 +42,12 @@ OLD, NEW = hosts.SEED_RUNNING, hosts.SEED_NEW
 FLEET = ["gpu1", "gpu2", "gpu3", "gpu4", "gpu5"]
 DURATIONS = {}
 UPGRADE = {
-    "gpuhost_kernel_upgrade": True, "gpuhost_kernel_version": NEW,
-    "gpuhost_trial_boot": True, "gpuhost_reboot": True,
+    "gpuhost_reboot_verify_kernel_upgrade": True, "gpuhost_kernel_version": NEW,
+    "gpuhost_trial_boot": True, "gpuhost_reboot_verify_reboot": True,
     "gpuhost_tree_commands": ["proxmox-boot-tool", "pct"],
     "gpuhost_esp_dirs": [ESP_DIR],
     # the seed hosts are untuned: only the checks a reboot would settle (pending here)
-    "gpuhost_verify_checks": ["kernel", "cmdline", "module_params"],
+    "gpuhost_reboot_verify_checks": ["kernel", "cmdline", "module_params"],
 }
 
 
