@@ -404,15 +404,32 @@ def report_files(audits, generated_at=None, want_mrrs=4096):
     """``{filename: text}`` for ``audits`` (host -> audit result): one JSON per host,
     ``summary.md``, ``index.html`` and ``gpuhost.prom`` (Prometheus text format, every
     host of the run)."""
-    docs = [host_document(host, audit) for host, audit in audits.items()]
-    drift.apply_to_documents(docs, audits)
+    docs = judged_documents(audits)
     files = {}
     for doc in docs:
         files["%s.json" % safe_name(doc["host"])] = render_json(doc)
     files["summary.md"] = render_markdown(docs, generated_at)
     files["index.html"] = render_html(docs, generated_at, want_mrrs)
-    files["gpuhost.prom"] = metrics.audit_text(audits)
+    files["gpuhost.prom"] = metrics.audit_text(judged_audits(audits, docs))
     return files
+
+
+def judged_documents(audits):
+    """The per-host documents with the run-level checks (fleet drift) applied."""
+    docs = [host_document(host, audit) for host, audit in audits.items()]
+    drift.apply_to_documents(docs, audits)
+    return docs
+
+
+def judged_audits(audits, docs=None):
+    """``audits`` with each host's findings and check columns as the reports show them
+    (fleet drift included), so the metrics say what the reports say."""
+    docs = judged_documents(audits) if docs is None else docs
+    out = dict(audits)
+    for doc in docs:
+        out[doc["host"]] = dict(audits.get(doc["host"]) or {}, findings=doc["findings"],
+                                checks=doc["checks"])
+    return out
 
 
 # ---------------------------------------------------------------------------------------

@@ -140,6 +140,7 @@ def main():
     except (IOError, OSError) as exc:
         module.fail_json(msg="audit_report: cannot write reports in %s: %s (pick a writable "
                              "folder with gpuhost_audit_report_dir)" % (params["dest"], exc))
+    audits = report.judged_audits(audits)
     summary = {}
     for host, audit in audits.items():
         entry = report.counts(audit["findings"])
