@@ -117,4 +117,7 @@ def test_value_formats():
 
 def test_report_files_include_the_run_metrics(audits):
     files = report.report_files(audits, "now")
-    assert files["gpuhost.prom"] == metrics.audit_text(audits)
+    # the run's metrics carry the run-level findings (fleet drift) the reports show
+    assert files["gpuhost.prom"] == metrics.audit_text(report.judged_audits(audits))
+    assert files["gpuhost.prom"] != metrics.audit_text(audits)
+    assert 'id="fleet_drift"' in files["gpuhost.prom"]
