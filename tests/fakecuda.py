@@ -47,3 +47,12 @@ def env(**settings):
 def clean_environ():
     """This process's environment without any FAKECUDA_* variable."""
     return {k: v for k, v in os.environ.items() if not k.startswith("FAKECUDA_")}
+
+
+def pct_cuda_env(**settings):
+    """``cuda_env`` for the pct double's state: containers find the stand-in as
+    ``libcuda.so.1`` and behave as ``settings`` say (the device story still sets the
+    init code when a container's device rules block the GPU)."""
+    out = {"LD_LIBRARY_PATH": os.path.dirname(build())}
+    out.update(env(**settings))
+    return out

@@ -91,9 +91,13 @@ def check_status(facts, items, wanted=None):
     return _status(facts, items, dict((k, v) for k, v in reasons.items() if v is not None))
 
 
-def audit(root="/", wanted=None, recorder=None, outputs=None):
+def audit(root="/", wanted=None, recorder=None, outputs=None, cuda=None):
     """Facts, findings and per-check status of the host under ``root``; ``outputs`` (a
     cmdout.CommandOutputs) runs or reads the command outputs (nvidia-smi, the journal).
+
+    ``cuda``: the results of ``cuda_probe`` on the live host and in its running GPU
+    containers (role audit's opt-in CUDA pass), kept as the fact ``cuda``; None (a capture,
+    the default) leaves the CUDA checks nothing to judge.
 
     Returns ``{facts..., findings, checks, collected_at}``.
     """
@@ -104,6 +108,8 @@ def audit(root="/", wanted=None, recorder=None, outputs=None):
             facts = collect(root, wanted, outputs)
     else:
         facts = collect(root, wanted, outputs)
+    if cuda is not None:
+        facts["cuda"] = list(cuda)
     items, reasons = _evaluate(facts, wanted)
     result = dict(facts)
     result["findings"] = items

@@ -74,6 +74,7 @@ def wanted_spec():
         lxc_config_dir=dict(type="path", default="/etc/pve/lxc"),
         host=dict(type="str"),
         xid_window_days=dict(type="int", default=gpuhealth.DEFAULT_WINDOW_DAYS),
+        bandwidth_min_pct=dict(type="int", default=70),
     )
     return spec
 

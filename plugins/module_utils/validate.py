@@ -333,7 +333,11 @@ def _host_tune(p):
 
 
 def _host_audit(p):
-    _common(p)
+    _common(p, skip=("cuda",))   # probe results carry the driver's own messages
+    int_range("bandwidth_min_pct", p.get("bandwidth_min_pct"), 1, 100)
+    if not isinstance(p.get("cuda") or [], list) or \
+            not all(isinstance(item, dict) for item in p.get("cuda") or []):
+        _fail("cuda", p.get("cuda"), "a list of cuda_probe results")
     sysctl_values("sysctl", p.get("sysctl"))
     idle_state_name("cpuidle_deeper_than", p.get("cpuidle_deeper_than"))
     if p.get("boot_params"):

@@ -27,13 +27,13 @@ description:
   - A missing file is a fact (null or empty), never a failure; a reader that fails
     unexpectedly is reported as an C(audit_error) finding and the rest of the audit goes on.
   - "Finding ids (stable):
-    C(dkms_missing_for_kernel), C(gpu_row_remap_failed) (critical),
+    C(dkms_missing_for_kernel), C(gpu_row_remap_failed), C(cuda_init_failed) (critical),
     C(gpu_retired_pages), C(gpu_xid_events), C(nvswitch_sxid_events), C(fabric_manager),
     C(gpu_row_remap_pending), C(gpu_ecc_uncorrectable), C(gpu_clock_throttle),
     C(gpu_no_driver), C(pcie_mrrs), C(pcie_link_degraded), C(numa_balancing),
     C(cpuidle_deep_state), C(lxc_stale_majors), C(lxc_gpu_majors_missing),
     C(kernel_headers_missing), C(pcie_aer_errors), C(p2p_iommu_translated),
-    C(gpu_numa_mismatch) (high),
+    C(gpu_numa_mismatch), C(pcie_bandwidth_low) (high),
     C(gpu_ecc_pending), C(cpufreq_driver), C(sysctl), C(nvidia_uvm_hmm), C(reboot_pending),
     C(gpu_power_capped), C(gpu_persistence_off), C(fleet_drift), C(audit_error),
     C(p2p_acs_redirect), C(gpu_bar1_small), C(gpu_container_unpinned) (medium),
@@ -100,6 +100,20 @@ options:
         up to the time of the read; a capture counts from when it was taken).
     type: int
     default: 7
+  cuda:
+    description:
+      - Results of M(gpuhost.tuning.cuda_probe) on this live host and in its running GPU
+        containers (each the registered result, with C(vmid) for a container), judged as
+        C(cuda_init_failed) (a failed probe) and C(pcie_bandwidth_low) (the host's measured
+        copy rates). Role audit passes them with C(gpuhost_audit_cuda=true); the audit
+        itself never runs anything, so an audit of a capture has none.
+    type: list
+    elements: dict
+  bandwidth_min_pct:
+    description: A GPU whose measured pinned copy rate is below this percentage of its
+      link's ceiling, either way, is C(pcie_bandwidth_low).
+    type: int
+    default: 70
   record_files:
     description:
       - Also return RV(files_read), every path under O(root) the audit read, listed or
@@ -447,6 +461,7 @@ WANTED_KEYS = tuple(facts.wanted_spec())
 def argument_spec():
     spec = dict(root=dict(type="path", default="/"))
     spec.update(facts.wanted_spec())
+    spec["cuda"] = dict(type="list", elements="dict")
     spec["record_files"] = dict(type="bool", default=False)
     return spec
 
@@ -461,7 +476,8 @@ def main():
                              "log to count XID events over), got %s" % params["xid_window_days"])
     recorder = capture_mod.ReadRecorder(params["root"]) if params["record_files"] else None
     outputs = cmdout.CommandOutputs(params["root"], Runner(module))
-    result = audit_mod.audit(params["root"], wanted, recorder=recorder, outputs=outputs)
+    result = audit_mod.audit(params["root"], wanted, recorder=recorder, outputs=outputs,
+                             cuda=params["cuda"])
     counts, worst = text.summary(result["findings"])
     out = dict(changed=False, audit=result, counts=counts, worst=worst,
                lines=text.text_lines(result["findings"]),

@@ -100,11 +100,27 @@ def h200_real(root):
     return {}
 
 
+def cuda_results():
+    """The opt-in CUDA pass's input on the H200 VM: the real H200's probe (its copy rates
+    set to 45 % of the link) and container 129 with the measured 999 negative."""
+    probe = os.path.join(H200_CAPTURE, "probe")
+    with open(os.path.join(probe, "bw-2.json")) as handle:
+        host = json.load(handle)
+    with open(os.path.join(probe, "negative.json")) as handle:
+        ct = json.load(handle)
+    host.pop("error")
+    host["devices"][0].update(pci_bus_id="0000:00:10.0", h2d_gbs=28.35, h2d_pct=45.0,
+                              d2h_gbs=28.98, d2h_pct=46.0)
+    ct.update(vmid=129, msg="CUDA check failed on container 129: %s; cause: %s"
+              % (ct.pop("error"), ct["cause"]))
+    return [host, ct]
+
+
 # name -> (builder, extra wanted values)
 HOSTS = {
     "pve-gpu01": (hosts.seed_health_host, {}),
     "pve-gpu02": (hosts.tuned_host, {}),
-    "h200-vm": (hosts.vm_host, {}),
+    "h200-vm": (hosts.vm_host, {"cuda": cuda_results()}),
     "pve-gpu03": (health.gpu_host, {}),
     "pve-gpu04": (health.switch_host, {}),
     "h200-real": (h200_real, {}),

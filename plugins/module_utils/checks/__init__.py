@@ -16,6 +16,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import (  # 
     base,
     cpufreq,
     cpuidle,
+    cuda,
     dkms,
     errors,
     fabric_manager,
