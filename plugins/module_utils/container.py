@@ -16,6 +16,7 @@ import json
 import os
 import time
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     atomic_write,
     host_path,
@@ -137,17 +138,23 @@ def _exec_problem(argv, rc, out, err):
 
 def in_container_checks(params, runner, vmid, record):
     """Run the checks inside a running container through ``pct exec``: the GPU listing
-    (``gpu_check``, must exit 0; its ``GPU n:`` lines are counted) and the optional CUDA
-    probe (``cuda_check``, must print ``cuda_expect``). Fills ``record``."""
+    (``gpu_check``, must exit 0; its ``GPU n:`` lines are counted), the built-in CUDA
+    probe (``cuda_probe``, on unless false: CUDA must initialise, which ``nvidia-smi`` cannot
+    show) and the optional user check (``cuda_check``, must print ``cuda_expect``). Fills
+    ``record``."""
     prefix = ["pct", "exec", str(vmid), "--"]
-    if not params["gpu_check"]:
+    probe = params.get("cuda_probe", True)
+    if not params["gpu_check"] and not probe:
         return False
-    rc, out, err = runner.run(prefix + list(params["gpu_check"]), check=False)
-    record["gpu_check"] = rc
-    record["gpus"] = len([x for x in out.splitlines() if x.startswith("GPU ")])
-    if rc != 0:
-        record["problems"].append(_exec_problem(params["gpu_check"], rc, out, err))
-    if params["cuda_check"]:
+    if params["gpu_check"]:
+        rc, out, err = runner.run(prefix + list(params["gpu_check"]), check=False)
+        record["gpu_check"] = rc
+        record["gpus"] = len([x for x in out.splitlines() if x.startswith("GPU ")])
+        if rc != 0:
+            record["problems"].append(_exec_problem(params["gpu_check"], rc, out, err))
+    if probe:
+        cuda_probe(runner, vmid, record)
+    if params["gpu_check"] and params["cuda_check"]:
         rc, out, err = runner.run(prefix + list(params["cuda_check"]), check=False)
         record["cuda_check"] = out
         if out.strip() != params["cuda_expect"]:
@@ -155,6 +162,22 @@ def in_container_checks(params, runner, vmid, record):
                 " ".join(params["cuda_check"]), json.dumps(out.strip()),
                 params["cuda_expect"], err.strip()[:200]))
     return True
+
+
+def cuda_probe(runner, vmid, record):
+    """CUDA initialises inside the container (``cuda_probe`` through ``pct exec -- python3
+    -``): ``record["cuda"]`` gets the code, its name, the cause and the GPUs CUDA sees; a
+    failure is a problem naming the code, its name and the cause."""
+    result = cuda.probe_container(runner, "pct", vmid)
+    init = result.get("init") or {}
+    record["cuda"] = {"code": init.get("code"), "name": init.get("name"),
+                      "text": init.get("text"), "devices": len(result.get("devices") or []),
+                      "error": result.get("error"), "cause": result.get("cause")}
+    if result.get("error"):
+        problem = "CUDA: %s" % result["error"]
+        if result.get("cause"):
+            problem += "; cause: %s" % result["cause"]
+        record["problems"].append(problem)
 
 
 def verify_run(params, runner, check_mode=False):
@@ -168,7 +191,7 @@ def verify_run(params, runner, check_mode=False):
     record = {"vmid": vmid, "gpu": params["gpu"], "running_before": params["running_before"],
               "onboot": params["onboot"], "rules_added": [], "rules_removed": [],
               "rules_moved": [], "rules_changed": False, "stopped": False, "started": False,
-              "gpus": 0, "gpu_check": None, "cuda_check": None,
+              "gpus": 0, "gpu_check": None, "cuda": None, "cuda_check": None,
               "skipped": [] if params["pct"] else
               ["pct stop/start/exec (root %s)" % params["root"]],
               "problems": []}

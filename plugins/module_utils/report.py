@@ -589,7 +589,39 @@ def render_reboot_markdown(doc):
             c["vmid"], c["gpu"], c["running_before"], c["onboot"],
             _joined(c.get("rules_added")), _joined(c.get("rules_removed")), c["started"],
             c["gpus"], _joined(c.get("problems"), "; ")) for c in doc["containers"]]
+    cuda_lines = _cuda_lines(doc)
+    if cuda_lines:
+        out += ["## CUDA"] + cuda_lines
     return "\n".join(out) + "\n"
+
+
+def _cuda_line(where, probe):
+    init = probe.get("init") if "init" in probe else probe
+    init = init or {}
+    if init.get("code") is None:
+        text = "not initialised"
+    else:
+        text = "cuInit %s %s" % (init["code"], init.get("name"))
+    devices = probe.get("devices")
+    if devices is not None:
+        text += ", %s GPU(s)" % devices
+    problem = probe.get("failure") or probe.get("error")
+    if problem:
+        text += ": %s" % problem
+        if probe.get("cause") and probe["cause"] not in problem:
+            text += "; cause: %s" % probe["cause"]
+    return "- %s: %s" % (where, text)
+
+
+def _cuda_lines(doc):
+    """One line per place CUDA was proved (host, each container), or none."""
+    out = []
+    if doc.get("cuda_host"):
+        out.append(_cuda_line("host", doc["cuda_host"]))
+    for c in doc.get("containers") or []:
+        if c.get("cuda"):
+            out.append(_cuda_line("CT %s" % c["vmid"], c["cuda"]))
+    return out
 
 
 def reboot_files(host, doc):

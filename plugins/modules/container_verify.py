@@ -19,8 +19,10 @@ description:
   - The container is started (C(pct start)) when O(start) asks it and it is not running
     (or was just stopped).
   - In a running GPU container, O(gpu_check) runs through C(pct exec) and must exit 0
-    (its C(GPU n:) lines are counted), then the optional O(cuda_check), which must print
-    O(cuda_expect).
+    (its C(GPU n:) lines are counted); then, unless O(cuda_probe) is false, CUDA must
+    initialise there (M(gpuhost.tuning.cuda_probe) through C(pct exec -- python3 -): the
+    check that sees error 999 while C(nvidia-smi) still lists the GPUs); then the optional
+    O(cuda_check), which must print O(cuda_expect).
   - What is wrong inside is returned in RV(container.problems), not raised, so a caller can check
     every container before its gate; a step that cannot run (no config, a driver not
     loaded, C(pct) failing) fails the module with the reason.
@@ -78,8 +80,15 @@ options:
     type: list
     elements: str
     default: [nvidia-smi, -L]
+  cuda_probe:
+    description:
+      - Prove that CUDA initialises in a running GPU container (C(cuInit) and a context
+        per GPU through the driver library; the container needs C(python3)). A failure is
+        a problem naming the code, its name and the usual cause.
+    type: bool
+    default: true
   cuda_check:
-    description: Optional CUDA check run in the container after O(gpu_check).
+    description: Optional user-supplied CUDA check run in the container after O(gpu_check).
     type: list
     elements: str
     default: []
@@ -164,6 +173,12 @@ container:
     gpu_check:
       description: Exit code of O(gpu_check) (null when it did not run).
       type: int
+    cuda:
+      description: What the CUDA probe found (null when it did not run) - C(code), C(name)
+        and C(text) of C(cuInit), C(devices) (GPUs CUDA sees), C(error) and C(cause) (null
+        when CUDA works).
+      type: dict
+      sample: {code: 999, name: CUDA_ERROR_UNKNOWN, text: unknown error, devices: 0}
     cuda_check:
       description: What O(cuda_check) printed (null when it did not run).
       type: str
@@ -208,6 +223,7 @@ def main():
             previous_majors=dict(type="list", elements="int", default=[]),
             backup=dict(type="bool", default=False),
             gpu_check=dict(type="list", elements="str", default=["nvidia-smi", "-L"]),
+            cuda_probe=dict(type="bool", default=True),
             cuda_check=dict(type="list", elements="str", default=[]),
             cuda_expect=dict(type="str", default="True"),
             root=dict(type="path", default="/"),

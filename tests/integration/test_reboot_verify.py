@@ -10,8 +10,9 @@ import json
 import os
 import subprocess
 
+import fakecuda
 from fixtures import bootloader as fx
-from fixtures import dkms, hosts, nvhealth, pci
+from fixtures import dkms, hosts, lxc, nvhealth, pci
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_PY = os.path.join(REPO, ".venv", "bin", "python")
@@ -212,3 +213,59 @@ def test_check_mode_leaves_the_tree_byte_identical(tmp_path, snapshot_tree):
     assert snapshot_tree(root) == before
     assert not any(c[1] in ("refresh", "kernel", "start", "stop") for c in calls), calls
     assert report["boot_config"]["cmdline_changed"] is True  # what it would do
+
+
+def _ct129_running(root, config_text=None):
+    """129 ran before the reboot, its containers see the stand-in libcuda.so.1."""
+    if config_text is not None:
+        lxc.write_config(root, 129, config_text)
+    state = os.path.join(root, "var/lib/gpuhost-doubles")
+    os.makedirs(state, exist_ok=True)
+    with open(os.path.join(state, "pct.json"), "w") as handle:
+        json.dump({"containers": {"129": {"status": "running"}},
+                   "cuda_env": fakecuda.pct_cuda_env()}, handle)
+
+
+UPGRADE = {"gpuhost_reboot_verify_kernel_upgrade": True, "gpuhost_kernel_version": NEW,
+           "gpuhost_trial_boot": True}
+
+
+def test_cuda_proved_by_default_in_the_repaired_running_container(tmp_path):
+    root = ready(tmp_path)
+    _ct129_running(root)
+    proc, calls, report = play(tmp_path, root, UPGRADE)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    probes = [c for c in calls if c[:2] == ["pct", "exec"] and c[4:6] == ["python3", "-"]]
+    assert [c[2] for c in probes] == ["129"]
+    ct129 = [c for c in report["containers"] if c["vmid"] == 129][0]
+    assert ct129["stopped"] and ct129["started"] and ct129["problems"] == []
+    assert ct129["cuda"]["code"] == 0 and ct129["cuda"]["devices"] == 1
+    md = (tmp_path / "reports" / "localhost-reboot.md").read_text()
+    assert "- CT 129: cuInit 0 CUDA_SUCCESS, 1 GPU(s)" in md
+
+
+def test_container_whose_cuda_fails_fails_the_host_naming_container_code_and_cause(tmp_path):
+    """The rules are repaired, but 129 lost its /dev/nvidia-uvm bind mount: nvidia-smi -L
+    lists the GPUs, CUDA dies with 999. The old check (nvidia-smi only) passed this host."""
+    root = ready(tmp_path)
+    _ct129_running(root, lxc.container_129_text("before").replace(
+        "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n",
+        ""))
+    proc, _calls, report = play(tmp_path, root, UPGRADE)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-4000:]
+    assert report["result"] == "failed"
+    assert report["failure"].startswith("Gate: every GPU container is right: containers "
+                                        "failed: 129: CUDA: cuInit(0) returned 999 "
+                                        "CUDA_ERROR_UNKNOWN (unknown error); cause: ")
+    assert "lxc_cgroup_devices" in report["failure"]
+    ct129 = [c for c in report["containers"] if c["vmid"] == 129][0]
+    assert ct129["gpu_check"] == 0 and ct129["gpus"] == 8        # nvidia-smi was fine
+    assert ct129["cuda"]["name"] == "CUDA_ERROR_UNKNOWN"
+    md = (tmp_path / "reports" / "localhost-reboot.md").read_text()
+    assert "- CT 129: cuInit 999 CUDA_ERROR_UNKNOWN, 0 GPU(s): cuInit(0) returned 999" in md
+
+    # the switch turns the built-in check off: the same host passes on nvidia-smi alone
+    proc, _calls, report = play(tmp_path, root, dict(UPGRADE, gpuhost_reboot_verify_cuda=False))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert [c for c in report["containers"] if c["vmid"] == 129][0]["cuda"] is None
