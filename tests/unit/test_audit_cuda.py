@@ -5,13 +5,12 @@ import json
 import os
 
 import pytest
-from fixtures import hosts
+from fixtures import hosts, realhost
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.modules import host_audit
 
-H200_PROBE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                          "fixtures", "h200", "probe")
+H200_PROBE = os.path.join(realhost.H200, "probe")
 
 
 @pytest.fixture

@@ -219,7 +219,9 @@ def test_capture_of_each_golden_host_audits_the_same(name, tmp_path):
     src = str(tmp_path / "src")
     os.makedirs(src)
     build(src)
-    wanted = dict(hosts.common_wanted(host=name), **extra)
+    # the CUDA results come from a live probe, never from a capture: compare without them
+    wanted = dict(hosts.common_wanted(host=name),
+                  **dict((k, v) for k, v in extra.items() if k != "cuda"))
     builder, original, _recorded = capture.capture(src, wanted)
     buf = io.BytesIO()
     builder.write(buf, "{}")
