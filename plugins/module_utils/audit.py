@@ -20,6 +20,8 @@ import re
 import time
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import checks
+# Names other code reads from this module (audit.SEVERITIES, audit.text_lines, ...).
+# pylint: disable=unused-import
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (  # noqa: F401
     PLAYBOOK_REBOOT,
     PLAYBOOK_TUNE,
@@ -34,6 +36,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.text import (  # no
     headline,
     text_lines,
 )
+# pylint: enable=unused-import
 
 SCHEMA = 1
 

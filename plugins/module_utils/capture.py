@@ -23,6 +23,8 @@ import time
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cmdout
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
+
+
 class ReadRecorder(object):
     """Notes every path under ``root`` the readers open, list, check or read as a link
     while active (a context manager around :class:`hostfs.recording`: the readers go through
@@ -247,7 +249,6 @@ class CaptureBuilder(object):
                 info.size = len(data)
                 info.mode = 0o644
                 tar.addfile(info, io.BytesIO(data))
-
 
 
 def capture(root, wanted=None, runner=None):

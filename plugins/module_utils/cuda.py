@@ -307,7 +307,7 @@ def _timed(drv, name, args, repeats):
     drv.call(name, *args)
     drv.call("cuCtxSynchronize")
     times = []
-    for _ in range(repeats):
+    for _attempt in range(repeats):
         start = time.perf_counter()
         drv.call(name, *args)
         drv.call("cuCtxSynchronize")
@@ -352,7 +352,7 @@ def measure_copies(drv, dev, nbytes, repeats):
     finally:
         if dptr.value:
             drv.raw("cuMemFree_v2", dptr.value)
-        if host.value:
+        if host.value is not None:
             drv.raw("cuMemFreeHost", host.value)
 
 
@@ -596,4 +596,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -353,7 +353,7 @@ def _tree_entry(root, name, version, kernel, arch):
         installed = target is not None and hostfs.realpath(target) == hostfs.realpath(base)
     warnings = []
     if hostfs.isdir(host_path(root, "%s/%s/original_module/%s/%s"
-                               % (DKMS_TREE, name, kernel, arch))):
+                              % (DKMS_TREE, name, kernel, arch))):
         warnings.append("original_module exists")
     modules = []
     if installed:

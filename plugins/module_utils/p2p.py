@@ -67,7 +67,7 @@ def iommu_groups_present(root):
 
 def _gpu_entry(dev):
     group, kind = pci_mod.iommu_group(dev)
-    bar = pci_mod.largest_bar(dev)
+    aperture = pci_mod.largest_bar(dev)
     return {
         "address": dev.address,
         "driver": dev.driver,
@@ -75,8 +75,8 @@ def _gpu_entry(dev):
         "iommu_group": group,
         "iommu_type": kind,
         "translated": None if group is None and kind is None else kind in TRANSLATED_TYPES,
-        "bar1_index": bar[0],
-        "bar1_bytes": bar[1],
+        "bar1_index": aperture[0],
+        "bar1_bytes": aperture[1],
     }
 
 

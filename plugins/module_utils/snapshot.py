@@ -182,10 +182,10 @@ def load(path, root=None):
             doc = json.load(handle)
     except (IOError, OSError) as exc:
         raise SnapshotError("cannot read snapshot %s: %s" % (path, exc))
-    except ValueError as exc:
-        raise SnapshotError("snapshot %s is not valid JSON: %s" % (path, exc))
     except UnicodeDecodeError as exc:
         raise SnapshotError("snapshot %s is not UTF-8 text: %s" % (path, exc))
+    except ValueError as exc:
+        raise SnapshotError("snapshot %s is not valid JSON: %s" % (path, exc))
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or "state" not in doc:
         raise SnapshotError("%s is not a gpuhost.tuning snapshot (schema %s)" % (path, SCHEMA))
     check_document(doc, path, root)

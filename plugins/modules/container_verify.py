@@ -19,8 +19,9 @@ description:
   - The container is started (C(pct start)) when O(start) asks it and it is not running
     (or was just stopped).
   - In a running GPU container, O(gpu_check) runs through C(pct exec) and must exit 0
-    (its C(GPU n:) lines are counted); then, unless O(cuda_probe) is false, CUDA must
-    initialise there (M(gpuhost.tuning.cuda_probe) through C(pct exec -- python3 -): the
+    (its lines that start with C(GPU) are counted); then, unless O(cuda_probe) is false,
+    CUDA must
+    initialise there (M(gpuhost.tuning.cuda_probe) through C(pct exec -- python3 -), the
     check that sees error 999 while C(nvidia-smi) still lists the GPUs); then the optional
     O(cuda_check), which must print O(cuda_expect).
   - What is wrong inside is returned in RV(container.problems), not raised, so a caller can check

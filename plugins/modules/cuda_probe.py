@@ -163,11 +163,11 @@ devices:
       type: float
       sample: 55.2
     h2d_pct:
-      description: O(devices[].h2d_gbs) as a percentage of O(devices[].link_gbs).
+      description: RV(devices[].h2d_gbs) as a percentage of RV(devices[].link_gbs).
       type: float
       sample: 87.6
     d2h_pct:
-      description: O(devices[].d2h_gbs) as a percentage of O(devices[].link_gbs).
+      description: RV(devices[].d2h_gbs) as a percentage of RV(devices[].link_gbs).
       type: float
       sample: 87.6
     busy:

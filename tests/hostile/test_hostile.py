@@ -440,7 +440,11 @@ def test_backup_on_a_full_disk_leaves_nothing(seed, monkeypatch):
 
 def test_atomic_write_leaves_no_temp_file_on_failure(tmp_path, monkeypatch):
     path = str(tmp_path / "f.conf")
-    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "full")))
+
+    def full(fd):
+        raise OSError(28, "full")
+
+    monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(OSError):
         hostfs.atomic_write(path, "x")
     assert os.listdir(str(tmp_path)) == []

@@ -35,8 +35,8 @@ def probe_999(vmid=None):
     with open(os.path.join(H200_PROBE, "negative.json")) as handle:
         res = json.load(handle)
     where = "container %s" % vmid if vmid else "host"
-    res["msg"] = "CUDA check failed on %s: %s; cause: %s" % (where, res.pop("error"),
-                                                            res["cause"])
+    res["msg"] = "CUDA check failed on %s: %s; cause: %s" % (
+        where, res.pop("error"), res["cause"])
     res.update(failed=False, failed_when_result=False)
     if vmid:
         res["vmid"] = vmid
