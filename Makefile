@@ -67,7 +67,8 @@ hostile: setup
 # (MOLECULE_PKGS) before it, so a fresh machine does not skip those tests.
 integration: setup
 	@scripts/apt-ensure.sh $(INTEGRATION_PKGS) $(MOLECULE_PKGS)
-	$(BIN)/pytest -q -m "not rollout" tests/integration
+	@scripts/build-test-image.sh >/dev/null
+	GPUHOST_TEST_STRICT=1 $(BIN)/pytest -q -m "not rollout" tests/integration
 
 # The 5-host rollout tests (tests/integration/test_rollout.py): reboot_verify stopping at
 # host 2 of 5 and resuming, serial [1, "50%"], tune with one host ignoring MRRS. Not in make
