@@ -95,3 +95,6 @@ def test_nothing_rebooted_and_the_report_says_what_is_pending(host):
     assert result["reboot"]["required"] is True and result["reboot"]["rebooted"] is False
     assert {c["name"]: c["status"] for c in result["checks"]} == {
         "kernel": "pending", "cmdline": "pending", "module_params": "pending"}
+    # CUDA was proved on the host through the stand-in libcuda.so.1 (one GPU, cuInit 0)
+    assert result["cuda_host"]["init"]["name"] == "CUDA_SUCCESS"
+    assert result["cuda_host"]["devices"] == 1 and result["cuda_host"]["failure"] is None
