@@ -24,14 +24,19 @@ import json
 import os
 import pkgutil
 import re
-import shutil
 import sys
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics
+from ansible_collections.gpuhost.tuning.plugins.module_utils import unitinstall
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     atomic_write,
     host_path,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.unitinstall import (  # noqa: F401
+    PACKAGES,
+    package_markers,
+    write_files,
 )
 
 PACKAGE = "ansible_collections.gpuhost.tuning.plugins.module_utils"
@@ -45,9 +50,6 @@ WANTS_LINK = UNIT_DIR + "/timers.target.wants/" + TIMER_NAME
 CONFIG_PATH = "/etc/gpuhost-audit/audit.json"
 LIB_DIR = "/usr/local/lib/gpuhost-audit"
 PYTHON = "/usr/bin/python3"
-PACKAGES = ("ansible_collections", "ansible_collections/gpuhost",
-            "ansible_collections/gpuhost/tuning", "ansible_collections/gpuhost/tuning/plugins",
-            "ansible_collections/gpuhost/tuning/plugins/module_utils")
 INIT_TEXT = b"# Installed by gpuhost.tuning audit_timer: package marker.\n"
 TAG = "gpuhost-audit"
 _IMPORT = re.compile(r"from\s+ansible_collections\.gpuhost\.tuning\.plugins\.module_utils"
@@ -84,9 +86,7 @@ def library_files(start="audittimer"):
     """``{path relative to the library folder: bytes}``: this module and every module_utils
     file it imports, followed import by import (read from the running collection, so a
     checkout and AnsiballZ's zip give the same bytes), plus the package markers."""
-    files = {}
-    for folder in PACKAGES:
-        files[folder + "/__init__.py"] = INIT_TEXT
+    files = package_markers(INIT_TEXT)
     todo, seen = [start], set()
     while todo:
         dotted = todo.pop()
@@ -183,74 +183,30 @@ def desired_files(config, service_text, timer_text):
     return files
 
 
-def _read(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
-
-
 def plan_files(root, files):
     """``[(host path, action)]``: ``create``, ``update``, ``remove`` (a library file this
     version does not ship) or ``ok``."""
-    plan = []
-    for path in sorted(files):
-        old = _read(host_path(root, path))
-        plan.append((path, "ok" if old == files[path] else
-                     ("create" if old is None else "update")))
-    base = host_path(root, LIB_DIR)
-    for folder, _dirs, names in os.walk(base):
-        for name in names:
-            rel = LIB_DIR + "/" + os.path.relpath(os.path.join(folder, name), base)
-            if rel not in files:
-                plan.append((rel, "remove"))
-    return plan
-
-
-def write_files(root, files, plan):
-    for path, action in plan:
-        full = host_path(root, path)
-        if action == "remove":
-            os.unlink(full)
-        elif action in ("create", "update"):
-            folder = os.path.dirname(full)
-            if not os.path.isdir(folder):
-                os.makedirs(folder, 0o755)
-            atomic_write(full, files[path], mode=0o644, preserve=False)
+    return unitinstall.plan_files(root, files, LIB_DIR)
 
 
 def wants_link_ok(root):
-    link = host_path(root, WANTS_LINK)
-    return os.path.islink(link) and os.readlink(link) == TIMER_PATH
+    return unitinstall.wants_link_ok(root, WANTS_LINK, TIMER_PATH)
 
 
 def make_wants_link(root):
     """What ``systemctl enable gpuhost-audit.timer`` does, on a tree."""
-    link = host_path(root, WANTS_LINK)
-    if not os.path.isdir(os.path.dirname(link)):
-        os.makedirs(os.path.dirname(link), 0o755)
-    if os.path.lexists(link):
-        os.unlink(link)
-    os.symlink(TIMER_PATH, link)
+    unitinstall.make_wants_link(root, WANTS_LINK, TIMER_PATH)
+
+
+INSTALLED = (WANTS_LINK, TIMER_PATH, SERVICE_PATH, CONFIG_PATH, LIB_DIR)
 
 
 def installed_paths(root):
-    return [p for p in (WANTS_LINK, TIMER_PATH, SERVICE_PATH, CONFIG_PATH, LIB_DIR)
-            if os.path.lexists(host_path(root, p))]
+    return unitinstall.installed_paths(root, INSTALLED)
 
 
 def remove_installed(root):
-    for path in installed_paths(root):
-        full = host_path(root, path)
-        if os.path.isdir(full) and not os.path.islink(full):
-            shutil.rmtree(full)
-        else:
-            os.unlink(full)
-    try:
-        os.rmdir(os.path.dirname(host_path(root, CONFIG_PATH)))
-    except OSError:
-        pass
+    unitinstall.remove_installed(root, INSTALLED, CONFIG_PATH)
 
 
 # ---------------------------------------------------------------------------------------
@@ -262,14 +218,8 @@ TIMER_DEFAULTS = {"state": "present", "schedule": "hourly", "randomized_delay": 
 
 def _systemctl(runner, root):
     """``(systemctl path, None)`` on the live host, else ``(None, why not)``."""
-    if os.path.realpath(root) != "/":
-        return None, "root is %s, not the live host" % root
-    if not os.path.isdir("/run/systemd/system"):
-        return None, "systemd is not running here (no /run/systemd/system)"
-    binary = runner.which("systemctl") if runner is not None else None
-    if not binary:
-        return None, "systemctl not found"
-    return binary, None
+    why = unitinstall.not_live(root, runner)
+    return (None, why) if why else (runner.which("systemctl"), None)
 
 
 def timer_run(params, check_mode=False, runner=None):

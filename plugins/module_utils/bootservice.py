@@ -14,11 +14,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import os
 import pkgutil
-import shutil
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import unitinstall
 from ansible_collections.gpuhost.tuning.plugins.module_utils.bootapply import (
     CONFIG_PATH,
     MODULE,
@@ -27,13 +26,17 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.bootapply import (
     ConfigError,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
-    atomic_write,
     host_path,
     read_bytes,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (
     CommandError,
     Runner,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.unitinstall import (  # noqa: F401
+    PACKAGES,
+    package_markers,
+    write_files,
 )
 
 UNIT_NAME = "gpuhost-tuning.service"
@@ -44,10 +47,6 @@ LIB_DIR = "/usr/local/lib/gpuhost-tuning"
 PYTHON = "/usr/bin/python3"
 # The module_utils the boot-time program runs, copied byte for byte.
 SHIPPED = ("hostfs.py", "pci.py", "cpu.py", "bootapply.py")
-# Package folders (relative to LIB_DIR) that need an __init__.py.
-PACKAGES = ("ansible_collections", "ansible_collections/gpuhost",
-            "ansible_collections/gpuhost/tuning", "ansible_collections/gpuhost/tuning/plugins",
-            "ansible_collections/gpuhost/tuning/plugins/module_utils")
 INIT_TEXT = b"# Installed by gpuhost.tuning boot_service: package marker.\n"
 
 
@@ -58,9 +57,7 @@ INIT_TEXT = b"# Installed by gpuhost.tuning boot_service: package marker.\n"
 def library_files():
     """``{path relative to LIB_DIR: bytes}``: the package markers and the shipped sources,
     read from the running collection (works from a checkout and inside AnsiballZ's zip)."""
-    files = {}
-    for folder in PACKAGES:
-        files[folder + "/__init__.py"] = INIT_TEXT
+    files = package_markers(INIT_TEXT)
     for name in SHIPPED:
         data = pkgutil.get_data(PACKAGE, name)
         if data is None:
@@ -137,85 +134,30 @@ def desired_files(config, unit_text, config_path=CONFIG_PATH, lib_dir=LIB_DIR):
     return files
 
 
-def _read(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
-
-
 def plan_files(root, files, lib_dir=LIB_DIR):
     """``[(host path, action)]`` with action ``create``, ``update``, ``remove`` (a file in
     ``lib_dir`` that this version does not ship) or ``ok``; sorted by path."""
-    plan = []
-    for path in sorted(files):
-        old = _read(host_path(root, path))
-        if old == files[path]:
-            plan.append((path, "ok"))
-        else:
-            plan.append((path, "create" if old is None else "update"))
-    base = host_path(root, lib_dir)
-    for folder, _dirs, names in os.walk(base):
-        for name in names:
-            full = os.path.join(folder, name)
-            rel = lib_dir + "/" + os.path.relpath(full, base)
-            if rel not in files:
-                plan.append((rel, "remove"))
-    return plan
-
-
-def write_files(root, files, plan):
-    """Carry out ``plan_files``' plan (new folders 0755, files 0644, atomic)."""
-    for path, action in plan:
-        full = host_path(root, path)
-        if action == "remove":
-            os.unlink(full)
-        elif action in ("create", "update"):
-            folder = os.path.dirname(full)
-            if not os.path.isdir(folder):
-                os.makedirs(folder, 0o755)
-            atomic_write(full, files[path], mode=0o644, preserve=False)
+    return unitinstall.plan_files(root, files, lib_dir)
 
 
 def wants_link_ok(root):
-    link = host_path(root, WANTS_LINK)
-    return os.path.islink(link) and os.readlink(link) == UNIT_PATH
+    return unitinstall.wants_link_ok(root, WANTS_LINK, UNIT_PATH)
 
 
 def make_wants_link(root):
     """What ``systemctl enable`` does for ``WantedBy=multi-user.target``, on a tree."""
-    link = host_path(root, WANTS_LINK)
-    folder = os.path.dirname(link)
-    if not os.path.isdir(folder):
-        os.makedirs(folder, 0o755)
-    if os.path.lexists(link):
-        os.unlink(link)
-    os.symlink(UNIT_PATH, link)
+    unitinstall.make_wants_link(root, WANTS_LINK, UNIT_PATH)
 
 
 def installed_paths(root, config_path=CONFIG_PATH, lib_dir=LIB_DIR):
     """What ``remove`` would delete: host paths that exist, the wants link first."""
-    found = []
-    for path in (WANTS_LINK, UNIT_PATH, config_path, lib_dir):
-        if os.path.lexists(host_path(root, path)):
-            found.append(path)
-    return found
+    return unitinstall.installed_paths(root, (WANTS_LINK, UNIT_PATH, config_path, lib_dir))
 
 
 def remove_installed(root, config_path=CONFIG_PATH, lib_dir=LIB_DIR):
     """Delete the wants link, unit, config (and its folder when empty) and library."""
-    for path in installed_paths(root, config_path, lib_dir):
-        full = host_path(root, path)
-        if os.path.isdir(full) and not os.path.islink(full):
-            shutil.rmtree(full)
-        else:
-            os.unlink(full)
-    folder = os.path.dirname(host_path(root, config_path))
-    try:
-        os.rmdir(folder)
-    except OSError:
-        pass
+    unitinstall.remove_installed(root, (WANTS_LINK, UNIT_PATH, config_path, lib_dir),
+                                 config_path)
 
 
 # ---------------------------------------------------------------------------------------
@@ -240,13 +182,7 @@ class Live(object):
         self.runner = runner
         self.commands = []
         self.wrote = False  # files changed before a later step failed (reported as changed)
-        self.reason = None
-        if os.path.realpath(root) != "/":
-            self.reason = "root is %s, not the live host" % root
-        elif not os.path.isdir("/run/systemd/system"):
-            self.reason = "systemd is not running here (no /run/systemd/system)"
-        elif not self.runner.which("systemctl"):
-            self.reason = "systemctl not found"
+        self.reason = unitinstall.not_live(root, runner)
 
     @property
     def usable(self):
