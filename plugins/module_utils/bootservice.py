@@ -16,6 +16,7 @@ __metaclass__ = type
 import json
 import pkgutil
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import unitinstall
 from ansible_collections.gpuhost.tuning.plugins.module_utils.bootapply import (
@@ -66,7 +67,7 @@ def library_files():
     return files
 
 
-def make_config(mrrs_size=4096, vendor="10de", classes=("0300", "0302"),
+def make_config(mrrs_size=4096, vendor=argspec.NVIDIA_VENDOR, classes=argspec.GPU_CLASSES,
                 include_upstream=True, cpuidle_deeper_than="C1"):
     """The boot config dict; ``mrrs_size`` or ``cpuidle_deeper_than`` None turns that part off.
     Values are validated here, so a bad one fails at install time, not at boot. The boot-time
@@ -166,11 +167,20 @@ def remove_installed(root, config_path=CONFIG_PATH, lib_dir=LIB_DIR):
 
 # --- the boot_service pass (modules boot_service and host_tune) --------------------------
 
-SERVICE_DEFAULTS = {"state": "present", "mrrs_size": 4096, "vendor": "10de",
-                    "classes": ["0300", "0302"], "include_upstream": True,
-                    "cpuidle_deeper_than": "C1", "after": ["nvidia-persistenced.service"],
-                    "before": ["pve-guests.service"], "python": PYTHON, "start": True,
-                    "root": "/"}
+def service_spec():
+    """Option spec of module boot_service (its defaults fill ``service_run``'s params)."""
+    spec = dict(
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        mrrs_size=dict(type="int", default=4096, choices=[0] + list(pci_mod.MRRS_SIZES)),
+        cpuidle_deeper_than=dict(type="str", default="C1"),
+        after=dict(type="list", elements="str", default=["nvidia-persistenced.service"]),
+        before=dict(type="list", elements="str", default=["pve-guests.service"]),
+        python=dict(type="path", default=PYTHON),
+        start=dict(type="bool", default=True),
+    )
+    spec.update(argspec.device_selection())
+    spec.update(argspec.root())
+    return spec
 
 
 class Live(object):
@@ -322,12 +332,14 @@ def service_absent(p, check_mode, live):
 
 def service_run(params, check_mode=False, runner=None):
     """The whole boot_service pass for ``params`` (the module's options; missing ones take
-    its defaults) with ``runner`` (runner.Runner) for systemctl. Returns the module's result
-    (``diff`` included); a failure is returned, not raised: ``failed``, ``msg`` (with the
-    unit's journal when systemctl failed), ``commands`` and ``changed`` (files written before
-    the failure). See ``service_failure``."""
-    p = dict(SERVICE_DEFAULTS)
-    p.update((k, v) for k, v in params.items() if v is not None)
+    ``service_spec``'s defaults) with ``runner`` (runner.Runner) for systemctl. Returns the
+    module's result (``diff`` included); a failure is returned, not raised: ``failed``,
+    ``msg`` (with the unit's journal when systemctl failed), ``commands`` and ``changed``
+    (files written before the failure). See ``service_failure``."""
+    try:
+        p = argspec.fill(service_spec(), params)
+    except ValueError as exc:
+        return dict(failed=True, msg=str(exc), commands=[], changed=False)
     live = Live(runner or Runner(), p["root"], check_mode)
     try:
         if p["state"] == "present":

@@ -42,6 +42,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
@@ -136,16 +137,15 @@ PARTS, STEPS, MANAGED = _derive(REGISTRY)
 
 # Options every part may read (also the audit's wanted values); each part adds its own.
 COMMON_OPTIONS = dict(
-    root=dict(type="path", default="/"),
     host=dict(type="str"),
     parts=dict(type="list", elements="str", choices=list(PARTS), default=list(PARTS)),
-    gpu_vendor=dict(type="str", default="10de"),
-    gpu_classes=dict(type="list", elements="str", default=["0300", "0302"]),
     mrrs_size=dict(type="int", default=4096, choices=[128, 256, 512, 1024, 2048, 4096]),
     mrrs_include_upstream=dict(type="bool", default=True),
     cpuidle_deeper_than=dict(type="str", default="C1"),
     sysctl=dict(type="dict", default={}),
 )
+COMMON_OPTIONS.update(argspec.root())
+COMMON_OPTIONS.update(argspec.gpu_selection())
 
 
 def argument_spec():

@@ -32,6 +32,8 @@ description:
     as skipped.
   - O(state=absent) disables and stops the unit (live) and removes the unit, the wants link,
     the config and the library. Values already applied stay as they are.
+extends_documentation_fragment:
+  - gpuhost.tuning.gpu_selection.devices
 author:
   - gpuhost.tuning developers (!UNKNOWN)
 options:
@@ -47,19 +49,6 @@ options:
     type: int
     default: 4096
     choices: [0, 128, 256, 512, 1024, 2048, 4096]
-  vendor:
-    description: PCI vendor ID of the GPUs (hex).
-    type: str
-    default: "10de"
-  classes:
-    description: PCI classes (class and subclass, hex, quoted) that count as GPUs.
-    type: list
-    elements: str
-    default: ["0300", "0302"]
-  include_upstream:
-    description: Also set every bridge between each GPU and its root complex.
-    type: bool
-    default: true
   cpuidle_deeper_than:
     description:
       - Disable at boot, on every online CPU, the idle states with a higher exit latency than
@@ -160,23 +149,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runne
 
 
 def build_module():
-    return AnsibleModule(
-        argument_spec=dict(
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            mrrs_size=dict(type="int", default=4096, choices=[0, 128, 256, 512, 1024, 2048,
-                                                              4096]),
-            vendor=dict(type="str", default="10de"),
-            classes=dict(type="list", elements="str", default=["0300", "0302"]),
-            include_upstream=dict(type="bool", default=True),
-            cpuidle_deeper_than=dict(type="str", default="C1"),
-            after=dict(type="list", elements="str", default=["nvidia-persistenced.service"]),
-            before=dict(type="list", elements="str", default=["pve-guests.service"]),
-            python=dict(type="path", default="/usr/bin/python3"),
-            start=dict(type="bool", default=True),
-            root=dict(type="path", default="/"),
-        ),
-        supports_check_mode=True,
-    )
+    return AnsibleModule(argument_spec=bootservice.service_spec(), supports_check_mode=True)
 
 
 def main():

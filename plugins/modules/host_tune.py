@@ -38,6 +38,8 @@ description:
     alone."
   - With O(root) other than C(/), values are written under that root and the commands that
     only make sense on the live host (C(systemctl), C(modprobe)) are reported as skipped.
+extends_documentation_fragment:
+  - gpuhost.tuning.gpu_selection
 author:
   - gpuhost.tuning developers (!UNKNOWN)
 options:
@@ -57,15 +59,6 @@ options:
     elements: str
     choices: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, verify]
     default: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, verify]
-  gpu_vendor:
-    description: PCI vendor ID of the GPUs (hex, no C(0x)).
-    type: str
-    default: "10de"
-  gpu_classes:
-    description: PCI classes (class and subclass, hex) that count as GPUs.
-    type: list
-    elements: str
-    default: ["0300", "0302"]
   mrrs_size:
     description: Wanted PCIe Max Read Request Size (bytes) of GPUs and their bridges.
     type: int
