@@ -577,3 +577,49 @@ def with_live_values(config, values):
     if result and not config.final_newline and result[-1].ending:
         result[-1].ending = ""
     return LxcConfig(result, newline=config.newline, final_newline=config.final_newline)
+
+
+def live_key_lines(config, key):
+    """The live lines of ``key`` as written (``[raw text]``, endings left out), in order:
+    what a snapshot keeps so that a restore can put exactly these bytes back."""
+    return [ln.raw for _i, ln in config.live_lines() if ln.kind == "kv" and ln.key == key]
+
+
+def with_live_lines(config, key, raws):
+    """A new LxcConfig whose live lines of ``key`` are exactly ``raws`` (raw texts, as
+    :func:`live_key_lines` returns them; empty: none): they take the place of the first
+    present line of the key, else go after the last live ``lxc.*`` line (else after the
+    last non-blank live line). Everything else is kept byte for byte."""
+    for raw in raws:
+        line = Line(raw, "\n", None)
+        if "\n" in raw or line.kind != "kv" or line.key != key:
+            raise LxcError("%r is not one %s line" % (raw, key))
+    lines = [Line(ln.raw, ln.ending, ln.section) for ln in config.lines]
+    live = len(config.live_lines())
+    where = [i for i in range(live) if lines[i].kind == "kv" and lines[i].key == key]
+    if where:
+        at, ending = where[0], lines[where[-1]].ending
+    else:
+        at = -1
+        for i in range(live):
+            if lines[i].kind == "kv" and (lines[i].key or "").startswith("lxc."):
+                at = i
+        if at < 0:
+            for i in range(live):
+                if lines[i].kind != "blank":
+                    at = i
+        ending = config.newline
+        if at >= 0 and lines[at].ending == "":
+            lines[at].ending, ending = config.newline, ""
+        at += 1
+    new = [Line(raw, config.newline, None) for raw in raws]
+    if new:
+        new[-1].ending = ending
+    kept = [ln for i, ln in enumerate(lines) if i not in where]
+    at -= len([i for i in where if i < at])
+    result = kept[:at] + new + kept[at:]
+    if result and not config.final_newline and result[-1].ending:
+        result[-1].ending = ""
+    if result and config.final_newline and not result[-1].ending:
+        result[-1].ending = config.newline
+    return LxcConfig(result, newline=config.newline, final_newline=config.final_newline)

@@ -188,12 +188,13 @@ def applies(placement):
     return None
 
 
-def wanted_sets(container, nodes):
+def wanted_sets(container, nodes, everywhere=False):
     """``(cpus text, mems text)`` a container should be pinned to: the CPUs and memory of
-    its GPUs' nodes; ``(None, None)`` when its GPUs' nodes are unknown or are all nodes."""
+    its GPUs' nodes; ``(None, None)`` when its GPUs' nodes are unknown, or are all nodes
+    (unless ``everywhere``: a container pinned elsewhere than its GPUs gets all of them)."""
     gpu_nodes = container.get("gpu_nodes") or []
     all_nodes = sorted(int(n) for n in nodes)
-    if not gpu_nodes or gpu_nodes == all_nodes:
+    if not gpu_nodes or (gpu_nodes == all_nodes and not everywhere):
         return None, None
     cpus = []
     for node in gpu_nodes:
@@ -302,110 +303,251 @@ def unpinned_findings(placement, host=None):
 
 # --- the opt-in tune part: pin GPU containers to their GPUs' nodes ----------------------
 
+PIN_KEYS = (lxc_mod.CPUSET_CPUS_KEY, lxc_mod.CPUSET_MEMS_KEY)
+# cgroup v1 spellings: on a cgroup v2 host lxc ignores them; the part leaves them to the
+# operator rather than guess which line counts.
+V1_KEYS = ("lxc.cgroup.cpuset.cpus", "lxc.cgroup.cpuset.mems")
+APPLIED_NOTE = "applied at the container's next start (a running container keeps its old " \
+               "cpuset: pct reboot %s to apply now)"
+
+
+class PinRefused(Exception):
+    """A container the part will not pin (what to do in the message)."""
+
 
 def _config_path(root, vmid, config_dir):
     return lxc_mod.config_path(root, vmid, config_dir)
 
 
 def pin_record(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR):
-    """``{vmid: {cpus, mems}}``: the live cpuset keys of every GPU container (None when
-    absent), what a snapshot keeps so that a revert puts exactly these back."""
+    """``{"<vmid>": {key: [raw lines]}}`` for the two cpuset keys of every container whose
+    live section passes in a ``/dev/nvidiaN``: the lines exactly as written (none: the key
+    is absent), what a snapshot keeps so that a restore puts these bytes back."""
     out = {}
-    for ct in collect(root, config_dir)["containers"]:
-        config = lxc_mod.LxcConfig.read(_config_path(root, ct["vmid"], config_dir))
-        out[str(ct["vmid"])] = {
-            "cpus": lxc_mod.live_value(config, lxc_mod.CPUSET_CPUS_KEY),
-            "mems": lxc_mod.live_value(config, lxc_mod.CPUSET_MEMS_KEY)}
+    for vmid, path in lxc_mod.list_configs(root, config_dir):
+        try:
+            config = lxc_mod.LxcConfig.read(path)
+        except lxc_mod.LxcError:
+            continue
+        if not container_gpu_minors(config):
+            continue
+        out[str(vmid)] = dict((key, lxc_mod.live_key_lines(config, key)) for key in PIN_KEYS)
     return out
 
 
-def _set_keys(root, vmid, cpus, mems, config_dir, check_mode):
-    """Set (None: remove) the two live cpuset keys of one container; every other byte of
-    its config kept. Returns ``(changed, before_text, after_text)``; read back after the
-    write (LxcError when the file does not hold what was written)."""
-    path = _config_path(root, vmid, config_dir)
-    config = lxc_mod.LxcConfig.read(path)
-    new = lxc_mod.with_live_values(config, [(lxc_mod.CPUSET_CPUS_KEY, cpus),
-                                            (lxc_mod.CPUSET_MEMS_KEY, mems)])
+def _write_config(path, config, new, check):
+    """Write ``new`` over ``path`` (atomically, mode and owner kept; pmxcfs allows no
+    chmod) unless ``check``, then read it back. Returns the diff, or None when unchanged."""
     before, after = config.render(), new.render()
     if before == after:
-        return False, before, after
-    if not check_mode:
+        return None
+    if not check:
         atomic_write(path, new.render_bytes(), chmod=False)
-        again = lxc_mod.LxcConfig.read(path)
-        if (lxc_mod.live_value(again, lxc_mod.CPUSET_CPUS_KEY) != cpus
-                or lxc_mod.live_value(again, lxc_mod.CPUSET_MEMS_KEY) != mems):
-            raise lxc_mod.LxcError("%s does not hold the cpuset just written (cpus %s, mems "
-                                   "%s): is /etc/pve read-only (no quorum)?" % (
-                                       path, cpus, mems))
-    return True, before, after
+        if lxc_mod.LxcConfig.read(path).render() != after:
+            raise lxc_mod.LxcError("%s does not hold what was just written: is /etc/pve "
+                                   "read-only (no quorum)?" % path)
+    return {"before": before, "after": after}
 
 
-def pin_run(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, vmids=None, check_mode=False):
-    """Pin every GPU container (or those in ``vmids``) whose GPUs sit on some NUMA nodes
-    only: ``lxc.cgroup2.cpuset.cpus`` to those nodes' CPUs and ``lxc.cgroup2.cpuset.mems``
-    to those nodes. A container whose GPUs span every node, or whose nodes are unknown, is
-    left alone (with the reason). Takes effect at the container's next start.
+def _refusal(config, ct, held):
+    """Why the part will not pin this container, or None."""
+    name = "lxc %s (%s)" % (ct["vmid"], ct["path"])
+    v1 = [key for key in V1_KEYS if config.get_all(key)]
+    if v1:
+        return ("%s: not pinned: it sets %s (cgroup v1, which a cgroup v2 host ignores): "
+                "replace it by %s by hand, or drop it, then run again" % (
+                    name, ", ".join(v1), " / ".join(PIN_KEYS)))
+    for key in PIN_KEYS:
+        lines = lxc_mod.live_key_lines(config, key)
+        if len(lines) > 1:
+            return ("%s: not pinned: %s is set on %d live lines (%s): keep one (lxc uses "
+                    "the last), then run again" % (name, key, len(lines), " | ".join(lines)))
+    if not held:
+        own = [ln for key in PIN_KEYS for ln in lxc_mod.live_key_lines(config, key)]
+        return ("%s: not pinned: no snapshot holds its cpuset lines (%s), so a revert could "
+                "not put them back: run with the snapshot part on (gpuhost_tune_snapshot: "
+                "true; host_tune parts: [snapshot, numa_pin])" % (
+                    name, " | ".join(own) or "none"))
+    return None
+
+
+def check_vmids(root, vmids, facts, config_dir=lxc_mod.DEFAULT_CONFIG_DIR):
+    """Raise PinRefused (naming the option and value) for a listed VMID without a config
+    or without a GPU, before anything is written."""
+    gpu = set(ct["vmid"] for ct in facts["containers"])
+    have = [v for v, _p in lxc_mod.list_configs(root, config_dir)]
+    for vmid in vmids or []:
+        if int(vmid) not in have:
+            raise PinRefused(
+                "numa_pin_vmids: %r is not allowed: no container config %s/%s.conf "
+                "(containers there: %s); nothing was written" % (
+                    vmid, config_dir.rstrip("/"), vmid,
+                    ", ".join(str(v) for v in have) or "none"))
+        if int(vmid) not in gpu:
+            raise PinRefused(
+                "numa_pin_vmids: %r is not allowed: its live config passes in no "
+                "/dev/nvidiaN, so it has no GPU to be near (GPU containers: %s); nothing was "
+                "written" % (vmid, ", ".join(str(v) for v in sorted(gpu)) or "none"))
+
+
+def pin_run(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, vmids=None, check_mode=False,
+            held=None):
+    """Pin the GPU containers the audit finds misplaced (``gpu_numa_mismatch``,
+    ``gpu_container_unpinned``; only those in ``vmids`` when given):
+    ``lxc.cgroup2.cpuset.cpus`` to the CPUs of their GPUs' nodes and
+    ``lxc.cgroup2.cpuset.mems`` to those nodes, in the live section (pending and snapshot
+    sections and every other byte kept). A container already placed right is left as it is
+    (a narrower cpuset on the right node stays). Takes effect at the container's next start.
+
+    ``held(vmid, lines)``: whether a snapshot holds the container's current cpuset lines
+    (``lines`` as :func:`pin_record` gives one container's); a container it does not hold,
+    or one with repeated or cgroup v1 cpuset lines, is refused (``error``) and left as it
+    is. None: every container counts as held. A container not in ``vmids`` is skipped; a
+    listed VMID without a config or without a GPU raises PinRefused before anything is
+    written.
 
     Returns ``{changed, containers: [{vmid, path, before: {cpus, mems}, after: {cpus, mems},
-    changed, skipped_reason, error}], failed, diff}``. A container that fails is reported
-    and the others still run."""
+    changed, skipped_reason, error}], failed, diff, message}``. A container that fails is
+    reported and the others still run."""
     facts = collect(root, config_dir)
+    check_vmids(root, vmids, facts, config_dir)
     nodes = facts["nodes"]
+    misplaced = set(int(f["subject"].split()[1])
+                    for f in mismatch_findings(facts) + unpinned_findings(facts))
     wanted = set(int(v) for v in vmids) if vmids else None
     rows, diffs, failed = [], [], []
     changed = False
     for ct in facts["containers"]:
-        if wanted is not None and ct["vmid"] not in wanted:
-            continue
-        cpus, mems = wanted_sets(ct, nodes)
         row = {"vmid": ct["vmid"], "path": ct["path"],
                "before": {"cpus": ct["cpuset_cpus"], "mems": ct["cpuset_mems"]},
                "after": {"cpus": ct["cpuset_cpus"], "mems": ct["cpuset_mems"]},
                "changed": False}
+        rows.append(row)
+        if wanted is not None and ct["vmid"] not in wanted:
+            row["skipped_reason"] = "not in numa_pin_vmids"
+            continue
+        cpus, mems = wanted_sets(ct, nodes, everywhere=ct["cpu_nodes"] is not None)
         if len(nodes) < 2:
             row["skipped_reason"] = "one NUMA node"
-        elif cpus is None:
-            row["skipped_reason"] = ("its GPUs sit on every node" if ct["gpu_nodes"]
-                                     else "the NUMA node of its GPUs is unknown")
-        else:
-            try:
-                done, before, after = _set_keys(root, ct["vmid"], cpus, mems, config_dir,
-                                                check_mode)
-            except (lxc_mod.LxcError, OSError) as exc:
-                row["error"] = str(exc)
-                failed.append(ct["vmid"])
-                rows.append(row)
-                continue
-            row["after"] = {"cpus": cpus, "mems": mems}
-            row["changed"] = done
-            if done:
-                changed = True
-                diffs.append({"before_header": ct["path"], "after_header": ct["path"],
-                              "before": before, "after": after})
-        rows.append(row)
+            continue
+        if not ct["gpu_nodes"]:
+            row["skipped_reason"] = "the NUMA node of its GPUs is unknown"
+            continue
+        if ct["vmid"] not in misplaced or cpus is None:
+            row["skipped_reason"] = ("its GPUs sit on every node" if cpus is None else
+                                     "already on its GPUs' nodes")
+            continue
+        try:
+            path = _config_path(root, ct["vmid"], config_dir)
+            config = lxc_mod.LxcConfig.read(path)
+            record = dict((key, lxc_mod.live_key_lines(config, key)) for key in PIN_KEYS)
+            why = _refusal(config, ct, held is None or held(ct["vmid"], record))
+            if why:
+                raise PinRefused(why)
+            new = lxc_mod.with_live_values(config, [(lxc_mod.CPUSET_CPUS_KEY, cpus),
+                                                    (lxc_mod.CPUSET_MEMS_KEY, mems)])
+            diff = _write_config(path, config, new, check_mode)
+        except (PinRefused, lxc_mod.LxcError, OSError) as exc:
+            row["error"] = str(exc)
+            failed.append(ct["vmid"])
+            continue
+        row["after"] = {"cpus": cpus, "mems": mems}
+        row["changed"] = diff is not None
+        if diff:
+            changed = True
+            diffs.append(dict(diff, before_header=ct["path"], after_header=ct["path"]))
     return {"changed": changed, "containers": rows, "failed": failed, "diff": diffs,
-            "message": "applied at each container's next start (pct reboot <vmid> to apply "
-                       "now)" if changed else None}
+            "message": APPLIED_NOTE % "<vmid>" if changed else None}
 
 
 def pin_restore(root, recorded, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, check_mode=False):
-    """Put the recorded cpuset keys (:func:`pin_record`) back: ``{changed, containers:
-    [{vmid, changed, error}], failed}``. A config that is gone is skipped."""
-    rows, failed = [], []
+    """Put the recorded cpuset lines (:func:`pin_record`) back, byte for byte: ``{changed,
+    containers: [{vmid, before, after, status (ok, changed, skipped, failed), reason}],
+    failures}``; ``before``/``after`` are the lines now and as recorded. A container whose
+    config is gone is skipped; every container is tried."""
+    rows, failures = [], []
     changed = False
     for vmid in sorted(recorded or {}, key=int):
-        values = recorded[vmid] or {}
-        row = {"vmid": int(vmid), "changed": False}
-        if not hostfs.exists(_config_path(root, vmid, config_dir)):
-            row["skipped_reason"] = "config gone"
-        else:
-            try:
-                row["changed"] = _set_keys(root, vmid, values.get("cpus"), values.get("mems"),
-                                           config_dir, check_mode)[0]
-            except (lxc_mod.LxcError, OSError) as exc:
-                row["error"] = str(exc)
-                failed.append(int(vmid))
-        changed = changed or row["changed"]
+        want = recorded[vmid] or {}
+        path = _config_path(root, vmid, config_dir)
+        row = {"vmid": int(vmid), "status": "ok"}
         rows.append(row)
-    return {"changed": changed, "containers": rows, "failed": failed}
+        if not hostfs.exists(path):
+            row.update(status="skipped", reason="%s is gone: nothing to restore" % path)
+            continue
+        try:
+            config = lxc_mod.LxcConfig.read(path)
+            new = config
+            for key in PIN_KEYS:
+                if key in want and lxc_mod.live_key_lines(new, key) != list(want[key]):
+                    new = lxc_mod.with_live_lines(new, key, list(want[key]))
+            row["before"] = [ln for key in PIN_KEYS
+                             for ln in lxc_mod.live_key_lines(config, key)]
+            row["after"] = [ln for key in PIN_KEYS for ln in lxc_mod.live_key_lines(new, key)]
+            if _write_config(path, config, new, check_mode) is not None:
+                row["status"] = "changed"
+                changed = True
+        except (lxc_mod.LxcError, OSError) as exc:
+            row.update(status="failed", reason="lxc %s: %s" % (vmid, exc))
+            failures.append(row["reason"])
+    return {"changed": changed, "containers": rows, "failures": failures}
+
+
+def _sets_text(values):
+    if not values.get("cpus") and not values.get("mems"):
+        return "unpinned"
+    return "cpus %s, mems %s" % (values.get("cpus") or "-", values.get("mems") or "-")
+
+
+PIN_OPTIONS = {"lxc_config_dir": dict(type="path", default=lxc_mod.DEFAULT_CONFIG_DIR)}
+
+
+class NumaPinPart(object):
+    """Opt-in (``default_on`` False): pin misplaced GPU containers to their GPUs' NUMA
+    nodes in their config; applied at each container's next start, which the rows say.
+    It changes a container's cpuset lines only when a snapshot holds them, so a revert
+    puts them back: with the snapshot part on, the snapshot taken before does (it records
+    every GPU container's cpuset lines); without it the part refuses."""
+
+    name = "numa_pin"
+    owns = ("gpu_numa_mismatch", "gpu_container_unpinned")
+    steps = ("numa_pin",)
+    stage = "tune"
+    default_on = False
+    options = dict(PIN_OPTIONS, numa_pin_vmids=dict(type="list", elements="int"))
+
+    def run(self, ctx):
+        params = ctx.params
+        config_dir = params.get("lxc_config_dir") or lxc_mod.DEFAULT_CONFIG_DIR
+        # Without the snapshot part no snapshot of this run holds the lines it would replace.
+        held = None if "snapshot" in ctx.on else (lambda vmid, lines: False)
+        try:
+            res = pin_run(ctx.root, config_dir, params.get("numa_pin_vmids"),
+                          ctx.check_mode, held=held)
+        except (PinRefused, lxc_mod.LxcError, OSError, ValueError) as exc:
+            return {"failures": ["numa_pin: %s" % exc],
+                    "detail": {"numa_pin": {"failed": True, "msg": str(exc)}}}
+        rows, failures, skipped = [], [], []
+        for row in res["containers"]:
+            item = "lxc %s" % row["vmid"]
+            if row.get("error"):
+                status, note = "failed", row["error"]
+                failures.append("numa_pin: %s" % row["error"])
+                skipped.append(item)  # reported as a failure once, not again by verify
+            elif row.get("skipped_reason"):
+                status, note = "skipped", row["skipped_reason"]
+                skipped.append(item)
+            elif row["changed"]:
+                status, note = "changed", APPLIED_NOTE % row["vmid"]
+            else:
+                status, note = "ok", None
+            rows.append((item, _sets_text(row["before"]), _sets_text(row["after"]), status,
+                         note))
+        return {"changed": res["changed"], "rows": rows, "diffs": res["diff"],
+                "failures": failures, "skipped": skipped, "detail": {"numa_pin": res}}
+
+    def not_run(self, ctx, status):
+        return {}
+
+
+TUNE_PART = NumaPinPart()

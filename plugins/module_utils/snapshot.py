@@ -5,8 +5,10 @@
 
 A snapshot records, under a root: the Max Read Request Size and Device Control word of
 every GPU and bridge the tune role touches, the ``disable`` flag of every idle state of
-every online CPU (by state name), each managed sysctl, and each persistence file, link or
-folder the tune role may create (content and mode, or that it does not exist).
+every online CPU (by state name), each managed sysctl, each persistence file, link or
+folder the tune role may create (content and mode, or that it does not exist), and the
+live ``lxc.cgroup2.cpuset.cpus``/``.mems`` lines of every GPU container (as written, or
+that there are none).
 
 Files in ``<root>/var/lib/gpuhost/`` (JSON, one document each)::
 
@@ -18,7 +20,8 @@ Files in ``<root>/var/lib/gpuhost/`` (JSON, one document each)::
 
 Restore writes the recorded values back through the same readers and writers the tune
 modules use (masked MRRS write with read-back, per-CPU idle flags with read-back, sysctls
-with read-back), puts files back as recorded (removing those that did not exist), tries
+with read-back), puts files back as recorded (removing those that did not exist), puts
+each container's cpuset lines back byte for byte (its other lines as they are now), tries
 every item, and reports each.
 """
 
@@ -34,7 +37,9 @@ import time
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import placement
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl as sysctl_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     PathError,
@@ -135,14 +140,19 @@ def record_cpuidle(root):
 
 
 def collect(root, sysctl_keys=(), vendor="10de", classes=("0300", "0302"),
-            include_upstream=True, files=MANAGED_FILES):
+            include_upstream=True, files=MANAGED_FILES,
+            lxc_config_dir=lxc_mod.DEFAULT_CONFIG_DIR):
     """The current state of everything managed (the ``state`` of a snapshot document)."""
-    return {
+    state = {
         "pcie": record_pcie(root, vendor, classes, include_upstream),
         "cpuidle": record_cpuidle(root),
         "sysctl": sysctl_mod.read_many(root, sysctl_keys),
         "files": dict((path, record_file(root, path)) for path in files),
     }
+    pins = placement.pin_record(root, lxc_config_dir)
+    if pins:  # a host without GPU containers records what it recorded before
+        state["placement"] = pins
+    return state
 
 
 def summarize(state):
@@ -161,7 +171,17 @@ def summarize(state):
         "cpuidle_disabled": dict((n, cpu_mod.format_cpu_list(c)) for n, c in disabled.items()),
         "sysctl": dict(state["sysctl"]),
         "files": dict((p, f["type"]) for p, f in state["files"].items()),
+        "placement": dict((vmid, dict((key.rsplit(".", 1)[1], _line_value(lines))
+                                      for key, lines in keys.items()))
+                          for vmid, keys in (state.get("placement") or {}).items()),
     }
+
+
+def _line_value(lines):
+    """The value lxc uses (the last line's), None without a line."""
+    if not lines:
+        return None
+    return lxc_mod.Line(lines[-1], "", None).value
 
 
 # ---------------------------------------------------------------------------------------
@@ -263,6 +283,19 @@ def check_document(doc, path, root=None):
         for key in ("uid", "gid"):
             if key in rec and (not isinstance(rec[key], int) or rec[key] < 0):
                 bad("%s %s: %s %r" % (rec["type"], fpath, key, rec[key]))
+    pins = state.get("placement") or {}
+    if not isinstance(pins, dict):
+        bad("placement is not a mapping of container to cpuset lines")
+    for vmid, keys in pins.items():
+        if not str(vmid).isdigit() or not isinstance(keys, dict):
+            bad("placement container %r is not a VMID with its cpuset lines" % (vmid,))
+        for key, lines in keys.items():
+            if key not in placement.PIN_KEYS or not isinstance(lines, list):
+                bad("placement lxc %s: key %r" % (vmid, key))
+            for raw in lines:
+                line = lxc_mod.Line(raw, "", None) if isinstance(raw, str) else None
+                if line is None or "\n" in raw or line.kind != "kv" or line.key != key:
+                    bad("placement lxc %s: %r is not one %s line" % (vmid, raw, key))
 
 
 def listing(root, folder=SNAPSHOT_DIR):
@@ -536,21 +569,44 @@ def _restore_files(root, recorded, check_mode, out, failures):
         out.append(entry)
 
 
-def restore(root, name="original", folder=SNAPSHOT_DIR, check_mode=False, parts=None):
+def _placement_to_restore(root, folder, path, state):
+    """The snapshot's cpuset lines per container, completed from the later before-snapshots
+    (oldest first) for containers it does not hold."""
+    pins = dict(state.get("placement") or {})
+    base = snapshot_dir(root, folder)
+    names = [n for n in listing(root, folder) if n != APPLIED]
+    here = os.path.basename(path)
+    for name in names[names.index(here) + 1:] if here in names else []:
+        try:
+            later = load(os.path.join(base, name), root)["state"].get("placement") or {}
+        except SnapshotError:
+            continue
+        for vmid, keys in later.items():
+            pins.setdefault(vmid, keys)
+    return pins
+
+
+def restore(root, name="original", folder=SNAPSHOT_DIR, check_mode=False, parts=None,
+            lxc_config_dir=lxc_mod.DEFAULT_CONFIG_DIR):
     """Put the host back as snapshot ``name`` recorded it (see ``resolve``).
 
-    ``parts`` limits it to some of ``pcie``, ``cpuidle``, ``sysctl``, ``files``. Every item is
-    tried; returns ``{changed, snapshot, taken_at, pcie, cpuidle, sysctl, files, failures}``
-    (each item with ``status`` ok, changed, skipped or failed and a ``reason``). After a full
-    restore ``applied.json`` is removed (the host is not in the applied state any more).
+    ``parts`` limits it to some of ``pcie``, ``cpuidle``, ``sysctl``, ``files``,
+    ``placement``. Every item is tried; returns ``{changed, snapshot, taken_at, pcie,
+    cpuidle, sysctl, files, placement, failures}`` (each item with ``status`` ok, changed,
+    skipped or failed and a ``reason``). After a full restore ``applied.json`` is removed
+    (the host is not in the applied state any more).
+
+    A container the snapshot does not hold (one it predates, or a snapshot taken before
+    cpuset lines were recorded) gets the lines of the oldest later before-snapshot that
+    holds it: the state before the tune run that first saw it.
     """
     path = resolve(root, name, folder)
     doc = load(path, root)
     state = doc["state"]
-    parts = set(parts or ("pcie", "cpuidle", "sysctl", "files"))
+    parts = set(parts or PARTS)
     result = {"snapshot": os.path.join(folder, os.path.basename(path)),
               "taken_at": doc.get("taken_at"), "pcie": [], "cpuidle": [], "sysctl": [],
-              "files": []}
+              "files": [], "placement": []}
     failures = []
     if "pcie" in parts:
         _restore_pcie(root, state.get("pcie") or [], check_mode, result["pcie"], failures)
@@ -561,10 +617,14 @@ def restore(root, name="original", folder=SNAPSHOT_DIR, check_mode=False, parts=
         _restore_sysctl(root, state.get("sysctl") or {}, check_mode, result["sysctl"], failures)
     if "files" in parts:
         _restore_files(root, state.get("files") or {}, check_mode, result["files"], failures)
-    changed = any(item["status"] == "changed"
-                  for key in ("pcie", "cpuidle", "sysctl", "files") for item in result[key])
+    if "placement" in parts:
+        pins = _placement_to_restore(root, folder, path, state)
+        done = placement.pin_restore(root, pins, lxc_config_dir, check_mode)
+        result["placement"] = done["containers"]
+        failures.extend(done["failures"])
+    changed = any(item["status"] == "changed" for key in PARTS for item in result[key])
     applied = os.path.join(snapshot_dir(root, folder), APPLIED)
-    if os.path.isfile(applied) and len(parts) == 4 and not failures:
+    if os.path.isfile(applied) and parts >= set(PARTS) and not failures:
         changed = True
         result["removed"] = os.path.join(folder, APPLIED)
         if not check_mode:
@@ -577,7 +637,7 @@ def restore(root, name="original", folder=SNAPSHOT_DIR, check_mode=False, parts=
 # ---------------------------------------------------------------------------------------
 # the tuning_snapshot pass (modules tuning_snapshot and host_tune)
 
-PARTS = ("pcie", "cpuidle", "sysctl", "files")
+PARTS = ("pcie", "cpuidle", "sysctl", "files", "placement")
 
 
 def snapshot_spec():
@@ -592,6 +652,7 @@ def snapshot_spec():
     )
     spec.update(argspec.device_selection())
     spec["files"] = dict(type="list", elements="path", default=list(MANAGED_FILES))
+    spec.update(placement.PIN_OPTIONS)
     spec.update(argspec.root())
     return spec
 
@@ -617,6 +678,10 @@ def restore_diff(result):
         if item["status"] == "changed":
             before.append("%s: %s\n" % (item["path"], item["before"]))
             after.append("%s: %s\n" % (item["path"], item["after"]))
+    for item in result.get("placement") or []:
+        if item["status"] == "changed":
+            before.append("lxc %s: %s\n" % (item["vmid"], " | ".join(item["before"]) or "none"))
+            after.append("lxc %s: %s\n" % (item["vmid"], " | ".join(item["after"]) or "none"))
     return {"before_header": "host (now)", "after_header": result["snapshot"],
             "before": "".join(before), "after": "".join(after)}
 
@@ -634,15 +699,17 @@ def snapshot_run(params, check_mode=False):
             taken = take(root, kind=p["kind"], folder=p["dir"], check_mode=check_mode,
                          sysctl_keys=p["sysctl_keys"], vendor=p["vendor"],
                          classes=p["classes"], include_upstream=p["include_upstream"],
-                         files=p["files"])
+                         files=p["files"], lxc_config_dir=p["lxc_config_dir"])
             result = {"changed": taken["changed"], "path": taken["path"],
                       "original": taken["original"], "summary": summarize(taken["state"])}
         else:
             result = restore(root, name=p["snapshot"], folder=p["dir"],
-                             check_mode=check_mode, parts=p["parts"])
+                             check_mode=check_mode, parts=p["parts"],
+                             lxc_config_dir=p["lxc_config_dir"])
             result["diff"] = restore_diff(result)
         result["snapshots"] = listing(root, p["dir"])
-    except (SnapshotError, pci_mod.PciError, cpu_mod.CpuError, ValueError, OSError) as exc:
+    except (SnapshotError, pci_mod.PciError, cpu_mod.CpuError, lxc_mod.LxcError, ValueError,
+            OSError) as exc:
         return {"failed": True, "msg": str(exc), "changed": False}
     if result.get("failures"):
         result["failed"] = True
@@ -658,14 +725,16 @@ def snapshot_failure(result):
 
 # --- the tune parts (module host_tune; protocol in tune.py) -------------------------------
 
-_SNAPSHOT_OPTIONS = dict(snapshot_dir=dict(type="path", default=SNAPSHOT_DIR))
+_SNAPSHOT_OPTIONS = dict(placement.PIN_OPTIONS,
+                         snapshot_dir=dict(type="path", default=SNAPSHOT_DIR))
 
 
 def _tune_snapshot(ctx, kind, check_mode):
     p = ctx.params
     return snapshot_run(dict(ctx.selection, state="present", kind=kind, dir=p["snapshot_dir"],
                              sysctl_keys=list(p["sysctl"]),
-                             files=managed_files(p["sysctl_file"]), root=ctx.root), check_mode)
+                             files=managed_files(p["sysctl_file"]),
+                             lxc_config_dir=p["lxc_config_dir"], root=ctx.root), check_mode)
 
 
 class BeforePart(object):

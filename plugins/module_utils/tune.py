@@ -21,6 +21,9 @@ below. It has:
     host: any change makes the after stage record and verify), or ``after``.
 ``options``
     host_tune options only this part reads: ``{name: argument spec}`` (may be empty).
+``default_on`` (optional, True when absent)
+    False for an opt-in part: left out of the default of host_tune's ``parts``
+    (``DEFAULT_PARTS``); its role switch defaults to false.
 ``run(ctx)``
     does the work and returns a result dict (below). It never raises for a host that
     refuses: every error its subject can raise is caught and returned as ``failures``.
@@ -47,6 +50,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import peermem
+from ansible_collections.gpuhost.tuning.plugins.module_utils import placement
 from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl as sysctl_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
@@ -96,6 +100,7 @@ REGISTRY = (
     pci_mod.TUNE_PART,
     bootservice.TUNE_PART,
     peermem.TUNE_PART,
+    placement.TUNE_PART,
     snap.APPLIED_PART,
     VERIFY_PART,
 )
@@ -134,11 +139,15 @@ def _derive(registry):
 # Derived from the registry: the part names in the order they run, every step key of
 # host_tune's ``parts`` return, and finding id -> the part that owns it.
 PARTS, STEPS, MANAGED = _derive(REGISTRY)
+# Parts that run when host_tune is not told which: all but the opt-in ones (default_on
+# False, such as numa_pin, which rewrites container configs).
+DEFAULT_PARTS = tuple(n for n in PARTS if all(getattr(p, "default_on", True)
+                                              for p in REGISTRY if p.name == n))
 
 # Options every part may read (also the audit's wanted values); each part adds its own.
 COMMON_OPTIONS = dict(
     host=dict(type="str"),
-    parts=dict(type="list", elements="str", choices=list(PARTS), default=list(PARTS)),
+    parts=dict(type="list", elements="str", choices=list(PARTS), default=list(DEFAULT_PARTS)),
     mrrs_size=dict(type="int", default=4096, choices=[128, 256, 512, 1024, 2048, 4096]),
     mrrs_include_upstream=dict(type="bool", default=True),
     cpuidle_deeper_than=dict(type="str", default="C1"),
@@ -198,7 +207,8 @@ class Context(object):
         return audit_mod.audit(p["root"], {
             "gpu_vendor": p["gpu_vendor"], "gpu_classes": p["gpu_classes"],
             "mrrs_size": p["mrrs_size"], "cpuidle_deeper_than": p["cpuidle_deeper_than"],
-            "sysctl": p["sysctl"], "host": p["host"]})
+            "sysctl": p["sysctl"], "host": p["host"],
+            "lxc_config_dir": p["lxc_config_dir"]})
 
 
 def tune_run(params, check_mode=False, runner=None, warn=None):

@@ -305,7 +305,9 @@ def _boot_service(p):
 
 def _tuning_snapshot(p):
     _common(p)
-    non_empty_list("parts", p.get("parts"), "parts from pcie, cpuidle, sysctl, files")
+    non_empty_list("parts", p.get("parts"), "parts from pcie, cpuidle, sysctl, files, "
+                                           "placement")
+    inside(p, "lxc_config_dir")
     snapshot_name("snapshot", p.get("snapshot"))
     if p.get("snapshot") and "/" in p["snapshot"]:
         inside(p, "snapshot")
@@ -329,6 +331,9 @@ def _host_tune(p):
     idle_state_name("cpuidle_deeper_than", p.get("cpuidle_deeper_than"))
     inside(p, "sysctl_file")
     inside(p, "snapshot_dir")
+    inside(p, "lxc_config_dir")
+    for vmid in p.get("numa_pin_vmids") or []:
+        int_range("numa_pin_vmids", vmid, *VMID_RANGE)
     _gpu(p, "gpu_vendor", "gpu_classes")
 
 

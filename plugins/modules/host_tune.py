@@ -20,22 +20,40 @@ description:
     states deeper than O(cpuidle_deeper_than) (M(gpuhost.tuning.cpuidle_state)), only when
     that state exists on the host, else reported as not applicable; set the PCIe Max Read
     Request Size (M(gpuhost.tuning.setpci_maxreadreq)); install the boot-time re-apply
-    service (M(gpuhost.tuning.boot_service)); handle C(nvidia_peermem); record the applied
-    state (only when something changed); audit again (only when something changed, not in
-    check mode) and list the managed findings that remain.
+    service (M(gpuhost.tuning.boot_service)); handle C(nvidia_peermem); pin misplaced GPU
+    containers to their GPUs' NUMA nodes (C(numa_pin), opt-in); record the applied state
+    (only when something changed); audit again (only when something changed, not in check
+    mode) and list the managed findings that remain.
   - Each part calls the same code as its own module, with the same results.
   - A failed snapshot stops the pass before anything is changed. Any other part that fails
     is recorded and the others are still tried; the module then fails, listing in
     RV(failures) every part that did not take and every managed finding that remains
-    (C(pcie_mrrs), C(numa_balancing), C(cpuidle_deep_state), C(sysctl) of the parts that
-    ran; sysctl keys the kernel did not let it set are skipped, not failures), with the
-    full result attached.
+    (C(pcie_mrrs), C(numa_balancing), C(cpuidle_deep_state), C(sysctl),
+    C(gpu_numa_mismatch), C(gpu_container_unpinned) of the parts that ran; sysctl keys the
+    kernel did not let it set are skipped, not failures, and so are containers C(numa_pin)
+    was told to leave or refused, which are failures of their own), with the full result
+    attached.
   - "C(nvidia_peermem): with O(nvidia_peermem=auto) it is loaded (C(modprobe), now) and
     listed in C(/etc/modules-load.d/gpuhost-nvidia-peermem.conf) (at boot) only where
     C(ib_core) is available; on a PCIe-only host it is reported as not applicable (loading
     it fails there with Invalid argument: GPUDirect RDMA does not apply). Already loaded: only
     the boot file. O(nvidia_peermem=load) always tries; O(nvidia_peermem=skip) leaves it
     alone."
+  - "C(numa_pin) (opt-in: not in the default O(parts)): for each GPU container the audit
+    finds misplaced (C(gpu_numa_mismatch), C(gpu_container_unpinned); only those in
+    O(numa_pin_vmids) when given), sets C(lxc.cgroup2.cpuset.cpus) to the CPUs of its GPUs'
+    NUMA nodes and C(lxc.cgroup2.cpuset.mems) to those nodes in the live section of its
+    config in O(lxc_config_dir) (before the first C([section]) line; pending and snapshot
+    sections and every other byte kept; written atomically, read back). It is applied at
+    the container's next start: a running container keeps its old cpuset until then,
+    which its report row says. A container already on its GPUs' nodes is left alone."
+  - "C(numa_pin) replaces a container's own cpuset lines only when a snapshot holds them:
+    with C(snapshot) in O(parts) the snapshot taken before records every GPU container's
+    cpuset lines, and a revert (M(gpuhost.tuning.tuning_snapshot) O(state=restore)) puts
+    them back byte for byte. Without C(snapshot) it refuses each container it would change.
+    It also refuses a container with a cpuset key on several live lines or a cgroup v1
+    C(lxc.cgroup.cpuset.*) key (the message says what to fix), and a VMID in
+    O(numa_pin_vmids) without a config or without a GPU (then nothing is written)."
   - With O(root) other than C(/), values are written under that root and the commands that
     only make sense on the live host (C(systemctl), C(modprobe)) are reported as skipped.
 extends_documentation_fragment:
@@ -53,11 +71,12 @@ options:
   parts:
     description:
       - The parts to run. C(snapshot) also records the applied state; C(verify) audits
-        again afterwards and fails on managed findings that remain.
+        again afterwards and fails on managed findings that remain. C(numa_pin) is opt-in
+        (not in the default).
       - Role C(gpuhost.tuning.tune) builds this from its C(gpuhost_tune_*) switches and tags.
     type: list
     elements: str
-    choices: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, verify]
+    choices: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, numa_pin, verify]
     default: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, verify]
   mrrs_size:
     description: Wanted PCIe Max Read Request Size (bytes) of GPUs and their bridges.
@@ -94,6 +113,17 @@ options:
     description: Folder of the snapshots on the host (under O(root)).
     type: path
     default: /var/lib/gpuhost
+  lxc_config_dir:
+    description: Folder of the Proxmox container configs (under O(root)) that the audit
+      reads, the snapshot records the GPU containers' cpuset lines of and C(numa_pin)
+      edits.
+    type: path
+    default: /etc/pve/lxc
+  numa_pin_vmids:
+    description: With C(numa_pin), pin only these containers (others are reported as
+      skipped); each must have a config with a C(/dev/nvidiaN). Default all GPU containers.
+    type: list
+    elements: int
   boot_service_start:
     description: On a live host, start the boot service now (restart it after a change).
     type: bool
@@ -123,6 +153,11 @@ EXAMPLES = r"""
       net.core.rmem_max: "16777216"
   register: tuned
   ignore_errors: true  # write the report first, then fail the host
+
+- name: Pin the misplaced GPU containers to their GPUs' NUMA nodes (opt-in part)
+  gpuhost.tuning.host_tune:
+    parts: [snapshot, numa_pin, verify]
+    numa_pin_vmids: [131, 132]
 
 - name: Only the sysctls and the idle states, no boot service, no verify
   gpuhost.tuning.host_tune:
@@ -160,7 +195,10 @@ parts:
       (M(gpuhost.tuning.sysctl_settings)), C(cpuidle) (M(gpuhost.tuning.cpuidle_state)),
       C(pcie) (M(gpuhost.tuning.setpci_maxreadreq)), C(boot_service)
       (M(gpuhost.tuning.boot_service)), C(nvidia_peermem) (the C(modprobe)),
-      C(modules_load_dir) and C(nvidia_peermem_at_boot) (the modules-load.d file).
+      C(modules_load_dir) and C(nvidia_peermem_at_boot) (the modules-load.d file),
+      C(numa_pin) (C({changed, containers, failed, diff, message}); per container
+      C({vmid, path, before, after, changed, skipped_reason, error}), C(before)/C(after)
+      its C({cpus, mems})).
     - A step that did not run is absent; a failed step has C(failed) and C(msg). Diffs are
       moved to RV(diff).
   returned: always
@@ -181,10 +219,12 @@ rows:
   elements: dict
   contains:
     part:
-      description: C(sysctl), C(cpuidle), C(pcie), C(boot_service) or C(nvidia_peermem).
+      description: C(sysctl), C(cpuidle), C(pcie), C(boot_service), C(nvidia_peermem) or
+        C(numa_pin).
       type: str
     item:
-      description: The value (sysctl key, idle state, device and role, unit).
+      description: The value (sysctl key, idle state, device and role, unit, C(lxc
+        <vmid>)).
       type: str
     before:
       description: Value before (string, integer or null).
@@ -209,7 +249,8 @@ failures:
   elements: str
 findings_before:
   description: The managed findings (C(pcie_mrrs), C(numa_balancing), C(cpuidle_deep_state),
-    C(sysctl)) of the audit taken before, as M(gpuhost.tuning.host_audit) returns findings.
+    C(sysctl), C(gpu_numa_mismatch), C(gpu_container_unpinned)) of the audit taken before,
+    as M(gpuhost.tuning.host_audit) returns findings.
   returned: always
   type: list
   elements: dict

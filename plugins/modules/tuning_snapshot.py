@@ -16,16 +16,21 @@ description:
   - With O(state=present), records in one call the current value of everything the tune role
     manages, as JSON under O(dir) on the host. Per GPU and upstream bridge the PCIe Max Read
     Request Size and Device Control word; per online CPU the C(disable) flag of every idle
-    state, by name; each sysctl of O(sysctl_keys); and for each of O(files) whether it
-    exists and what it holds.
+    state, by name; each sysctl of O(sysctl_keys); for each of O(files) whether it
+    exists and what it holds; and per GPU container in O(lxc_config_dir) (one whose live
+    config passes in a C(/dev/nvidiaN)) its live C(lxc.cgroup2.cpuset.cpus) and
+    C(lxc.cgroup2.cpuset.mems) lines as written, or that it has none.
   - The first snapshot ever taken is kept as C(original.json) and never overwritten. Later
     ones (O(kind=before)) go to C(snapshot-<UTC time>.json), and only when the host differs
     from the last recorded state, so re-running the tune playbook on an unchanged host
     writes nothing. O(kind=applied) records the state tune left in C(applied.json).
   - With O(state=restore), puts back snapshot O(snapshot). MRRS is restored per device
     (bits 14:12 only, read back), idle flags per CPU (read back) and sysctls (read back).
-    Files are put back as recorded, and those that did not exist are removed. Every item is
-    tried and reported; the task fails at the end when any did not take.
+    Files are put back as recorded, and those that did not exist are removed. Each GPU
+    container's cpuset lines are put back byte for byte in its live section (removed when
+    it had none), every other line of its config as it is now; a container the snapshot
+    does not hold gets the lines of the oldest later before-snapshot that holds it. Every
+    item is tried and reported; the task fails at the end when any did not take.
   - With O(state=query), returns the snapshots in O(dir) without changing anything.
 extends_documentation_fragment:
   - gpuhost.tuning.gpu_selection.devices
@@ -53,8 +58,8 @@ options:
     description: With O(state=restore), restore only these parts.
     type: list
     elements: str
-    choices: [pcie, cpuidle, sysctl, files]
-    default: [pcie, cpuidle, sysctl, files]
+    choices: [pcie, cpuidle, sysctl, files, placement]
+    default: [pcie, cpuidle, sysctl, files, placement]
   dir:
     description: Folder of the snapshots on the host (under O(root)).
     type: path
@@ -76,6 +81,11 @@ options:
       - /etc/gpuhost-tuning/boot.json
       - /usr/local/lib/gpuhost-tuning
       - /etc/modules-load.d/gpuhost-nvidia-peermem.conf
+  lxc_config_dir:
+    description: Folder of the Proxmox container configs (under O(root)) whose GPU
+      containers' cpuset lines are recorded and restored.
+    type: path
+    default: /etc/pve/lxc
   root:
     description: Host root every path is resolved under (C(/) on a live host).
     type: path
@@ -117,13 +127,15 @@ summary:
     - The state recorded (O(state=present)). C(pcie) (address to MRRS bytes),
       C(cpuidle_driver), C(cpuidle_cpus), C(cpuidle_disabled) (state name to the CPUs where
       it is disabled), C(sysctl) (key to value, null when the kernel lacks it), C(files)
-      (path to C(absent), C(file), C(link) or C(dir)).
+      (path to C(absent), C(file), C(link) or C(dir)), C(placement) (VMID to C({cpus,
+      mems}), the values its live cpuset lines give, null without one).
   returned: when O(state=present)
   type: dict
   sample: {"pcie": {"0000:01:00.0": 512}, "cpuidle_driver": "acpi_idle", "cpuidle_cpus": 128,
            "cpuidle_disabled": {"POLL": "", "C1": "", "C2": ""},
            "sysctl": {"kernel.numa_balancing": "1"},
-           "files": {"/etc/sysctl.d/99-gpuhost-tuning.conf": "absent"}}
+           "files": {"/etc/sysctl.d/99-gpuhost-tuning.conf": "absent"},
+           "placement": {"131": {"cpus": "0-15", "mems": "0"}}}
 snapshots:
   description: Snapshot file names in O(dir), original first, C(applied.json) last.
   returned: always
@@ -156,6 +168,12 @@ sysctl:
 files:
   description: Per file C({path, before, after, status, reason}); before and after are
     C(absent), C(file), C(link) or C(dir).
+  returned: when O(state=restore)
+  type: list
+  elements: dict
+placement:
+  description: Per GPU container C({vmid, before, after, status, reason}); before and
+    after are its live cpuset lines now and as the snapshot holds them.
   returned: when O(state=restore)
   type: list
   elements: dict

@@ -247,7 +247,8 @@ def test_ansible_doc_renders_and_matches_the_spec(seed):
     assert set(doc["doc"]["options"]) == set(tune.argument_spec()) == {
         "root", "host", "parts", "gpu_vendor", "gpu_classes", "mrrs_size", "mrrs_method",
         "mrrs_include_upstream", "cpuidle_deeper_than", "sysctl", "sysctl_at_least",
-        "sysctl_file", "snapshot_dir", "boot_service_start", "nvidia_peermem"}
+        "sysctl_file", "snapshot_dir", "boot_service_start", "nvidia_peermem",
+        "lxc_config_dir", "numa_pin_vmids"}
     for name, spec in tune.argument_spec().items():  # every part's own option documented
         assert doc["doc"]["options"][name].get("default") == spec.get("default"), name
     root, _built = seed
@@ -257,12 +258,15 @@ def test_ansible_doc_renders_and_matches_the_spec(seed):
 
 def test_parts_tables_come_from_the_registered_parts():
     assert tune.PARTS == ("snapshot", "sysctl", "cpuidle", "pcie", "boot_service",
-                          "nvidia_peermem", "verify")
+                          "nvidia_peermem", "numa_pin", "verify")
+    assert tune.DEFAULT_PARTS == tuple(p for p in tune.PARTS if p != "numa_pin")
     assert tune.MANAGED == {"numa_balancing": "sysctl", "sysctl": "sysctl",
-                            "cpuidle_deep_state": "cpuidle", "pcie_mrrs": "pcie"}
+                            "cpuidle_deep_state": "cpuidle", "pcie_mrrs": "pcie",
+                            "gpu_numa_mismatch": "numa_pin",
+                            "gpu_container_unpinned": "numa_pin"}
     assert tune.STEPS == ("snapshot_before", "sysctl", "cpuidle", "pcie", "boot_service",
                           "nvidia_peermem", "nvidia_peermem_at_boot", "modules_load_dir",
-                          "snapshot_applied")
+                          "numa_pin", "snapshot_applied")
 
 
 class _Marker(object):

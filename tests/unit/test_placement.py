@@ -3,6 +3,8 @@ cpuset; and the live-section edit the pinning part writes with."""
 
 import os
 
+import pytest
+
 from fixtures import health, hosts, lxc
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
@@ -145,8 +147,9 @@ def test_pin_run_pins_check_mode_idempotence_and_restore(tmp_path):
     health.gpu_host(tmp_path)
     original = dict((v, _read(tmp_path, v)) for v in (129, 131, 132))
     recorded = placement.pin_record(str(tmp_path))
-    assert recorded["131"] == {"cpus": "0-15", "mems": "0"}
-    assert recorded["132"] == {"cpus": None, "mems": None}
+    assert recorded["131"] == {"lxc.cgroup2.cpuset.cpus": ["lxc.cgroup2.cpuset.cpus: 0-15"],
+                               "lxc.cgroup2.cpuset.mems": ["lxc.cgroup2.cpuset.mems: 0"]}
+    assert recorded["132"] == {"lxc.cgroup2.cpuset.cpus": [], "lxc.cgroup2.cpuset.mems": []}
     before = tree_snapshot(str(tmp_path))
     planned = placement.pin_run(str(tmp_path), check_mode=True)
     assert planned["changed"] and tree_snapshot(str(tmp_path)) == before
@@ -168,7 +171,7 @@ def test_pin_run_pins_check_mode_idempotence_and_restore(tmp_path):
     assert placement.pin_run(str(tmp_path))["changed"] is False
     # revert puts the recorded keys back, byte for byte
     restored = placement.pin_restore(str(tmp_path), recorded)
-    assert restored["changed"] and not restored["failed"]
+    assert restored["changed"] and not restored["failures"]
     assert dict((v, _read(tmp_path, v)) for v in (129, 131, 132)) == original
 
 
@@ -176,7 +179,10 @@ def test_pin_run_only_listed_and_failure_reported(tmp_path, monkeypatch):
     import errno
     health.gpu_host(tmp_path)
     result = placement.pin_run(str(tmp_path), vmids=[132])
-    assert [r["vmid"] for r in result["containers"]] == [132] and result["changed"]
+    assert [r["vmid"] for r in result["containers"] if r["changed"]] == [132]
+    assert [r["skipped_reason"] for r in result["containers"] if r["vmid"] == 131] \
+        == ["not in numa_pin_vmids"]
+    assert _read(tmp_path, 131).count(b"cpuset.cpus: 0-15") == 1
 
     def read_only(path, data, **kwargs):  # pmxcfs without quorum
         raise OSError(errno.EROFS, "Read-only file system", path)
@@ -187,3 +193,21 @@ def test_pin_run_only_listed_and_failure_reported(tmp_path, monkeypatch):
     row = [r for r in failed["containers"] if r["vmid"] == 131][0]
     assert "Read-only file system" in row["error"]
     assert _read(tmp_path, 131).count(b"cpuset.cpus: 0-15") == 1
+
+
+def test_with_live_lines_puts_back_exact_lines_crlf_and_no_final_newline():
+    def put(text, key, raws):
+        return lxc_mod.with_live_lines(lxc_mod.LxcConfig.parse(text), key, raws).render()
+
+    key = "lxc.cgroup2.cpuset.cpus"
+    text = "arch: amd64\r\nlxc.cgroup2.cpuset.cpus: 8-15\r\ncores: 4\r\n[snap]\r\n" \
+           "lxc.cgroup2.cpuset.cpus: 0-1\r\n"
+    back = put(text, key, ["lxc.cgroup2.cpuset.cpus =  0-3  "])
+    assert back == text.replace("lxc.cgroup2.cpuset.cpus: 8-15",
+                                "lxc.cgroup2.cpuset.cpus =  0-3  ", 1)
+    assert put(back, key, ["lxc.cgroup2.cpuset.cpus: 8-15"]) == text
+    assert put("a: 1\nlxc.x: 2\nlxc.cgroup2.cpuset.cpus: 4", key, []) == "a: 1\nlxc.x: 2"
+    assert put("a: 1\nlxc.x: 2", key, ["lxc.cgroup2.cpuset.cpus: 4"]) \
+        == "a: 1\nlxc.x: 2\nlxc.cgroup2.cpuset.cpus: 4"
+    with pytest.raises(lxc_mod.LxcError):
+        put("a: 1\n", key, ["lxc.cgroup2.cpuset.mems: 1"])
