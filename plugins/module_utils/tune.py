@@ -23,7 +23,8 @@ below. It has:
     host_tune options only this part reads: ``{name: argument spec}`` (may be empty).
 ``default_on`` (optional, True when absent)
     False for an opt-in part: left out of the default of host_tune's ``parts``
-    (``DEFAULT_PARTS``); its role switch defaults to false.
+    (``DEFAULT_PARTS``); its role switch defaults to false. Objects sharing a name agree
+    on it.
 ``run(ctx)``
     does the work and returns a result dict (below). It never raises for a host that
     refuses: every error its subject can raise is caught and returned as ``failures``.
@@ -46,6 +47,7 @@ __metaclass__ = type
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
+from ansible_collections.gpuhost.tuning.plugins.module_utils import bandwidth
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
@@ -95,6 +97,7 @@ VERIFY_PART = VerifyPart()
 # put it here.
 REGISTRY = (
     snap.BEFORE_PART,
+    bandwidth.BEFORE_PART,
     sysctl_mod.TUNE_PART,
     cpu_mod.TUNE_PART,
     pci_mod.TUNE_PART,
@@ -103,6 +106,7 @@ REGISTRY = (
     placement.TUNE_PART,
     snap.APPLIED_PART,
     VERIFY_PART,
+    bandwidth.AFTER_PART,
 )
 
 
@@ -117,7 +121,7 @@ def check_part(part):
 
 
 def _derive(registry):
-    names, steps, managed = [], [], {}
+    names, steps, managed, default_on = [], [], {}, {}
     stage = 0
     for part in registry:
         check_part(part)
@@ -125,6 +129,9 @@ def _derive(registry):
             raise ValueError("tune part %s: stage %s after a later stage"
                              % (part.name, part.stage))
         stage = STAGES.index(part.stage)
+        on = bool(getattr(part, "default_on", True))
+        if default_on.setdefault(part.name, on) != on:
+            raise ValueError("tune part %s: its objects disagree on default_on" % part.name)
         if part.name not in names:
             names.append(part.name)
         steps.extend(s for s in part.steps if s not in steps)
@@ -140,7 +147,8 @@ def _derive(registry):
 # host_tune's ``parts`` return, and finding id -> the part that owns it.
 PARTS, STEPS, MANAGED = _derive(REGISTRY)
 # Parts that run when host_tune is not told which: all but the opt-in ones (default_on
-# False, such as numa_pin, which rewrites container configs).
+# False, such as numa_pin, which rewrites container configs, and bandwidth, which takes GPU
+# memory for its copies).
 DEFAULT_PARTS = tuple(n for n in PARTS if all(getattr(p, "default_on", True)
                                               for p in REGISTRY if p.name == n))
 

@@ -56,6 +56,16 @@ description:
     O(numa_pin_vmids) without a config or without a GPU (then nothing is written)."
   - With O(root) other than C(/), values are written under that root and the commands that
     only make sense on the live host (C(systemctl), C(modprobe)) are reported as skipped.
+  - "C(bandwidth), off unless listed in O(parts): pinned host-to-device and device-to-host
+    copy rates of every GPU through the CUDA driver library (as M(gpuhost.tuning.cuda_probe)
+    measures them), once after the snapshot and before any change, and again after the
+    changes; one row per GPU and direction, C(before -> after) in GB/s with the share of
+    that GPU's PCIe link, status C(higher), C(lower) or C(same) (within 2 %). A lower rate
+    is a warning, not a failure. It measures only on the live host (O(root) C(/)); under
+    another root, without the driver library (O(cuda_library)) and in check mode its row
+    says so and nothing is measured. A CUDA error (C(cuInit), a copy) fails the part with
+    the code, its name and the usual cause. Options that are not at least 1 stop the pass
+    before any change (after the snapshot)."
 extends_documentation_fragment:
   - gpuhost.tuning.gpu_selection
 author:
@@ -71,12 +81,13 @@ options:
   parts:
     description:
       - The parts to run. C(snapshot) also records the applied state; C(verify) audits
-        again afterwards and fails on managed findings that remain. C(numa_pin) is opt-in
-        (not in the default).
+        again afterwards and fails on managed findings that remain. C(numa_pin) and
+        C(bandwidth) are opt-in (not in the default).
       - Role C(gpuhost.tuning.tune) builds this from its C(gpuhost_tune_*) switches and tags.
     type: list
     elements: str
-    choices: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, numa_pin, verify]
+    choices: [snapshot, bandwidth, sysctl, cpuidle, pcie, boot_service, nvidia_peermem,
+              numa_pin, verify]
     default: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, verify]
   mrrs_size:
     description: Wanted PCIe Max Read Request Size (bytes) of GPUs and their bridges.
@@ -133,10 +144,25 @@ options:
     type: str
     default: auto
     choices: [auto, load, skip]
+  bandwidth_size_mb:
+    description: Size of each copy of the C(bandwidth) part, in MiB (at least 1); each GPU
+      needs this much free memory plus 64 MiB, or it is skipped with the reason.
+    type: int
+    default: 256
+  bandwidth_repeats:
+    description: Copies per direction of the C(bandwidth) part (at least 1); the best counts.
+    type: int
+    default: 5
+  cuda_library:
+    description: The CUDA driver library the C(bandwidth) part loads (a name on the library
+      path or a file path).
+    type: str
+    default: libcuda.so.1
 notes:
   - Check mode plans every part and writes nothing (no snapshot, no file, no sysfs or procfs
     write, no command other than read-only C(systemctl is-active)); the applied snapshot and
-    the verify audit are not taken (RV(verified) is false).
+    the verify audit are not taken (RV(verified) is false); the C(bandwidth) part measures
+    nothing.
   - Needs root (C(become)) on a live host.
 seealso:
   - module: gpuhost.tuning.host_audit
@@ -198,7 +224,8 @@ parts:
       C(modules_load_dir) and C(nvidia_peermem_at_boot) (the modules-load.d file),
       C(numa_pin) (C({changed, containers, failed, diff, message}); per container
       C({vmid, path, before, after, changed, skipped_reason, error}), C(before)/C(after)
-      its C({cpus, mems})).
+      its C({cpus, mems})), C(bandwidth_before) and C(bandwidth_after) (as
+      M(gpuhost.tuning.cuda_probe) returns, with C(error) and C(cause) when CUDA failed).
     - A step that did not run is absent; a failed step has C(failed) and C(msg). Diffs are
       moved to RV(diff).
   returned: always
@@ -220,11 +247,11 @@ rows:
   contains:
     part:
       description: C(sysctl), C(cpuidle), C(pcie), C(boot_service), C(nvidia_peermem) or
-        C(numa_pin).
+        C(numa_pin) or C(bandwidth).
       type: str
     item:
       description: The value (sysctl key, idle state, device and role, unit, C(lxc
-        <vmid>)).
+        <vmid>); for C(bandwidth) the GPU's address and C(host->GPU) or C(GPU->host)).
       type: str
     before:
       description: Value before (string, integer or null).
@@ -234,7 +261,8 @@ rows:
       type: raw
     status:
       description: C(ok), C(changed), C(skipped), C(failed), C(off), C(not applicable),
-        C(not run), C(no GPU), C(loaded), C(planned).
+        C(not run), C(no GPU), C(loaded), C(planned); C(bandwidth) - C(higher), C(lower),
+        C(same), C(measured), C(not measured).
       type: str
     note:
       description: Why (skip or failure reason, CPUs, commands run).

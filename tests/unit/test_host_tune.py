@@ -248,7 +248,8 @@ def test_ansible_doc_renders_and_matches_the_spec(seed):
         "root", "host", "parts", "gpu_vendor", "gpu_classes", "mrrs_size", "mrrs_method",
         "mrrs_include_upstream", "cpuidle_deeper_than", "sysctl", "sysctl_at_least",
         "sysctl_file", "snapshot_dir", "boot_service_start", "nvidia_peermem",
-        "lxc_config_dir", "numa_pin_vmids"}
+        "lxc_config_dir", "numa_pin_vmids", "bandwidth_size_mb", "bandwidth_repeats",
+        "cuda_library"}
     for name, spec in tune.argument_spec().items():  # every part's own option documented
         assert doc["doc"]["options"][name].get("default") == spec.get("default"), name
     root, _built = seed
@@ -257,16 +258,19 @@ def test_ansible_doc_renders_and_matches_the_spec(seed):
 
 
 def test_parts_tables_come_from_the_registered_parts():
-    assert tune.PARTS == ("snapshot", "sysctl", "cpuidle", "pcie", "boot_service",
-                          "nvidia_peermem", "numa_pin", "verify")
-    assert tune.DEFAULT_PARTS == tuple(p for p in tune.PARTS if p != "numa_pin")
+    assert tune.PARTS == ("snapshot", "bandwidth", "sysctl", "cpuidle", "pcie",
+                          "boot_service", "nvidia_peermem", "numa_pin", "verify")
+    assert tune.DEFAULT_PARTS == tuple(p for p in tune.PARTS
+                                       if p not in ("numa_pin", "bandwidth"))
+    assert tune.argument_spec()["parts"]["default"] == list(tune.DEFAULT_PARTS)
     assert tune.MANAGED == {"numa_balancing": "sysctl", "sysctl": "sysctl",
                             "cpuidle_deep_state": "cpuidle", "pcie_mrrs": "pcie",
                             "gpu_numa_mismatch": "numa_pin",
                             "gpu_container_unpinned": "numa_pin"}
-    assert tune.STEPS == ("snapshot_before", "sysctl", "cpuidle", "pcie", "boot_service",
-                          "nvidia_peermem", "nvidia_peermem_at_boot", "modules_load_dir",
-                          "numa_pin", "snapshot_applied")
+    assert tune.STEPS == ("snapshot_before", "bandwidth_before", "sysctl", "cpuidle", "pcie",
+                          "boot_service", "nvidia_peermem", "nvidia_peermem_at_boot",
+                          "modules_load_dir", "numa_pin", "snapshot_applied",
+                          "bandwidth_after")
 
 
 class _Marker(object):
@@ -321,6 +325,7 @@ def test_a_part_that_breaks_the_protocol_is_refused_at_registration():
 
     with pytest.raises(ValueError, match="stage 'sometime'"):
         tune._derive(list(tune.REGISTRY) + [NoStage()])
+    applied = tune.REGISTRY.index(tune.snap.APPLIED_PART)  # the first after-stage part
     with pytest.raises(ValueError, match="owned by tune parts pcie and marker"):
-        tune._derive(list(tune.REGISTRY[:-2]) + [type("Steal", (_Marker,), {
-            "owns": ("pcie_mrrs",)})()] + list(tune.REGISTRY[-2:]))
+        tune._derive(list(tune.REGISTRY[:applied]) + [type("Steal", (_Marker,), {
+            "owns": ("pcie_mrrs",)})()] + list(tune.REGISTRY[applied:]))
