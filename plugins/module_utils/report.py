@@ -16,7 +16,7 @@ import json
 import os
 import re
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import drift, gpuhealth
+from ansible_collections.gpuhost.tuning.plugins.module_utils import aer, drift, gpuhealth
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import atomic_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics
 from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import (
@@ -27,7 +27,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import (
 )
 
 FACT_KEYS = ("kernel", "cpu", "sysctl", "gpus", "nvidia", "char_devices", "char_majors", "dkms",
-             "lxc", "errors") + gpuhealth.FACT_KEYS
+             "lxc", "errors", "pcie_aer") + gpuhealth.FACT_KEYS
+AER_ID = "pcie_aer_errors"
 STATUS_ORDER = SEVERITIES + ("ok", "n/a")
 
 
@@ -44,6 +45,60 @@ def host_document(host, audit):
         "findings": audit.get("findings") or [],
         "checks": audit.get("checks") or {},
     }
+
+
+def previous_documents(dest, hosts):
+    """``{host: document}`` of the ``<host>.json`` reports already in ``dest`` (the
+    previous run's); a missing, unreadable or foreign file is left out."""
+    out = {}
+    for host in hosts:
+        try:
+            with open(os.path.join(dest, "%s.json" % safe_name(host)), "r") as handle:
+                doc = json.load(handle)
+        except (IOError, OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("host") == host and \
+                isinstance(doc.get("facts"), dict):
+            out[host] = doc
+    return out
+
+
+def apply_aer_changes(docs, previous):
+    """Give each document with a previous report ``aer_change`` (``{since, devices:
+    {address: text}}``: the AER counts' growth since that report, aer.changes) and each of
+    its ``pcie_aer_errors`` findings ``change`` (that text). A previous report of the same
+    audit (same ``collected_at`` and counters: the reports written again) passes on its own
+    comparison, so writing them again changes nothing; one without AER counters (an older
+    report) compares nothing."""
+    for doc in docs:
+        prev = (previous or {}).get(doc["host"])
+        if not prev:
+            continue
+        if prev.get("collected_at") == doc.get("collected_at") and \
+                (prev.get("facts") or {}).get("pcie_aer") == doc["facts"].get("pcie_aer"):
+            change = prev.get("aer_change")
+        elif (prev.get("facts") or {}).get("pcie_aer") is None:
+            change = None
+        else:
+            deltas = aer.changes(prev["facts"]["pcie_aer"], doc["facts"].get("pcie_aer"))
+            change = {"since": prev.get("collected_at"),
+                      "devices": dict((address, aer.change_text(delta))
+                                      for address, delta in sorted(deltas.items()))}
+        if not isinstance(change, dict) or not isinstance(change.get("devices"), dict):
+            continue
+        doc["aer_change"] = change
+        doc["findings"] = [
+            dict(f, change=change["devices"][f["subject"]])
+            if f.get("id") == AER_ID and f.get("subject") in change["devices"] else f
+            for f in doc["findings"]]
+    return docs
+
+
+def _current_md(finding):
+    if finding.get("change") is None:
+        return _md(finding["current"])
+    return "%s (since the previous report: %s)" % (_md(finding["current"]),
+                                                   _md(finding["change"]))
 
 
 def render_json(document):
@@ -76,7 +131,8 @@ def group_findings(findings):
         remedy = "" if item.get("remedy") is None else str(item["remedy"])
         template = remedy.replace(subject, "<subject>") if subject else remedy
         key = (item.get("id"), item.get("severity"), str(item.get("current")),
-               str(item.get("expected")), template, bool(item.get("reboot_required")))
+               str(item.get("expected")), template, bool(item.get("reboot_required")),
+               item.get("change"))
         if key not in index:
             index[key] = len(rows)
             rows.append({"finding": item, "subjects": [], "details": [],
@@ -139,8 +195,18 @@ def render_markdown(documents, generated_at=None):
                 f = row["finding"]
                 lines.append("| %s | %s | `%s` | %s | %s | %s | %s | %s |" % (
                     _md(doc["host"]), f["severity"], f["id"], _md_subjects(row["subjects"]),
-                    _md(f["current"]), _md(f["expected"]),
+                    _current_md(f), _md(f["expected"]),
                     "yes" if f.get("reboot_required") else "no", _md(row["remedy"])))
+    compared = [d for d in docs if d.get("aer_change")]
+    if compared:
+        lines += ["", "## PCIe errors since the previous report", "",
+                  "| Host | Previous report | Device | AER change |", "|---|---|---|---|"]
+        for doc in compared:
+            change = doc["aer_change"]
+            for address, text in sorted(change["devices"].items()) or [("-", "no device")]:
+                lines.append("| %s | %s | %s | %s |" % (_md(doc["host"]),
+                                                       _md(change.get("since")),
+                                                       _md(address), _md(text)))
     return "\n".join(lines) + "\n"
 
 
@@ -322,7 +388,9 @@ def _findings_table(findings):
             '<td class="mono">%s</td><td>%s</td><td>%s</td><td>%s</td><td class="remedy">%s%s'
             '</td></tr>' % (
                 _cls(f["severity"]), _e(f["severity"]), _e(f["id"]), subject,
-                _e(f["current"]), _e(f["expected"]), "yes" if f.get("reboot_required") else "",
+                _e(f["current"]) + ('<div class="note">since the previous report: %s</div>'
+                                    % _e(f["change"]) if f.get("change") is not None else ""),
+                _e(f["expected"]), "yes" if f.get("reboot_required") else "",
                 _e(row["remedy"]), detail))
     out.append("</tbody></table>")
     return "".join(out)
@@ -357,6 +425,21 @@ def _gpu_table(gpus, want_mrrs):
     return "".join(out)
 
 
+def _aer_change_table(change):
+    rows = sorted(change["devices"].items())
+    out = ["<h3>PCIe errors since the previous report (%s)</h3>" % _e(change.get("since")
+                                                                       or "time unknown")]
+    if not rows:
+        return out[0] + '<p class="note">No device to compare with.</p>'
+    out.append('<table class="aer"><thead><tr><th>Device</th><th>AER change</th></tr>'
+               '</thead><tbody>')
+    for address, text in rows:
+        out.append('<tr><td class="mono">%s</td><td class="%s">%s</td></tr>' % (
+            _e(address), "" if text == "no change" else "bad", _e(text)))
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
 def render_html(documents, generated_at=None, want_mrrs=4096, title="GPU host audit"):
     """One self-contained page: totals, the hosts x checks matrix, then per host its facts,
     findings and GPU table."""
@@ -387,6 +470,8 @@ def render_html(documents, generated_at=None, want_mrrs=4096, title="GPU host au
             len(doc["findings"]), " in %d rows" % grouped
             if grouped != len(doc["findings"]) else ""))
         parts.append(_findings_table(doc["findings"]))
+        if doc.get("aer_change"):
+            parts.append(_aer_change_table(doc["aer_change"]))
         parts.append("<h3>GPUs</h3>")
         parts.append(_gpu_table(doc["facts"].get("gpus") or [], want_mrrs))
     parts.append("<footer>gpuhost.tuning audit report, schema %d. Read-only: nothing on the "
@@ -400,11 +485,12 @@ def safe_name(host):
     return name or "_"
 
 
-def report_files(audits, generated_at=None, want_mrrs=4096):
+def report_files(audits, generated_at=None, want_mrrs=4096, previous=None):
     """``{filename: text}`` for ``audits`` (host -> audit result): one JSON per host,
     ``summary.md``, ``index.html`` and ``gpuhost.prom`` (Prometheus text format, every
-    host of the run)."""
-    docs = judged_documents(audits)
+    host of the run). ``previous`` (host -> its last report document,
+    :func:`previous_documents`) adds the AER change since then (:func:`apply_aer_changes`)."""
+    docs = apply_aer_changes(judged_documents(audits), previous)
     files = {}
     for doc in docs:
         files["%s.json" % safe_name(doc["host"])] = render_json(doc)

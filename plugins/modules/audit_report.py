@@ -14,11 +14,19 @@ short_description: Write the audit reports (JSON per host, Markdown summary, HTM
 version_added: "0.1.0"
 description:
   - "Renders the results of M(gpuhost.tuning.host_audit) for many hosts into O(dest):
-    C(<host>.json) (keys C(schema) (1), C(host), C(collected_at), C(facts), C(findings),
-    C(checks)), C(summary.md) (hosts x severity counts, then the findings),
+    C(<host>.json) (keys C(schema) (1), C(host), C(collected_at), C(facts) (the AER
+    counters as C(pcie_aer) among them), C(findings), C(checks)), C(summary.md) (hosts x
+    severity counts, then the findings),
     C(index.html) (one self-contained page, inline CSS, no script, no network: a hosts x
     checks matrix coloured by worst severity, then each host's facts, findings and GPU
     table) and C(gpuhost.prom) (the run's metrics in Prometheus text format)."
+  - "When O(dest) already holds a host's C(<host>.json) from an earlier audit, the PCIe
+    AER counters are compared with it - C(summary.md) gets a table C(PCIe errors since the
+    previous report) (host, that report's time, device, change such as C(+3 correctable) or
+    C(no change); C(counters restarted since) after a reboot or reset), C(index.html) the
+    same per host, each C(pcie_aer_errors) finding its change (C(change) in the JSON) and
+    C(<host>.json) the comparison as C(aer_change) C({since, devices}). Writing the
+    reports of the same audit again keeps that comparison."
   - "In C(summary.md) and C(index.html), findings of one host with the same id, severity,
     current and expected value are one row listing their subjects (in HTML a count, the
     list under a C(details) element); C(<host>.json) keeps one entry per finding."
@@ -108,7 +116,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import report  # no
 
 
 def write_reports(dest, audits, generated_at, mrrs_size, check_mode=False):
-    files = report.report_files(audits, generated_at, mrrs_size)
+    previous = report.previous_documents(dest, audits)
+    files = report.report_files(audits, generated_at, mrrs_size, previous)
     return report.write_files(dest, files, check_mode)
 
 
