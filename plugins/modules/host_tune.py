@@ -49,7 +49,7 @@ description:
     which its report row says. A container already on its GPUs' nodes is left alone."
   - "C(numa_pin) replaces a container's own cpuset lines only when a snapshot holds them:
     with C(snapshot) in O(parts) the snapshot taken before records every GPU container's
-    cpuset lines, and a revert (M(gpuhost.tuning.tuning_snapshot) O(state=restore)) puts
+    cpuset lines, and a revert (M(gpuhost.tuning.tuning_snapshot) with C(state=restore)) puts
     them back byte for byte. Without C(snapshot) it refuses each container it would change.
     It also refuses a container with a cpuset key on several live lines or a cgroup v1
     C(lxc.cgroup.cpuset.*) key (the message says what to fix), and a VMID in
