@@ -25,6 +25,36 @@ for _path in (LINKS, TESTS):
         sys.path.insert(0, _path)
 
 
+def _fast_temproot(path="/dev/shm", need=4 << 30):
+    """``path`` when it is a writable tmpfs with ``need`` bytes free, else None.
+
+    The tiers build hundreds of host trees (the unit tier about 550,000 files, 370 MB).
+    On these machines' disk, creating them took 43 s and pytest's removal of an old run's
+    trees 73 s for one golden test file, against 25 s and 1.4 s on tmpfs (measured side by
+    side): the removal happens at the exit of a later pytest run, so every tier paid for the
+    one before it.
+    """
+    try:
+        with open("/proc/mounts") as handle:
+            mounts = [line.split() for line in handle]
+        if not any(m[1] == path and m[2] == "tmpfs" for m in mounts if len(m) > 2):
+            return None
+        stat = os.statvfs(path)
+        if stat.f_bavail * stat.f_frsize < need or not os.access(path, os.W_OK):
+            return None
+    except OSError:
+        return None
+    return path
+
+
+# pytest's own temporary folders (tmp_path, tmp_path_factory) on tmpfs when there is one;
+# GPUHOST_TEST_TMP=disk (or PYTEST_DEBUG_TEMPROOT / --basetemp) keeps them where you say.
+if os.environ.get("GPUHOST_TEST_TMP") != "disk" and "PYTEST_DEBUG_TEMPROOT" not in os.environ:
+    _root = _fast_temproot()
+    if _root:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = _root
+
+
 def tree_snapshot(root):
     """Every path under ``root`` with its bytes (or link target): for byte-identical checks."""
     out = {}
