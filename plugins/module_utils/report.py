@@ -204,9 +204,8 @@ def render_markdown(documents, generated_at=None):
         for doc in compared:
             change = doc["aer_change"]
             for address, text in sorted(change["devices"].items()) or [("-", "no device")]:
-                lines.append("| %s | %s | %s | %s |" % (_md(doc["host"]),
-                                                       _md(change.get("since")),
-                                                       _md(address), _md(text)))
+                cells = (doc["host"], change.get("since"), address, text)
+                lines.append("| %s |" % " | ".join(_md(c) for c in cells))
     return "\n".join(lines) + "\n"
 
 
@@ -427,8 +426,8 @@ def _gpu_table(gpus, want_mrrs):
 
 def _aer_change_table(change):
     rows = sorted(change["devices"].items())
-    out = ["<h3>PCIe errors since the previous report (%s)</h3>" % _e(change.get("since")
-                                                                       or "time unknown")]
+    since = change.get("since") or "time unknown"
+    out = ["<h3>PCIe errors since the previous report (%s)</h3>" % _e(since)]
     if not rows:
         return out[0] + '<p class="note">No device to compare with.</p>'
     out.append('<table class="aer"><thead><tr><th>Device</th><th>AER change</th></tr>'
