@@ -187,9 +187,6 @@ check:
   type: dict
 """
 
-import os  # noqa: E402
-import tempfile  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
@@ -197,8 +194,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E
     bootloader,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
-
-ENTRY_KEYS = ("kernel", "id", "title", "where", "options", "recovery")
 
 
 def build_module():
@@ -221,76 +216,15 @@ def build_module():
     )
 
 
-def _entry(entry):
-    return dict((k, entry.get(k)) for k in ENTRY_KEYS) if entry else None
-
-
-def _grub_refs(entries):
-    refs = {}
-    for entry in entries:
-        if entry.get("kernel") and not entry.get("recovery") and entry.get("path_ids") \
-                and len(entry["path_ids"]) > 1 and entry["kernel"] not in refs:
-            refs[entry["kernel"]] = bootloader.grub_entry_ref(entry)
-    return refs
-
-
 def main():
     module = build_module()
     check_module(module, "boot_entries")
-    p = module.params
-    root = p["root"]
-    live = root == "/"
-    runner = Runner(module) if live else None
-    workdir = tempfile.mkdtemp(prefix="gpuhost-esp-") if live and p["mount_esps"] else None
     try:
-        found = bootloader.inspect(root, p["backend"], p["esp_dirs"], p["grub_cfg"],
-                                   runner=runner, mount=live and p["mount_esps"],
-                                   workdir=workdir)
-        bootcfg.validate(p["params"], p["absent"])
+        result, failure = bootloader.entries_run(module.params, Runner(module))
     except (bootloader.BootloaderError, bootcfg.BootConfigError, OSError) as exc:
         module.fail_json(msg=str(exc))
-    finally:
-        if workdir:
-            try:
-                os.rmdir(workdir)
-            except OSError:
-                pass
-    entries = found["entries"]
-    check = {"ok": True, "problems": [], "checked": []}
-    if p["params"] or p["absent"] or p["kernels"]:
-        check = bootloader.check_entries(entries, p["params"], p["absent"], p["kernels"])
-        if found["unreadable_esps"]:
-            for esp in found["unreadable_esps"]:
-                check["problems"].append("ESP %s unreadable: %s" % (esp["uuid"], esp["error"]))
-            check["ok"] = False
-    if not entries and (p["params"] or p["kernels"]):
-        check["problems"].insert(0, "no boot entries found (%s, %s): %s" % (
-            found["backend"], found["tool"],
-            "pass esp_dirs" if found["backend"] == "systemd-boot" else "no grub.cfg"))
-        check["ok"] = False
-    result = dict(
-        changed=False,
-        backend=found["backend"],
-        tool=found["tool"],
-        reason=found["reason"],
-        entries=[_entry(e) for e in entries],
-        default=_entry(found["default"]),
-        default_how=found["default_how"],
-        next_boot_kernel=found["next_boot_kernel"],
-        grub_ref=_grub_refs(entries),
-        esps=found["esps"],
-        unreadable_esps=found["unreadable_esps"],
-        kernel_list=found["kernel_list"],
-        grubenv=found["grubenv"],
-        check=check,
-    )
-    problems = list(check["problems"])
-    if p["require_next_boot"] and found["next_boot_kernel"] != p["require_next_boot"]:
-        problems.append("the boot loader will boot %s next (%s), not %s" % (
-            found["next_boot_kernel"] or "nothing known", found["default_how"],
-            p["require_next_boot"]))
-    if p["require"] and problems:
-        module.fail_json(msg="boot entries do not match: " + "; ".join(problems), **result)
+    if failure:
+        module.fail_json(msg=failure, **result)
     module.exit_json(**result)
 
 
