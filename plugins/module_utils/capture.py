@@ -137,49 +137,36 @@ class CaptureBuilder(object):
 
     def add(self, path, kind):
         """Add host path ``path`` and every link and folder on the way to it."""
-        pending = [p for p in path.split("/") if p]
-        done = []
-        hops = 0
-        while pending:
-            name = pending.pop(0)
-            if name == ".":
-                continue
-            if name == "..":
-                if done:
-                    done.pop()
-                continue
-            rel = "/".join(done + [name])
+
+        def look(rel, last):
             full = self._full(rel)
             try:
                 st = os.lstat(full)
             except OSError:
-                return
+                return False
             if stat.S_ISLNK(st.st_mode):
-                hops += 1
-                if hops > 40:
-                    return
                 try:
                     target = os.readlink(full)
                 except OSError:
-                    return
+                    return False
                 self._add_link(rel, st, target)
-                if target.startswith("/"):
-                    done = []
-                pending = [p for p in target.split("/") if p] + pending
-                continue
-            done.append(name)
-            if pending:
+                return target
+            if not last:
                 if not stat.S_ISDIR(st.st_mode):
-                    return
+                    return False
                 self._add_dir(rel, st)
-                continue
-            if stat.S_ISDIR(st.st_mode):
+            elif stat.S_ISDIR(st.st_mode):
                 self._add_dir(rel, st)
                 if kind == "list":
                     self._add_children(rel)
             elif stat.S_ISREG(st.st_mode):
-                content = self._read(full, rel) if kind == "read" else None
-                self._add_file(rel, st, content)
+                self._add_file(rel, st, self._read(full, rel) if kind == "read" else None)
+            return None
+
+        try:
+            hostfs.walk_in_root(path, look)
+        except hostfs.LinkLoop:
+            pass
 
     def _add_children(self, rel):
         """Names of a listed folder: folders and links always (empty), plain files as empty

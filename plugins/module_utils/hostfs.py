@@ -290,6 +290,46 @@ def check_root(root):
                         % root)
 
 
+class LinkLoop(ValueError):
+    """More symlinks on one path than the kernel follows (40)."""
+
+
+def walk_in_root(path, look, limit=40):
+    """Walk host path ``path`` a name at a time inside a root, following symlinks as the
+    kernel does but never above the root: a relative target from the link's folder, an
+    absolute one from the root, ``..`` stopping at the root.
+
+    ``look(rel, last)`` is called with every name reached (``rel`` relative to the root,
+    ``a/b``; ``last``: nothing follows it) and returns the link target when ``rel`` is a
+    symlink, False to stop the walk, anything else to go on. Returns the resolved host path
+    (``/a/b``), or None when ``look`` stopped it; LinkLoop after ``limit`` links."""
+    pending = [p for p in path.split("/") if p]
+    done = []
+    hops = 0
+    while pending:
+        name = pending.pop(0)
+        if name == ".":
+            continue
+        if name == "..":
+            if done:
+                done.pop()
+            continue
+        rel = "/".join(done + [name])
+        target = look(rel, not pending)
+        if target is False:
+            return None
+        if isinstance(target, str):
+            hops += 1
+            if hops > limit:
+                raise LinkLoop("too many levels of symlinks resolving %s" % path)
+            if target.startswith("/"):
+                done = []
+            pending = [p for p in target.split("/") if p] + pending
+        else:
+            done.append(name)
+    return "/" + "/".join(done)
+
+
 def inside_root(root, full):
     """True when ``full`` (a path on this machine), resolved with symlinks and ``..``, is
     ``root`` or below it."""

@@ -120,29 +120,15 @@ def resolve_in_root(root, path):
     resolved host-absolute path (``/sys/devices/pci0000:00/...``), never outside ``root``.
     """
     root = os.path.abspath(root or "/")
-    pending = [p for p in path.split("/") if p]
-    done = []
-    hops = 0
-    while pending:
-        name = pending.pop(0)
-        if name == ".":
-            continue
-        if name == "..":
-            if done:
-                done.pop()
-            continue
-        candidate = os.path.join(root, *(done + [name]))
-        if hostfs.islink(candidate):
-            hops += 1
-            if hops > 40:
-                raise PciError("too many levels of symlinks resolving %s under %s" % (path, root))
-            target = hostfs.readlink(candidate)
-            if target.startswith("/"):
-                done = []
-            pending = [p for p in target.split("/") if p] + pending
-        else:
-            done.append(name)
-    return "/" + "/".join(done)
+
+    def look(rel, _last):
+        candidate = os.path.join(root, rel)
+        return hostfs.readlink(candidate) if hostfs.islink(candidate) else None
+
+    try:
+        return hostfs.walk_in_root(path, look)
+    except hostfs.LinkLoop:
+        raise PciError("too many levels of symlinks resolving %s under %s" % (path, root))
 
 
 def list_devices(root):

@@ -362,6 +362,28 @@ def test_capture_packs_big_files_as_a_digest(tmp_path):
                               % (capture.CAPTURE_MAX_FILE + 10))
 
 
+def test_capture_builder_follows_links_inside_the_root_and_stops_at_a_loop(tmp_path):
+    root = tmp_path / "r"
+    (root / "sys/devices/pci0000:00/0000:00:01.0").mkdir(parents=True)
+    (root / "sys/devices/pci0000:00/0000:00:01.0/vendor").write_text("0x10de\n")
+    (root / "sys/bus/pci/devices").mkdir(parents=True)
+    # relative link from its own folder; an absolute one points into the tree, not the host
+    os.symlink("../../../devices/pci0000:00/0000:00:01.0",
+               str(root / "sys/bus/pci/devices/0000:00:01.0"))
+    os.symlink("/sys/devices/pci0000:00", str(root / "sys/abs"))
+    os.symlink("loop", str(root / "sys/loop"))
+    builder = capture.CaptureBuilder(str(root))
+    builder.add("/sys/bus/pci/devices/0000:00:01.0/vendor", "read")
+    builder.add("/sys/abs/0000:00:01.0/vendor", "read")
+    builder.add("/sys/loop/x", "read")
+    entries = builder.entries
+    assert entries["sys/bus/pci/devices/0000:00:01.0"][0] == "link"
+    assert entries["sys/devices/pci0000:00/0000:00:01.0/vendor"][::3] == ("file", b"0x10de\n")
+    assert entries["sys/abs"][::3] == ("link", "/sys/devices/pci0000:00")
+    assert entries["sys/loop"][::3] == ("link", "loop")
+    assert not [rel for rel in entries if rel.startswith("sys/loop/")]
+
+
 def test_recorder_notes_reads_through_hostfs_only_while_active(tmp_path):
     import builtins
     from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
