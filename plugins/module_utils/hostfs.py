@@ -330,6 +330,19 @@ def walk_in_root(path, look, limit=40):
     return "/" + "/".join(done)
 
 
+def resolve_links(root, path, limit=40):
+    """Host path ``path`` with every symlink on it resolved inside ``root`` (``walk_in_root``;
+    the links read are recorded): the resolved host path, ``/a/b``. LinkLoop after
+    ``limit`` links."""
+    root = os.path.abspath(root or "/")
+
+    def look(rel, _last):
+        full = os.path.join(root, rel)
+        return readlink(full) if islink(full) else None
+
+    return walk_in_root(path, look, limit)
+
+
 def inside_root(root, full):
     """True when ``full`` (a path on this machine), resolved with symlinks and ``..``, is
     ``root`` or below it."""

@@ -117,30 +117,12 @@ def resolve_under(root, path, max_links=40):
     """Resolve ``path`` (absolute on the host) under ``root``, following symlinks the way
     the host would: absolute link targets start again at ``root``. Return the resolved
     path under root (it may not exist); None on a link loop."""
+    try:
+        resolved = hostfs.resolve_links(root, path, max_links)
+    except hostfs.LinkLoop:
+        return None
     root = os.path.abspath(root or "/")
-    parts = [p for p in path.split("/") if p]
-    resolved = []
-    links = 0
-    while parts:
-        part = parts.pop(0)
-        if part == ".":
-            continue
-        if part == "..":
-            if resolved:
-                resolved.pop()
-            continue
-        candidate = os.path.join(root, *(resolved + [part]))
-        if hostfs.islink(candidate):
-            links += 1
-            if links > max_links:
-                return None
-            target = hostfs.readlink(candidate)
-            if target.startswith("/"):
-                resolved = []
-            parts = [p for p in target.split("/") if p] + parts
-            continue
-        resolved.append(part)
-    return os.path.join(root, *resolved) if resolved else root
+    return root if resolved == "/" else host_path(root, resolved)
 
 
 def headers_dir(root, release):

@@ -119,16 +119,11 @@ def resolve_in_root(root, path):
     capture's absolute links point into the capture); ``..`` stops at ``root``. Returns the
     resolved host-absolute path (``/sys/devices/pci0000:00/...``), never outside ``root``.
     """
-    root = os.path.abspath(root or "/")
-
-    def look(rel, _last):
-        candidate = os.path.join(root, rel)
-        return hostfs.readlink(candidate) if hostfs.islink(candidate) else None
-
     try:
-        return hostfs.walk_in_root(path, look)
+        return hostfs.resolve_links(root, path)
     except hostfs.LinkLoop:
-        raise PciError("too many levels of symlinks resolving %s under %s" % (path, root))
+        raise PciError("too many levels of symlinks resolving %s under %s"
+                       % (path, os.path.abspath(root or "/")))
 
 
 def list_devices(root):
