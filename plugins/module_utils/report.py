@@ -15,6 +15,7 @@ import html
 import json
 import os
 import re
+import time
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import aer, drift, gpuhealth
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import atomic_write
@@ -608,6 +609,82 @@ def write_files(dest, files, check_mode=False):
         if not check_mode:
             atomic_write(path, data, mode=0o644)
     return paths, written
+
+
+class ReportError(Exception):
+    """A report module cannot make or write its files; the message says what to do."""
+
+
+def now():
+    """The controller's UTC time as the reports print it."""
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime())
+
+
+def write_reports(module, dest, files, check_mode, setting):
+    """``write_files`` for report module ``module``: ``(paths, written)``; a folder that
+    cannot be written raises ReportError naming it and the role ``setting`` that picks
+    another."""
+    try:
+        return write_files(dest, files, check_mode)
+    except (IOError, OSError) as exc:
+        raise ReportError("%s: cannot write reports in %s: %s (pick a writable folder with %s)"
+                          % (module, dest, exc, setting))
+
+
+# --- the report modules: each one call, its options in, its result out -------------------
+
+def audit_report_run(p, check_mode=False):
+    """Module audit_report: ``p`` its options (all given). ReportError on a value that is no
+    host_audit result or a folder that cannot be written."""
+    audits = p["audits"]
+    bad = [host for host, value in audits.items()
+           if not isinstance(value, dict) or "findings" not in value]
+    if bad:
+        raise ReportError("audit_report: no audit result for %s (pass the 'audit' value "
+                          "host_audit returned for each host)" % ", ".join(sorted(bad)))
+    paths, written = [], []
+    if p["write"]:
+        files = report_files(audits, p["generated_at"] or now(), p["mrrs_size"],
+                             previous_documents(p["dest"], audits))
+        paths, written = write_reports("audit_report", p["dest"], files, check_mode,
+                                       "gpuhost_audit_report_dir")
+    audits = judged_audits(audits)
+    summary = {}
+    for host, audit in audits.items():
+        entry = counts(audit["findings"])
+        entry["worst"] = worst(audit["findings"])
+        summary[host] = entry
+    per_host = dict((host, metrics.audit_text({host: audit})) for host, audit in audits.items())
+    return dict(changed=bool(written), files=paths, written=written,
+                index=os.path.join(p["dest"], "index.html"), summary=summary, metrics=per_host)
+
+
+def tune_report_run(p, check_mode=False):
+    """Module tune_report: ``p`` its options. ReportError on a folder that cannot be
+    written."""
+    results = p["results"]
+    files = tune_files(results)
+    paths, written = write_reports("tune_report", p["dest"], files, check_mode,
+                                   "gpuhost_tune_report_dir")
+    tables, failed = {}, []
+    for host in sorted(results):
+        tables[host] = files["%s-tune.md" % safe_name(host)].splitlines()
+        if tune_document(host, results[host])["failures"]:
+            failed.append(host)
+    return dict(changed=bool(written), files=paths, written=written, tables=tables,
+                failed_hosts=failed)
+
+
+def reboot_report_run(p, check_mode=False):
+    """Module reboot_report: ``p`` its options. ReportError on a document that lacks a key
+    or a folder that cannot be written."""
+    try:
+        files = reboot_files(p["host"], p["report"])
+    except (KeyError, TypeError) as exc:
+        raise ReportError("reboot_report: the report document lacks %s" % exc)
+    paths, written = write_reports("reboot_report", p["dest"], files, check_mode,
+                                   "gpuhost_report_dir")
+    return dict(changed=bool(written), files=paths, written=written)
 
 
 # --- reboot_verify: <host>-reboot.json and .md -------------------------------------------

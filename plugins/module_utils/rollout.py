@@ -14,6 +14,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import report
 
 STATUSES = ("done", "stopped", "not reached")
 
@@ -84,3 +87,17 @@ def files(doc, basename="rollout", generated_at=None):
         data["generated_at"] = generated_at
     return {basename + ".md": render_markdown(doc, generated_at),
             basename + ".json": json.dumps(data, indent=2, sort_keys=True) + "\n"}
+
+
+def report_run(p, check_mode=False):
+    """Module rollout_report: ``p`` its options. report.ReportError on a name that is no
+    plain file name or a folder that cannot be written."""
+    if os.path.basename(p["name"]) != p["name"] or not p["name"].strip("."):
+        raise report.ReportError("rollout_report: name %r must be a plain file name (no "
+                                 "folder)" % p["name"])
+    doc = summarize(p["hosts"], p["results"], p["title"])
+    paths, written = report.write_reports(
+        "rollout_report", p["dest"], files(doc, p["name"], p["generated_at"] or report.now()),
+        check_mode, "gpuhost_report_dir")
+    return dict(changed=bool(written), hosts=doc["hosts"], counts=doc["counts"],
+                finished=doc["finished"], lines=lines(doc), files=paths, written=written)

@@ -105,20 +105,10 @@ summary:
            "low": 9, "info": 1}}
 """
 
-import os  # noqa: E402
-import time  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report  # noqa: E402
-
-
-def write_reports(dest, audits, generated_at, mrrs_size, check_mode=False):
-    previous = report.previous_documents(dest, audits)
-    files = report.report_files(audits, generated_at, mrrs_size, previous)
-    return report.write_files(dest, files, check_mode)
 
 
 def main():
@@ -133,32 +123,11 @@ def main():
         supports_check_mode=True,
     )
     check_module(module, "audit_report")
-    params = module.params
-    audits = params["audits"]
-    bad = [host for host, value in audits.items()
-           if not isinstance(value, dict) or "findings" not in value]
-    if bad:
-        module.fail_json(msg="audit_report: no audit result for %s (pass the 'audit' value "
-                             "host_audit returned for each host)" % ", ".join(sorted(bad)))
-    generated = params["generated_at"] or time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime())
-    paths, written = [], []
     try:
-        if params["write"]:
-            paths, written = write_reports(params["dest"], audits, generated, params["mrrs_size"],
-                                           module.check_mode)
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="audit_report: cannot write reports in %s: %s (pick a writable "
-                             "folder with gpuhost_audit_report_dir)" % (params["dest"], exc))
-    audits = report.judged_audits(audits)
-    summary = {}
-    for host, audit in audits.items():
-        entry = report.counts(audit["findings"])
-        entry["worst"] = report.worst(audit["findings"])
-        summary[host] = entry
-    per_host = dict((host, metrics.audit_text({host: audit})) for host, audit in audits.items())
-    module.exit_json(changed=bool(written), files=paths, written=written,
-                     index=os.path.join(params["dest"], "index.html"), summary=summary,
-                     metrics=per_host)
+        result = report.audit_report_run(module.params, module.check_mode)
+    except report.ReportError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -82,17 +82,11 @@ def main():
         supports_check_mode=True,
     )
     check_module(module, "reboot_report")
-    params = module.params
     try:
-        files = report.reboot_files(params["host"], params["report"])
-    except (KeyError, TypeError) as exc:
-        module.fail_json(msg="reboot_report: the report document lacks %s" % exc)
-    try:
-        paths, written = report.write_files(params["dest"], files, module.check_mode)
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="reboot_report: cannot write reports in %s: %s (pick a writable "
-                             "folder with gpuhost_report_dir)" % (params["dest"], exc))
-    module.exit_json(changed=bool(written), files=paths, written=written)
+        result = report.reboot_report_run(module.params, module.check_mode)
+    except report.ReportError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

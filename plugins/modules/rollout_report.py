@@ -97,9 +97,6 @@ written:
   elements: str
 """
 
-import os  # noqa: E402
-import time  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report, rollout  # noqa: E402
@@ -117,21 +114,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    if os.path.basename(params["name"]) != params["name"] or not params["name"].strip("."):
-        module.fail_json(msg="rollout_report: name %r must be a plain file name (no folder)"
-                             % params["name"])
-    doc = rollout.summarize(params["hosts"], params["results"], params["title"])
-    generated = params["generated_at"] or time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime())
     try:
-        paths, written = report.write_files(
-            params["dest"], rollout.files(doc, params["name"], generated), module.check_mode)
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="rollout_report: cannot write %s: %s (pick a writable folder with "
-                             "gpuhost_report_dir)" % (params["dest"], exc))
-    module.exit_json(changed=bool(written), hosts=doc["hosts"], counts=doc["counts"],
-                     finished=doc["finished"], lines=rollout.lines(doc), files=paths,
-                     written=written)
+        result = rollout.report_run(module.params, module.check_mode)
+    except report.ReportError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

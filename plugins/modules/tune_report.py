@@ -100,21 +100,11 @@ def main():
         supports_check_mode=True,
     )
     check_module(module, "tune_report")
-    params = module.params
-    files = report.tune_files(params["results"])
     try:
-        paths, written = report.write_files(params["dest"], files, module.check_mode)
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="tune_report: cannot write reports in %s: %s (pick a writable "
-                             "folder with gpuhost_tune_report_dir)" % (params["dest"], exc))
-    tables, failed = {}, []
-    for host in sorted(params["results"]):
-        name = report.safe_name(host)
-        tables[host] = files["%s-tune.md" % name].splitlines()
-        if report.tune_document(host, params["results"][host])["failures"]:
-            failed.append(host)
-    module.exit_json(changed=bool(written), files=paths, written=written, tables=tables,
-                     failed_hosts=failed)
+        result = report.tune_report_run(module.params, module.check_mode)
+    except report.ReportError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from ansible_collections.gpuhost.tuning.plugins.modules import (
     audit_report,
     host_audit,
     host_capture,
+    reboot_report,
 )
 
 
@@ -247,3 +248,25 @@ def test_reboot_markdown_of_a_passed_run_without_upgrade():
         result="passed", failure=None, upgrade=None, checks=[], containers=[]))
     assert md.startswith("# gpu07: reboot_verify PASSED\n\n| | before | after |\n")
     assert "Stopped at" not in md and "## Kernel upgrade" not in md and "## Checks" not in md
+
+
+def test_reboot_report_writes_once_and_says_what_is_wrong(tmp_path):
+    dest = tmp_path / "reports"
+    args = {"host": "gpu07", "report": _reboot_doc(), "dest": str(dest)}
+    planned = run_module(reboot_report, args, check_mode=True)
+    assert planned["changed"] and not dest.exists()
+    first = run_module(reboot_report, args)
+    assert first["written"] == [str(dest / "gpu07-reboot.json"), str(dest / "gpu07-reboot.md")]
+    assert (dest / "gpu07-reboot.md").read_text().startswith("# gpu07: reboot_verify FAILED")
+    again = run_module(reboot_report, args)
+    assert again["changed"] is False and again["written"] == []
+    doc = _reboot_doc()
+    del doc["after"]
+    lacking = run_module(reboot_report, dict(args, report=doc))
+    assert lacking["failed"] and lacking["msg"] == ("reboot_report: the report document "
+                                                    "lacks 'after'")
+    (tmp_path / "a-file").write_text("")
+    blocked = run_module(reboot_report, dict(args, dest=str(tmp_path / "a-file")))
+    assert blocked["failed"] and blocked["msg"].startswith(
+        "reboot_report: cannot write reports in %s: " % (tmp_path / "a-file"))
+    assert blocked["msg"].endswith("(pick a writable folder with gpuhost_report_dir)")
