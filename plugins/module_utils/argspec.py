@@ -16,6 +16,8 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 NVIDIA_VENDOR = "10de"
 # PCI display controllers: 0300 VGA compatible, 0302 3D controller (a datacenter GPU).
 GPU_CLASSES = ("0300", "0302")
+# cpufreq scaling drivers that let the CPU boost as the workload asks (AMD EPYC, Intel).
+CPUFREQ_DRIVERS = ("amd-pstate-epp", "amd-pstate", "intel_pstate")
 
 
 def gpu_selection(vendor="gpu_vendor", classes="gpu_classes"):
@@ -30,6 +32,13 @@ def device_selection():
     spec = gpu_selection("vendor", "classes")
     spec["include_upstream"] = dict(type="bool", default=True)
     return spec
+
+
+def boot_wanted():
+    """``boot_params`` and ``cpufreq_drivers_wanted`` (fragment ``boot_wanted``)."""
+    return {"boot_params": dict(type="dict", default={}),
+            "cpufreq_drivers_wanted": dict(type="list", elements="str",
+                                           default=list(CPUFREQ_DRIVERS))}
 
 
 def root():

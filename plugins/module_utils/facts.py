@@ -60,13 +60,11 @@ def wanted_spec():
     """The wanted values the audit judges against: module host_audit's options (besides
     root and record_files); their defaults complete ``merged_wanted``."""
     spec = argspec.gpu_selection()
+    spec.update(argspec.boot_wanted())
     spec.update(
         mrrs_size=dict(type="int", default=4096, choices=[128, 256, 512, 1024, 2048, 4096]),
         cpuidle_deeper_than=dict(type="str", default="C1"),
         sysctl=dict(type="dict", default={}),
-        cpufreq_drivers_wanted=dict(type="list", elements="str",
-                                    default=["amd-pstate-epp", "amd-pstate", "intel_pstate"]),
-        boot_params=dict(type="dict", default={}),
         nvidia_uvm_disable_hmm=dict(type="bool", default=True),
         nvidia_uvm_modprobe_file=dict(type="path", default=sysinfo.UVM_MODPROBE_FILE),
         lxc_gpu_drivers=dict(type="list", elements="str",

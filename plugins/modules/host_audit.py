@@ -42,6 +42,7 @@ description:
     Some ids take another severity by context; see RV(audit.findings)."
 extends_documentation_fragment:
   - gpuhost.tuning.gpu_selection
+  - gpuhost.tuning.boot_wanted
 author:
   - gpuhost.tuning developers (!UNKNOWN)
 options:
@@ -60,16 +61,6 @@ options:
     default: C1
   sysctl:
     description: Wanted sysctl values (key to value as a string).
-    type: dict
-    default: {}
-  cpufreq_drivers_wanted:
-    description: cpufreq scaling drivers that count as right.
-    type: list
-    elements: str
-    default: ["amd-pstate-epp", "amd-pstate", "intel_pstate"]
-  boot_params:
-    description: Wanted kernel command-line parameters (name to value; V(true) for a flag, V(false)
-      for C(off), null for "must not be there").
     type: dict
     default: {}
   nvidia_uvm_disable_hmm:

@@ -21,6 +21,8 @@ description:
     the post-boot audit given in O(audit) (module M(gpuhost.tuning.host_audit)), so the
     audit's rules judge them and no second rule set exists.
   - Never fails because a check failed; RV(failures) lists them for the caller's gate.
+extends_documentation_fragment:
+  - gpuhost.tuning.boot_wanted
 author:
   - gpuhost.tuning developers (!UNKNOWN)
 options:
@@ -45,11 +47,6 @@ options:
       (C(kernel), C(cmdline), C(module_params), C(cpufreq)) are C(pending) instead of C(fail).
     type: bool
     default: false
-  boot_params:
-    description: Boot parameters C(/proc/cmdline) must carry (name to value; V(true) for a
-      flag, V(false) for C(off), null for "must not be there").
-    type: dict
-    default: {}
   modules:
     description: Kernel modules that must be loaded (C(-) and C(_) alike).
     type: list
@@ -74,11 +71,6 @@ options:
       empty leaves C(cpufreq) skipped and finds nothing for C(cpuidle), C(sysctl), C(mrrs).
     type: dict
     default: {}
-  cpufreq_drivers_wanted:
-    description: cpufreq scaling drivers that count as right.
-    type: list
-    elements: str
-    default: ["amd-pstate-epp", "amd-pstate", "intel_pstate"]
   cpuidle_deeper_than:
     description: Named in the C(cpuidle) detail (the audit decides the finding).
     type: str
@@ -166,7 +158,7 @@ running:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import verify  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec, verify  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 
 
@@ -178,16 +170,14 @@ def main():
                         default=list(verify.CHECKS)),
             expected_kernel=dict(type="str"),
             pending=dict(type="bool", default=False),
-            boot_params=dict(type="dict", default={}),
             modules=dict(type="list", elements="str", default=["nvidia", "nvidia_uvm"]),
             module_params=dict(type="dict", default={"nvidia_uvm": {"uvm_disable_hmm": "Y"}}),
             tuning_service=dict(type="str", default="gpuhost-tuning.service"),
             systemctl=dict(type="bool", default=True),
             audit=dict(type="dict", default={}),
-            cpufreq_drivers_wanted=dict(type="list", elements="str",
-                                        default=["amd-pstate-epp", "amd-pstate", "intel_pstate"]),
             cpuidle_deeper_than=dict(type="str", default="C1"),
             mrrs_size=dict(type="int", default=4096),
+            **argspec.boot_wanted()
         ),
         supports_check_mode=True,
     )
