@@ -349,8 +349,12 @@ def _write_config(path, config, new, check):
     return {"before": before, "after": after}
 
 
+def _lines_text(lines):
+    return " | ".join(lines) or "none"
+
+
 def _refusal(config, ct, held):
-    """Why the part will not pin this container, or None."""
+    """Why the part will not pin this container, or None (``held``: see pin_run)."""
     name = "lxc %s (%s)" % (ct["vmid"], ct["path"])
     v1 = [key for key in V1_KEYS if config.get_all(key)]
     if v1:
@@ -362,12 +366,11 @@ def _refusal(config, ct, held):
         if len(lines) > 1:
             return ("%s: not pinned: %s is set on %d live lines (%s): keep one (lxc uses "
                     "the last), then run again" % (name, key, len(lines), " | ".join(lines)))
-    if not held:
-        own = [ln for key in PIN_KEYS for ln in lxc_mod.live_key_lines(config, key)]
-        return ("%s: not pinned: no snapshot holds its cpuset lines (%s), so a revert could "
-                "not put them back: run with the snapshot part on (gpuhost_tune_snapshot: "
-                "true; host_tune parts: [snapshot, numa_pin])" % (
-                    name, " | ".join(own) or "none"))
+    if held is not None:
+        record = dict((key, lxc_mod.live_key_lines(config, key)) for key in PIN_KEYS)
+        why = held(ct["vmid"], record)
+        if why:
+            return "%s: not pinned: %s" % (name, why)
     return None
 
 
@@ -399,12 +402,12 @@ def pin_run(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, vmids=None, check_mode=
     sections and every other byte kept). A container already placed right is left as it is
     (a narrower cpuset on the right node stays). Takes effect at the container's next start.
 
-    ``held(vmid, lines)``: whether a snapshot holds the container's current cpuset lines
-    (``lines`` as :func:`pin_record` gives one container's); a container it does not hold,
-    or one with repeated or cgroup v1 cpuset lines, is refused (``error``) and left as it
-    is. None: every container counts as held. A container not in ``vmids`` is skipped; a
-    listed VMID without a config or without a GPU raises PinRefused before anything is
-    written.
+    ``held(vmid, lines)``: None when the snapshot a revert uses holds the container's
+    current cpuset lines (``lines`` as :func:`pin_record` gives one container's), else why
+    not; a container it does not hold, or one with repeated or cgroup v1 cpuset lines, is
+    refused (``error``) and left as it is. None: every container counts as held. A
+    container not in ``vmids`` is skipped; a listed VMID without a config or without a GPU
+    raises PinRefused before anything is written.
 
     Returns ``{changed, containers: [{vmid, path, before: {cpus, mems}, after: {cpus, mems},
     changed, skipped_reason, error}], failed, diff, message}``. A container that fails is
@@ -440,8 +443,7 @@ def pin_run(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, vmids=None, check_mode=
         try:
             path = _config_path(root, ct["vmid"], config_dir)
             config = lxc_mod.LxcConfig.read(path)
-            record = dict((key, lxc_mod.live_key_lines(config, key)) for key in PIN_KEYS)
-            why = _refusal(config, ct, held is None or held(ct["vmid"], record))
+            why = _refusal(config, ct, held)
             if why:
                 raise PinRefused(why)
             new = lxc_mod.with_live_values(config, [(lxc_mod.CPUSET_CPUS_KEY, cpus),
@@ -502,12 +504,47 @@ def _sets_text(values):
 PIN_OPTIONS = {"lxc_config_dir": dict(type="path", default=lxc_mod.DEFAULT_CONFIG_DIR)}
 
 
+def _revert_check(ctx, config_dir):
+    """``held`` for pin_run: the cpuset lines a revert to the original would put back per
+    container (snapshot.revert_placement) must be the lines the container has now."""
+    # Imported here: snapshot imports this file.
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap
+    try:
+        recorded, original = snap.revert_placement(ctx.root, ctx.params["snapshot_dir"])
+    except snap.SnapshotError as exc:
+        raise ValueError(str(exc))
+    # A container no snapshot holds yet is recorded first by this run's snapshot part (in
+    # check mode it would be).
+    planned = "snapshot" in ctx.on and ctx.check_mode
+
+    def held(vmid, lines):
+        have = recorded.get(str(vmid))
+        if have is None:
+            if planned:
+                return None
+            return ("no snapshot holds its cpuset lines (%s), so a revert could not put "
+                    "them back: run with the snapshot part on (gpuhost_tune_snapshot: true; "
+                    "host_tune parts: [snapshot, numa_pin])" % _lines_text(
+                        [ln for key in PIN_KEYS for ln in lines[key]]))
+        now = [ln for key in PIN_KEYS for ln in lines[key]]
+        then = [ln for key in PIN_KEYS for ln in have.get(key) or []]
+        if now == then:
+            return None
+        return ("its cpuset lines (%s) were set after the snapshot a revert uses (%s holds "
+                "%s), so a revert would not put them back: they are the operator's; change "
+                "them by hand (pct stop; edit; pct start), or remove them and run again"
+                % (_lines_text(now), original, _lines_text(then)))
+    return held
+
+
 class NumaPinPart(object):
     """Opt-in (``default_on`` False): pin misplaced GPU containers to their GPUs' NUMA
     nodes in their config; applied at each container's next start, which the rows say.
-    It changes a container's cpuset lines only when a snapshot holds them, so a revert
-    puts them back: with the snapshot part on, the snapshot taken before does (it records
-    every GPU container's cpuset lines); without it the part refuses."""
+    It changes a container's cpuset lines only when the snapshot a revert to the original
+    uses for that container holds them as they are now (the original; for a container the
+    original does not hold, the oldest later before-snapshot that does, which with the
+    snapshot part on is at the latest the one this run took): lines an operator set after
+    the original are left to the operator, as an operator's sysctl file is."""
 
     name = "numa_pin"
     owns = ("gpu_numa_mismatch", "gpu_container_unpinned")
@@ -519,9 +556,8 @@ class NumaPinPart(object):
     def run(self, ctx):
         params = ctx.params
         config_dir = params.get("lxc_config_dir") or lxc_mod.DEFAULT_CONFIG_DIR
-        # Without the snapshot part no snapshot of this run holds the lines it would replace.
-        held = None if "snapshot" in ctx.on else (lambda vmid, lines: False)
         try:
+            held = _revert_check(ctx, config_dir)
             res = pin_run(ctx.root, config_dir, params.get("numa_pin_vmids"),
                           ctx.check_mode, held=held)
         except (PinRefused, lxc_mod.LxcError, OSError, ValueError) as exc:

@@ -586,6 +586,21 @@ def _placement_to_restore(root, folder, path, state):
     return pins
 
 
+def revert_placement(root, folder=SNAPSHOT_DIR):
+    """``(cpuset lines per container, snapshot path)`` that a revert to the original
+    (the role's default) puts back: ``({}, path)`` when there is no snapshot yet."""
+    base = snapshot_dir(root, folder)
+    path = os.path.join(base, ORIGINAL)
+    if not os.path.isfile(path):
+        names = [n for n in listing(root, folder) if n != APPLIED]
+        if not names:
+            return {}, os.path.join(folder, ORIGINAL)
+        path = os.path.join(base, names[0])
+    state = load(path, root)["state"]
+    return (_placement_to_restore(root, folder, path, state),
+            os.path.join(folder, os.path.basename(path)))
+
+
 def restore(root, name="original", folder=SNAPSHOT_DIR, check_mode=False, parts=None,
             lxc_config_dir=lxc_mod.DEFAULT_CONFIG_DIR):
     """Put the host back as snapshot ``name`` recorded it (see ``resolve``).

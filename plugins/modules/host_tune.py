@@ -47,10 +47,13 @@ description:
     sections and every other byte kept; written atomically, read back). It is applied at
     the container's next start: a running container keeps its old cpuset until then,
     which its report row says. A container already on its GPUs' nodes is left alone."
-  - "C(numa_pin) replaces a container's own cpuset lines only when a snapshot holds them:
-    with C(snapshot) in O(parts) the snapshot taken before records every GPU container's
-    cpuset lines, and a revert (M(gpuhost.tuning.tuning_snapshot) with C(state=restore)) puts
-    them back byte for byte. Without C(snapshot) it refuses each container it would change.
+  - "C(numa_pin) changes a container's cpuset lines only when the snapshot a revert to the
+    original uses for it holds them as they are now (C(original.json); for a container it
+    does not hold, the oldest later before-snapshot that does, which with C(snapshot) in
+    O(parts) is at the latest the one this run takes). A revert
+    (M(gpuhost.tuning.tuning_snapshot) with C(state=restore)) then puts them back byte for
+    byte. Lines set after that snapshot are the operator's, and a container no snapshot
+    holds (no C(snapshot) part) is refused.
     It also refuses a container with a cpuset key on several live lines or a cgroup v1
     C(lxc.cgroup.cpuset.*) key (the message says what to fix), and a VMID in
     O(numa_pin_vmids) without a config or without a GPU (then nothing is written)."

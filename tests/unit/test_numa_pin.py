@@ -184,3 +184,19 @@ def test_refuses_what_a_revert_could_not_undo_or_that_is_ambiguous(host):
     assert twice["failed"] and "lxc.cgroup2.cpuset.cpus is set on 2 live lines" in twice["msg"]
     assert _read(host, 131).decode() == text
     assert _rows(twice)["lxc 132"]["status"] == "changed"      # the others still run
+
+
+def test_a_cpuset_set_after_the_original_snapshot_is_the_operators(host):
+    assert not _tune(host, parts=["snapshot"]).get("failed")     # original.json
+    text = _read(host, 131).decode().replace(OWN_131, "lxc.cgroup2.cpuset.cpus: 0-7\n")
+    lxc.write_config(host, 131, text)                              # set by hand afterwards
+    done = _tune(host, parts=["numa_pin"])   # no snapshot part: the original decides
+    assert done["failed"] and _read(host, 131).decode() == text
+    assert ("lxc 131 (/etc/pve/lxc/131.conf): not pinned: its cpuset lines "
+            "(lxc.cgroup2.cpuset.cpus: 0-7 | lxc.cgroup2.cpuset.mems: 0) were set after the "
+            "snapshot a revert uses (/var/lib/gpuhost/original.json holds "
+            "lxc.cgroup2.cpuset.cpus = 0-15   | lxc.cgroup2.cpuset.mems: 0)") in done["msg"]
+    # 132's (no cpuset line) is as the original holds it: pinned, and a revert unpins it
+    assert _rows(done)["lxc 132"]["status"] == "changed"
+    assert not snapshot.restore(host)["failures"]
+    assert b"cpuset" not in _read(host, 132)
