@@ -186,7 +186,7 @@ def desired_files(config, service_text, timer_text):
 def plan_files(root, files):
     """``[(host path, action)]``: ``create``, ``update``, ``remove`` (a library file this
     version does not ship) or ``ok``."""
-    return unitinstall.plan_files(root, files, LIB_DIR)
+    return unitinstall.plan_files(root, files, LIB_DIR, INIT_TEXT)
 
 
 def wants_link_ok(root):
@@ -202,11 +202,11 @@ INSTALLED = (WANTS_LINK, TIMER_PATH, SERVICE_PATH, CONFIG_PATH, LIB_DIR)
 
 
 def installed_paths(root):
-    return unitinstall.installed_paths(root, INSTALLED)
+    return unitinstall.installed_paths(root, INSTALLED, INIT_TEXT)
 
 
 def remove_installed(root):
-    unitinstall.remove_installed(root, INSTALLED, CONFIG_PATH)
+    return unitinstall.remove_installed(root, INSTALLED, CONFIG_PATH, INIT_TEXT, "audit_timer")
 
 
 # ---------------------------------------------------------------------------------------

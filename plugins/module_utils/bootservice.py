@@ -15,6 +15,7 @@ __metaclass__ = type
 
 import json
 import pkgutil
+import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
@@ -90,8 +91,24 @@ def render_config(config):
     return json.dumps(config, indent=2, sort_keys=True) + "\n"
 
 
+# A word systemd reads as it is in a command line: no quotes, backslashes, spaces,
+# specifiers (%) or variables ($) to interpret.
+_PLAIN_WORD = re.compile(r"^[A-Za-z0-9_./:+=@,-]+$")
+
+
+def exec_word(word):
+    """One word of an ``ExecStart=`` line as systemd.service(5) and systemd.syntax(7) read
+    it: ``%`` (specifiers) and ``$`` (variables) doubled, then double quotes with ``\\``
+    and ``\"`` escaped when the word holds anything but plain characters (a space in a
+    path). Control characters are refused before this (``validate``)."""
+    text = word.replace("%", "%%").replace("$", "$$")
+    if _PLAIN_WORD.match(text):
+        return text
+    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def exec_start(python=PYTHON, config_path=CONFIG_PATH):
-    return "%s -m %s --config %s" % (python, MODULE, config_path)
+    return " ".join(exec_word(word) for word in (python, "-m", MODULE, "--config", config_path))
 
 
 def render_unit(after=("nvidia-persistenced.service",), before=("pve-guests.service",),
@@ -136,9 +153,10 @@ def desired_files(config, unit_text, config_path=CONFIG_PATH, lib_dir=LIB_DIR):
 
 
 def plan_files(root, files, lib_dir=LIB_DIR):
-    """``[(host path, action)]`` with action ``create``, ``update``, ``remove`` (a file in
-    ``lib_dir`` that this version does not ship) or ``ok``; sorted by path."""
-    return unitinstall.plan_files(root, files, lib_dir)
+    """``[(host path, action)]`` with action ``create``, ``update``, ``remove`` (a file of
+    the library's own package that this version does not ship) or ``ok``; sorted by path.
+    Files in ``lib_dir`` this module did not install are left alone."""
+    return unitinstall.plan_files(root, files, lib_dir, INIT_TEXT)
 
 
 def wants_link_ok(root):
@@ -151,14 +169,25 @@ def make_wants_link(root):
 
 
 def installed_paths(root, config_path=CONFIG_PATH, lib_dir=LIB_DIR):
-    """What ``remove`` would delete: host paths that exist, the wants link first."""
-    return unitinstall.installed_paths(root, (WANTS_LINK, UNIT_PATH, config_path, lib_dir))
+    """What ``remove_installed`` deletes: host paths of this module's files that exist, the
+    wants link first, then the unit, the config and the library files it installed."""
+    return unitinstall.installed_paths(root, (WANTS_LINK, UNIT_PATH, config_path, lib_dir),
+                                       INIT_TEXT)
+
+
+def kept_folders(root, config_path=CONFIG_PATH, lib_dir=LIB_DIR):
+    """The config and library folders ``remove_installed`` leaves (``[{path, reason}]``)
+    because they hold files this module did not install."""
+    return unitinstall.kept_folders(root, (WANTS_LINK, UNIT_PATH, config_path, lib_dir),
+                                    config_path, INIT_TEXT, "boot_service")
 
 
 def remove_installed(root, config_path=CONFIG_PATH, lib_dir=LIB_DIR):
-    """Delete the wants link, unit, config (and its folder when empty) and library."""
-    unitinstall.remove_installed(root, (WANTS_LINK, UNIT_PATH, config_path, lib_dir),
-                                 config_path)
+    """Delete the wants link, unit, config and the library files this module installed,
+    then the config and library folders when nothing else is in them; returns
+    ``kept_folders``."""
+    return unitinstall.remove_installed(root, (WANTS_LINK, UNIT_PATH, config_path, lib_dir),
+                                        config_path, INIT_TEXT, "boot_service")
 
 
 # ---------------------------------------------------------------------------------------
@@ -312,7 +341,8 @@ def service_absent(p, check_mode, live):
     """Disable and remove everything service_present installs."""
     root = p["root"]
     found = installed_paths(root)
-    result = dict(files=[dict(path=path, action="remove") for path in found], enabled=False)
+    result = dict(files=[dict(path=path, action="remove") for path in found], enabled=False,
+                  kept=kept_folders(root))
     result["diff"] = []
     unit_file = read_bytes(host_path(root, UNIT_PATH))
     if unit_file is not None:
@@ -323,7 +353,7 @@ def service_absent(p, check_mode, live):
             live.run("disable", "--now", UNIT_NAME)
         if not check_mode:
             live.wrote = True
-            remove_installed(root)
+            result["kept"] = remove_installed(root)
         live.run("daemon-reload")
     result["changed"] = bool(found)
     result["active"] = live.is_active() if live.usable else None

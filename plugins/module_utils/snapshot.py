@@ -32,7 +32,6 @@ __metaclass__ = type
 import base64
 import json
 import os
-import shutil
 import time
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
@@ -507,31 +506,78 @@ def _owner(full, rec, link=False):
         (os.lchown if link else os.chown)(full, rec["uid"], rec.get("gid", st.st_gid))
 
 
-def _remove_empty_parents(root, path, stop):
-    """Remove the folders between ``path`` and ``stop`` (a host path that existed when the
-    snapshot was taken) that are empty now: folders a tune run created."""
+def _created_folders(root, path, stop):
+    """The folders between ``path`` and ``stop`` (the nearest folder above ``path`` that
+    existed when the snapshot was taken) that exist now, deepest first: folders a tune run
+    created (a restore removes those that are empty)."""
+    found = []
     folder = os.path.dirname(path.rstrip("/"))
     while folder not in ("/", "") and folder != stop and folder.startswith(stop.rstrip("/") + "/"):
+        full = host_path(root, folder)
+        if os.path.isdir(full) and not os.path.islink(full):
+            found.append(folder)
+        folder = os.path.dirname(folder)
+    return found
+
+
+def _empty_created_folders(root, path, stop):
+    """``_created_folders`` that hold nothing now (or only other such empty folders)."""
+    empty = []
+    for folder in _created_folders(root, path, stop):
+        try:
+            names = os.listdir(host_path(root, folder))
+        except OSError:
+            break
+        if any(folder + "/" + name not in empty for name in names):
+            break
+        empty.append(folder)
+    return empty
+
+
+def _remove_empty_parents(root, path, stop):
+    """Remove the folders between ``path`` and ``stop`` that are empty now; a folder that
+    holds anything (the operator's files) stays, and so does every folder above it.
+    Returns the host paths removed."""
+    removed = []
+    for folder in _empty_created_folders(root, path, stop):
         try:
             os.rmdir(host_path(root, folder))
         except OSError:
-            return
-        folder = os.path.dirname(folder)
+            break
+        removed.append(folder)
+    return removed
+
+
+def _remove_folder(root, path, full):
+    """Remove a folder the snapshot records as absent: the files gpuhost.tuning installed
+    in it (bootservice.installed_paths) and its empty subfolders. A folder that holds any
+    other file stays, with a message naming them."""
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice
+    ours = set(bootservice.installed_paths(root))
+    left, remove = [], []
+    for current, dirs, names in os.walk(full):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(current, d))]:
+            host = path.rstrip("/") + "/" + os.path.relpath(os.path.join(current, name), full)
+            (remove if host in ours else left).append(host)
+    if left:
+        raise IOError("holds %d file(s) that gpuhost.tuning did not install (%s): left in "
+                      "place; move them away and run the revert again"
+                      % (len(left), ", ".join(sorted(left)[:5])))
+    for host in remove:
+        os.unlink(host_path(root, host))
+    for current, _dirs, _names in sorted(os.walk(full), key=lambda w: -len(w[0])):
+        os.rmdir(current)
 
 
 def _put_file(root, path, rec):
     full = under_root(root, path, "snapshot file", follow=False)
     if os.path.lexists(full):
         if os.path.isdir(full) and not os.path.islink(full):
-            if rec["type"] == "dir":
-                pass
-            else:
-                shutil.rmtree(full)
+            if rec["type"] != "dir":
+                _remove_folder(root, path, full)
         elif rec["type"] != "file":
             os.unlink(full)
     if rec["type"] == "absent":
-        if rec.get("parent"):
-            _remove_empty_parents(root, path, rec["parent"])
         return
     folder = os.path.dirname(full)
     if not os.path.isdir(folder):
@@ -567,6 +613,25 @@ def _restore_files(root, recorded, check_mode, out, failures):
                     entry.update(status="failed", reason="%s: %s" % (path, exc))
                     failures.append(entry["reason"])
         out.append(entry)
+    # Folders a tune run created above absent paths go once empty (deepest first, after
+    # every path is back), also when the path itself was already removed (boot_service
+    # absent runs before the restore). Folders that existed, or hold anything, stay.
+    parents = sorted(set((path, rec["parent"]) for path, rec in recorded.items()
+                         if rec["type"] == "absent" and rec.get("parent")),
+                     key=lambda item: -item[0].count("/"))
+    for path, parent in parents:
+        if check_mode:
+            folders = _empty_created_folders(root, path, parent)
+        else:
+            try:
+                folders = _remove_empty_parents(root, path, parent)
+            except (IOError, OSError) as exc:
+                failures.append("%s: %s" % (path, exc))
+                continue
+        for folder in folders:
+            if folder not in recorded and not any(e["path"] == folder for e in out):
+                out.append({"path": folder, "before": "dir", "after": "absent",
+                            "status": "changed", "reason": "empty folder the tune run created"})
 
 
 def _placement_to_restore(root, folder, path, state):

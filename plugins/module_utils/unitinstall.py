@@ -14,7 +14,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import shutil
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     atomic_write,
@@ -40,21 +39,51 @@ def _read(path):
         return None
 
 
-def plan_files(root, files, lib_dir):
+# A library folder's own package: every file under it is one the installer wrote (the
+# collection's namespace); the two package markers above it are the installer's when they
+# hold its marker text. Anything else in the library folder is someone else's.
+OWN_PACKAGE = "ansible_collections/gpuhost/tuning"
+
+
+def owned_library_files(root, lib_dir, init_text):
+    """Host paths of the files in ``lib_dir`` that the installer wrote, sorted."""
+    base = host_path(root, lib_dir)
+    owned = []
+    for marker in PACKAGES[:2]:
+        path = lib_dir + "/" + marker + "/__init__.py"
+        if _read(host_path(root, path)) == init_text:
+            owned.append(path)
+    for folder, _dirs, names in os.walk(os.path.join(base, OWN_PACKAGE)):
+        for name in names:
+            owned.append(lib_dir + "/" + os.path.relpath(os.path.join(folder, name), base))
+    return sorted(owned)
+
+
+def foreign_files(root, folder, owned):
+    """Host paths of the files and links under ``folder`` that are not in ``owned``."""
+    base = host_path(root, folder)
+    found = []
+    for current, dirs, names in os.walk(base):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(current, d))]:
+            path = folder + "/" + os.path.relpath(os.path.join(current, name), base)
+            if path not in owned:
+                found.append(path)
+    return sorted(found)
+
+
+def plan_files(root, files, lib_dir, init_text=None):
     """``[(host path, action)]`` for ``files`` (``{host path: bytes}``), sorted by path:
-    ``create``, ``update`` or ``ok``, then ``remove`` for each file in ``lib_dir`` that
-    ``files`` does not hold (a library file this version does not ship)."""
+    ``create``, ``update`` or ``ok``, then ``remove`` for each file of ``lib_dir``'s own
+    package (``owned_library_files``) that ``files`` does not hold (a library file this
+    version does not ship). Other files in ``lib_dir`` are left alone."""
     plan = []
     for path in sorted(files):
         old = _read(host_path(root, path))
         plan.append((path, "ok" if old == files[path] else
                      ("create" if old is None else "update")))
-    base = host_path(root, lib_dir)
-    for folder, _dirs, names in os.walk(base):
-        for name in names:
-            rel = lib_dir + "/" + os.path.relpath(os.path.join(folder, name), base)
-            if rel not in files:
-                plan.append((rel, "remove"))
+    for path in owned_library_files(root, lib_dir, init_text):
+        if path not in files:
+            plan.append((path, "remove"))
     return plan
 
 
@@ -87,24 +116,71 @@ def make_wants_link(root, link, unit_path):
     os.symlink(unit_path, full)
 
 
-def installed_paths(root, paths):
-    """The host ``paths`` (links, files, folders) that exist under ``root``, in order."""
-    return [path for path in paths if os.path.lexists(host_path(root, path))]
-
-
-def remove_installed(root, paths, config_path):
-    """Delete ``paths`` that exist (folders with what they hold), then the folder of
-    ``config_path`` when it is empty."""
-    for path in installed_paths(root, paths):
+def installed_paths(root, paths, init_text=None):
+    """The installer's files among host ``paths`` that exist under ``root``, in order: a
+    link or file as it is, a folder as the library files the installer wrote in it
+    (``owned_library_files``)."""
+    found = []
+    for path in paths:
         full = host_path(root, path)
         if os.path.isdir(full) and not os.path.islink(full):
-            shutil.rmtree(full)
-        else:
-            os.unlink(full)
-    try:
-        os.rmdir(os.path.dirname(host_path(root, config_path)))
-    except OSError:
-        pass
+            found += owned_library_files(root, path, init_text)
+        elif os.path.lexists(full):
+            found.append(path)
+    return found
+
+
+def _prune(root, folder):
+    """Remove ``folder`` and the folders below it that are empty, deepest first."""
+    base = host_path(root, folder)
+    if not os.path.isdir(base) or os.path.islink(base):
+        return
+    for current, _dirs, _names in sorted(os.walk(base), key=lambda w: -len(w[0])):
+        try:
+            os.rmdir(current)
+        except OSError:
+            pass
+
+
+def _folders(root, paths, config_path):
+    """The folder of ``config_path`` and the folders among ``paths`` (library folders)."""
+    folders = [os.path.dirname(config_path)]
+    for path in paths:
+        full = host_path(root, path)
+        if path not in folders and os.path.isdir(full) and not os.path.islink(full):
+            folders.append(path)
+    return folders
+
+
+def kept_folders(root, paths, config_path, init_text=None, name="the installer"):
+    """``[{path, reason}]``: the config folder and the library folders among ``paths`` that
+    hold files the installer did not write; removing them would lose someone's files."""
+    found = installed_paths(root, paths, init_text)
+    kept = []
+    for folder in _folders(root, paths, config_path):
+        full = host_path(root, folder)
+        if not os.path.isdir(full) or os.path.islink(full):
+            continue
+        foreign = foreign_files(root, folder, found)
+        if foreign:
+            kept.append(dict(path=folder, reason="holds %d file(s) %s did not install (%s): "
+                             "kept with them; only its own files were removed" % (
+                                 len(foreign), name, ", ".join(foreign[:5]) + (
+                                     ", ..." if len(foreign) > 5 else ""))))
+    return kept
+
+
+def remove_installed(root, paths, config_path, init_text=None, name="the installer"):
+    """Delete the installer's files among ``paths`` (``installed_paths``), then the library
+    folders and the folder of ``config_path`` when nothing else is in them. Returns
+    ``kept_folders`` (the folders left because they hold someone else's files)."""
+    kept = kept_folders(root, paths, config_path, init_text, name)
+    folders = _folders(root, paths, config_path)
+    for path in installed_paths(root, paths, init_text):
+        os.unlink(host_path(root, path))
+    for folder in folders:
+        _prune(root, folder)
+    return kept
 
 
 def not_live(root, runner):

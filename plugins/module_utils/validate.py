@@ -36,7 +36,9 @@ SYSCTL_KEY = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$")
 IDLE_STATE = re.compile(r"^(POLL|WFI|haltpoll|C[0-9]{1,2}[A-Z0-9_]{0,8})$")
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]{1,200}\.(service|target|socket|mount|device|"
                        r"path|timer|slice|scope|swap|automount)$")
-EXEC_PATH = re.compile(r"^/[A-Za-z0-9._+/-]{1,4000}$")
+# An interpreter path: absolute, spaces allowed (the unit quotes them), no quotes or
+# backslashes (a path never needs them; they mean a command line was given).
+EXEC_PATH = re.compile(r"^/[^\x00-\x1f\x7f'\"\\]{1,4000}$")
 KERNEL_PARAM = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}$")
 # Characters a boot parameter never needs and a shell (GRUB's files are sourced) or the
 # kernel's tokenizer would act on.
@@ -298,9 +300,12 @@ def _boot_service(p):
     idle_state_name("cpuidle_deeper_than", p.get("cpuidle_deeper_than"), allow_empty=True)
     names("after", p.get("after"), UNIT_NAME, "systemd unit names like nvidia-persistenced.service")
     names("before", p.get("before"), UNIT_NAME, "systemd unit names like pve-guests.service")
-    if p.get("python") is not None and not EXEC_PATH.match(p["python"]):
-        _fail("python", p["python"], "an absolute path of letters, digits, . _ + - and / (no "
-                                     "spaces, quotes or shell syntax)")
+    python = p.get("python")
+    if python is not None and (not EXEC_PATH.match(python)
+                               or set(python.split("/")) & set([".", ".."])):
+        _fail("python", python, "the absolute path of the interpreter alone (spaces are "
+                                "allowed and quoted in the unit; no arguments, quotes, "
+                                "backslashes, control characters, '.' or '..')")
 
 
 def _tuning_snapshot(p):

@@ -31,7 +31,12 @@ description:
     and the wants link are written; the live-only commands are reported in RV(commands)
     as skipped.
   - O(state=absent) disables and stops the unit (live) and removes the unit, the wants link,
-    the config and the library. Values already applied stay as they are.
+    the config and the library files it installed (everything under
+    C(ansible_collections/gpuhost/tuning) in the library folder and the two package markers
+    above it), then the config and library folders when nothing else is in them. A folder
+    that holds other files stays with them and is listed in RV(kept). Values already
+    applied stay as they are.
+  - O(state=present) never removes a file in the library folder outside its own package.
 extends_documentation_fragment:
   - gpuhost.tuning.gpu_selection.devices
 author:
@@ -66,7 +71,11 @@ options:
     elements: str
     default: [pve-guests.service]
   python:
-    description: The host's Python 3 the unit runs (stdlib only is needed).
+    description:
+      - The host's Python 3 the unit runs (stdlib only is needed), an absolute path alone.
+      - Spaces are allowed; the path is quoted in C(ExecStart=) as systemd.syntax(7) reads
+        it (C(%) and C($) doubled). Arguments, quotes, backslashes, control characters and
+        C(.) or C(..) parts are refused.
     type: path
     default: /usr/bin/python3
   start:
@@ -121,6 +130,15 @@ files:
   type: list
   elements: dict
   sample: [{"path": "/etc/systemd/system/gpuhost-tuning.service", "action": "create"}]
+kept:
+  description: With O(state=absent), each C({path, reason}) of the config or library folder
+    left in place because it holds files this module did not install (named in the reason).
+  returned: when O(state=absent)
+  type: list
+  elements: dict
+  sample: [{"path": "/usr/local/lib/gpuhost-tuning", "reason": "holds 1 file(s) boot_service
+    did not install (/usr/local/lib/gpuhost-tuning/site.py): kept with them; only its own
+    files were removed"}]
 enabled:
   description: Whether the wants link exists after the run (planned, in check mode).
   returned: always

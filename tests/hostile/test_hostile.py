@@ -287,8 +287,6 @@ def test_snapshot_not_json_is_a_message(seed):
     refused(tuning_snapshot, {"state": "restore", "root": seed}, "not valid JSON", seed)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: folders tune created above the unit "
-                   "(etc/systemd/...) stay once boot_service absent removed the files")
 def test_restore_recreates_preexisting_folders_and_owners(seed):
     folder = os.path.join(seed, "etc/gpuhost-tuning")
     os.makedirs(folder, 0o750)
@@ -309,8 +307,6 @@ def test_restore_recreates_preexisting_folders_and_owners(seed):
     assert rest == [] or rest == ["etc/sysctl.d"], rest
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: empty folders tune created stay after "
-                   "revert (boot_service absent runs before the restore that would prune them)")
 def test_restore_removes_folders_tune_created(tmp_path):
     root = str(tmp_path / "host")
     os.makedirs(root)
@@ -533,3 +529,128 @@ def test_procsys_fixture_untouched_by_refused_sysctl(seed):
     with open(os.path.join(seed, "proc/sys/vm/swappiness")) as handle:
         assert handle.read().strip() == "60"
     assert lxc  # fixture module importable (seed built container 129 from it)
+
+
+# ---------------------------------------------------------------------------------------
+# revert and boot_service remove only what they created
+
+
+def _revert(root):
+    """The revert role's changing steps, in its order."""
+    sysctl = run_module(sysctl_settings, {"state": "absent", "root": root})
+    service = run_module(boot_service, {"state": "absent", "root": root})
+    restore = run_module(tuning_snapshot, {"state": "restore", "root": root})
+    return sysctl, service, restore
+
+
+def test_revert_keeps_a_folder_tune_created_that_now_holds_operator_files(tmp_path):
+    root = str(tmp_path / "host")
+    os.makedirs(root)
+    hosts.vm_host(root)
+    assert not os.path.exists(os.path.join(root, "etc/gpuhost-tuning"))
+    original = digest(root)
+    run_module(host_tune, {"root": root, "sysctl": SYSCTL,
+                           "parts": ["snapshot", "sysctl", "boot_service"]})
+    notes = _write(root, "/etc/gpuhost-tuning/notes.txt", "operator notes\n")
+    _sysctl, service, restore = _revert(root)
+    assert service["changed"] is True
+    assert service["kept"] == [{"path": "/etc/gpuhost-tuning", "reason": (
+        "holds 1 file(s) boot_service did not install (/etc/gpuhost-tuning/notes.txt): kept "
+        "with them; only its own files were removed")}]
+    assert restore["failed"] is True
+    assert ("/etc/gpuhost-tuning: holds 1 file(s) that gpuhost.tuning did not install "
+            "(/etc/gpuhost-tuning/notes.txt): left in place; move them away and run the "
+            "revert again") in restore["msg"]
+    with open(notes) as handle:
+        assert handle.read() == "operator notes\n"
+    rest = [p for p in changed(original, digest(root))
+            if not p.startswith("var/lib/gpuhost") and p not in ("var/lib", "var")
+            and not p.startswith("proc/sys/")]
+    assert rest == ["etc/gpuhost-tuning", "etc/gpuhost-tuning/notes.txt"], rest
+    # once the operator moves the file away, the revert completes and leaves nothing
+    os.unlink(notes)
+    assert not _revert(root)[2].get("failed")
+    rest = [p for p in changed(original, digest(root))
+            if not p.startswith("var/lib/gpuhost") and p not in ("var/lib", "var")
+            and not p.startswith("proc/sys/")]
+    assert rest == [], rest
+
+
+LIB = "usr/local/lib/gpuhost-tuning"
+
+
+def test_boot_service_absent_removes_only_its_own_library_files(seed):
+    foreign = {LIB + "/site.py": "x = 1\n", LIB + "/vendor/tool.py": "y = 2\n",
+               LIB + "/ansible_collections/other/tool/x.py": "z = 3\n"}
+    for rel, text in foreign.items():
+        _write(seed, rel, text, 0o600)
+    original = digest(seed)
+    present = run_module(boot_service, {"root": seed})
+    assert not present.get("failed"), present.get("msg")
+    assert not [f for f in present["files"] if f["action"] == "remove"]
+    assert all(original[rel] == digest(seed)[rel] for rel in foreign)
+    absent = run_module(boot_service, {"state": "absent", "root": seed})
+    assert absent["changed"] is True
+    assert absent["kept"] == [{"path": "/" + LIB, "reason": (
+        "holds 3 file(s) boot_service did not install (/%s/ansible_collections/other/tool/x.py, "
+        "/%s/site.py, /%s/vendor/tool.py): kept with them; only its own files were removed"
+        % (LIB, LIB, LIB))}]
+    now = digest(seed)
+    assert [p for p in changed(original, now) if p.startswith(LIB)] == []
+    assert not os.path.exists(os.path.join(seed, "etc/systemd/system/gpuhost-tuning.service"))
+    # a second absent changes nothing and still says why the folder stays
+    again = run_module(boot_service, {"state": "absent", "root": seed})
+    assert again["changed"] is False and again["kept"] == absent["kept"]
+    assert changed(now, digest(seed)) == []
+
+
+def test_boot_service_absent_removes_a_library_folder_it_created(seed):
+    original = digest(seed)
+    run_module(boot_service, {"root": seed})
+    absent = run_module(boot_service, {"state": "absent", "root": seed})
+    assert absent["changed"] is True and absent["kept"] == []
+    # its own folders go; the folders above them (usr/local/lib here) are the snapshot
+    # restore's to remove (it knows which existed)
+    rest = [p for p in changed(original, digest(seed)) if p.startswith((LIB, "etc/gpu"))]
+    assert rest == [], rest
+
+
+# ---------------------------------------------------------------------------------------
+# boot_service: the unit file as systemd reads it
+
+
+def test_python_path_with_spaces_is_quoted_and_systemd_reads_it(seed, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    folder = tmp_path / "py env 100%"
+    folder.mkdir()
+    python = str(folder / "python3")
+    os.symlink(sys.executable, python)
+    before = digest(seed)
+    result = run_module(boot_service, {"root": seed, "python": python})
+    assert not result.get("failed"), result.get("msg")
+    unit = os.path.join(seed, "etc/systemd/system/gpuhost-tuning.service")
+    with open(unit) as handle:
+        text = handle.read()
+    assert ('\nExecStart="%s" -m ansible_collections.gpuhost.tuning.plugins.module_utils.'
+            'bootapply --config /etc/gpuhost-tuning/boot.json\n'
+            % python.replace("%", "%%")) in text
+    assert {p for p in changed(before, digest(seed))} >= {
+        "etc/systemd/system/gpuhost-tuning.service", "etc/gpuhost-tuning/boot.json"}
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("systemd-analyze is not installed")
+    # systemd's own parser: an unquoted path would be "Command .../py is not executable"
+    out = subprocess.run(["systemd-analyze", "verify", unit], capture_output=True, text=True)
+    assert "not executable" not in out.stderr and "bad" not in out.stderr.lower(), out.stderr
+
+
+@pytest.mark.parametrize("python,expect", [
+    ("/usr/bin/python3 -c 'import os'", "no arguments, quotes"),
+    ('/opt/py"thon', "no arguments, quotes"),
+    ("/opt/py\\thon", "backslashes"),
+    ("/opt/../usr/bin/python3", "'..'"),
+    ("/opt/py\nExecStartPre=/bin/sh", "control"),
+])
+def test_python_that_is_not_a_plain_path_is_refused(seed, python, expect):
+    refused(boot_service, {"root": seed, "python": python}, expect, seed)
