@@ -435,7 +435,20 @@ def _live_assignments(files, texts):
     return {key for keys in live.values() for key in keys}, live
 
 
-def plan_grub(root, params, absent, grub_file=None):
+def no_loader_message(root):
+    """What was looked for and what to do, when ``root`` has no boot loader configuration
+    (a VM whose hypervisor boots the kernel directly, a container)."""
+    return ("no boot loader configuration under %s: looked for %s and a systemd-boot "
+            "loader.conf (%s; kernel-install), %s (proxmox-boot-tool) and %s or %s/*.cfg "
+            "(GRUB), and found none. A VM booted directly by its hypervisor or a container "
+            "has none: set the kernel command line where it is booted (the hypervisor's VM "
+            "config, the container host). On a host that boots through a loader, create its "
+            "file and set the backend: kernel_cmdline option backend=systemd-boot or "
+            "backend=grub (role variable gpuhost_boot_config_backend)"
+            % (root, KERNEL_CMDLINE, ", ".join(LOADER_CONFS), PBT_UUIDS, GRUB_DEFAULT, GRUB_D))
+
+
+def plan_grub(root, params, absent, grub_file=None, requested=False):
     """Edit the GRUB files. Present parameters are replaced or removed where they stand in
     the assignments that reach the kernel; new ones go to the last (effective)
     ``GRUB_CMDLINE_LINUX_DEFAULT`` assignment, or to ``grub_file`` (a drop-in, created
@@ -454,8 +467,13 @@ def plan_grub(root, params, absent, grub_file=None):
         texts[grub_file] = ""
         files = sorted(set(files + [grub_file]), key=lambda p: (p != GRUB_DEFAULT, p))
     if not files:
-        raise BootConfigError("no %s and no %s/*.cfg under %s: is GRUB installed?"
-                              % (GRUB_DEFAULT, GRUB_D, root))
+        if requested:
+            raise BootConfigError(
+                "backend=grub: no %s and no %s/*.cfg under %s: install GRUB's configuration "
+                "(package grub-pc or grub-efi-amd64) or choose the backend this host boots "
+                "with (kernel_cmdline option backend; role variable "
+                "gpuhost_boot_config_backend)" % (GRUB_DEFAULT, GRUB_D, root))
+        raise BootConfigError(no_loader_message(root))
     before = _grub_cmdline(grub_effective(root, texts, [f for f in files if texts[f]]))
     live, by_var = _live_assignments(files, texts)
     # names already present in what reaches the kernel are edited in place, not added
@@ -547,6 +565,7 @@ def plan(root, params=None, absent=None, backend="auto", runner=None, grub_file=
     if backend not in BACKENDS:
         raise BootConfigError("backend must be one of %s" % ", ".join(BACKENDS))
     detected = detect_backend(root, runner)
+    requested = backend != "auto"
     if backend == "auto":
         backend = detected["backend"]
         tool = detected["tool"]
@@ -562,7 +581,8 @@ def plan(root, params=None, absent=None, backend="auto", runner=None, grub_file=
     if backend == "systemd-boot":
         result = plan_systemd_boot(root, params, absent, tool=tool)
     else:
-        result = plan_grub(root, params, absent, grub_file=grub_file)
+        result = plan_grub(root, params, absent, grub_file=grub_file,
+                           requested=requested)
     verify(result["after"], params, absent,
            ", ".join(f["path"] for f in result["files"]))
     changed = any(f["changed"] for f in result["files"])

@@ -654,3 +654,23 @@ def test_python_path_with_spaces_is_quoted_and_systemd_reads_it(seed, tmp_path):
 ])
 def test_python_that_is_not_a_plain_path_is_refused(seed, python, expect):
     refused(boot_service, {"root": seed, "python": python}, expect, seed)
+
+
+# ---------------------------------------------------------------------------------------
+# a host with no boot loader configuration (a VM booted directly, a container)
+
+
+def test_no_boot_loader_says_what_was_looked_for_and_what_to_set(tmp_path):
+    # what a container's root (or a directly booted VM's) has: no loader files at all
+    root = str(tmp_path / "ct")
+    _write(root, "/etc/os-release", 'ID=debian\nVERSION_ID="12"\n')
+    _write(root, "/proc/cmdline", "console=ttyS0 root=/dev/vda rw\n")
+    result = refused(kernel_cmdline, {"root": root, "params": {"nmi_watchdog": "0"}},
+                     "no boot loader configuration under %s: looked for /etc/kernel/cmdline"
+                     % root, root)
+    for text in ("/etc/kernel/proxmox-boot-uuids (proxmox-boot-tool)",
+                 "/etc/default/grub or /etc/default/grub.d/*.cfg (GRUB)",
+                 "kernel_cmdline option backend=systemd-boot or backend=grub",
+                 "gpuhost_boot_config_backend"):
+        assert text in result["msg"], result["msg"]
+    assert "is GRUB installed" not in result["msg"]

@@ -114,7 +114,14 @@ def test_backend_forced_grub_on_proxmox(tmp_path):
 
 def test_no_boot_config_fails_clearly(tmp_path):
     result = _run(tmp_path, params={"nmi_watchdog": 0})
-    assert result["failed"] and "is GRUB installed" in result["msg"]
+    assert result["failed"] and "no boot loader configuration under" in result["msg"]
+    assert "/etc/kernel/cmdline" in result["msg"] and "backend=grub" in result["msg"]
+
+
+def test_forced_grub_without_grub_files_names_the_option(tmp_path):
+    result = _run(tmp_path, backend="grub", params={"nmi_watchdog": 0})
+    assert result["failed"] and result["msg"].startswith("backend=grub: no /etc/default/grub")
+    assert "gpuhost_boot_config_backend" in result["msg"]
 
 
 # --- YAML booleans: `mitigations: off` arrives as False and means mitigations=off
