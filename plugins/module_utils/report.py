@@ -633,6 +633,17 @@ def write_reports(module, dest, files, check_mode, setting):
 
 # --- the report modules: each one call, its options in, its result out -------------------
 
+def _malformed(audits, generated, exc):
+    """Which host's audit the reports cannot be made from, and the missing or mistyped key."""
+    for host in sorted(audits):
+        try:
+            report_files({host: audits[host]}, generated, 4096)
+            judged_audits({host: audits[host]})
+        except (KeyError, TypeError, AttributeError, ValueError) as one:
+            return "the audit of %s is malformed (%s: %s)" % (host, type(one).__name__, one)
+    return "the audits are malformed together (%s: %s)" % (type(exc).__name__, exc)
+
+
 def audit_report_run(p, check_mode=False):
     """Module audit_report: ``p`` its options (all given). ReportError on a value that is no
     host_audit result or a folder that cannot be written."""
@@ -643,12 +654,19 @@ def audit_report_run(p, check_mode=False):
         raise ReportError("audit_report: no audit result for %s (pass the 'audit' value "
                           "host_audit returned for each host)" % ", ".join(sorted(bad)))
     paths, written = [], []
-    if p["write"]:
-        files = report_files(audits, p["generated_at"] or now(), p["mrrs_size"],
+    generated = p["generated_at"] or now()
+    try:
+        # made before anything is written: a malformed audit is a message, no files
+        files = report_files(audits, generated, p["mrrs_size"],
                              previous_documents(p["dest"], audits))
+        judged = judged_audits(audits)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ReportError("audit_report: %s (pass the 'audit' value host_audit returned for "
+                          "each host); nothing was written" % _malformed(audits, generated, exc))
+    if p["write"]:
         paths, written = write_reports("audit_report", p["dest"], files, check_mode,
                                        "gpuhost_audit_report_dir")
-    audits = judged_audits(audits)
+    audits = judged
     summary = {}
     for host, audit in audits.items():
         entry = counts(audit["findings"])

@@ -17,6 +17,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.metrics import SEVERITIES
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     LockError,
     PathError,
@@ -485,6 +486,44 @@ def _reports(option):
     return rule
 
 
+FINDING_KEYS = ("id", "severity", "subject", "current", "expected")
+
+
+def _short(value, limit=120):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _audit_report(p):
+    """Each host's audit as host_audit returns it: findings a list of mappings with
+    FINDING_KEYS, a known severity and a text id (the message names host and key)."""
+    _reports("audits")(p)
+    for host, audit in p["audits"].items():
+        if not isinstance(audit, dict) or "findings" not in audit:
+            continue  # the module says "no audit result for <host>"
+        where = "audits.%s" % host
+        findings = audit["findings"]
+        if not isinstance(findings, list):
+            raise ValidationError("%s.findings: %s is not allowed: a list of findings (pass "
+                                  "the 'audit' value host_audit returned)"
+                                  % (where, _short(findings)))
+        for index, finding in enumerate(findings):
+            at = "%s.findings[%d]" % (where, index)
+            if not isinstance(finding, dict):
+                raise ValidationError("%s: %s is not allowed: a finding mapping with %s"
+                                      % (at, _short(finding), ", ".join(FINDING_KEYS)))
+            missing = [key for key in FINDING_KEYS if key not in finding]
+            if missing:
+                raise ValidationError("%s: no %s: a finding needs %s"
+                                      % (at, ", ".join(missing), ", ".join(FINDING_KEYS)))
+            if not isinstance(finding["id"], str) or not finding["id"].strip():
+                raise ValidationError("%s.id: %s is not allowed: a check id like mrrs_low"
+                                      % (at, _short(finding["id"])))
+            if finding["severity"] not in SEVERITIES:
+                raise ValidationError("%s.severity: %s is not allowed: one of %s"
+                                      % (at, _short(finding["severity"]), ", ".join(SEVERITIES)))
+
+
 RULES = {
     "sysctl_settings": _sysctl_settings,
     "cpuidle_state": _cpuidle_state,
@@ -501,7 +540,7 @@ RULES = {
     "dkms_build": _dkms_build,
     "initramfs_check": _initramfs_check,
     "cuda_probe": _cuda_probe,
-    "audit_report": _reports("audits"),
+    "audit_report": _audit_report,
     "tune_report": _reports("results"),
     "post_boot_verify": _post_boot_verify,
     "container_verify": _container_verify,

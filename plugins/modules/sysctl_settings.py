@@ -141,6 +141,13 @@ failed_keys:
   returned: always
   type: list
   elements: str
+kept:
+  description: With O(state=absent), true when O(path) was left in place because
+    gpuhost.tuning did not write it (no managed header, or a link such as Debian's
+    C(99-sysctl.conf)); a warning says so too.
+  returned: when O(state=absent) and the file was not written by gpuhost.tuning
+  type: bool
+  sample: true
 overridden_at_boot:
   description: Managed keys that a file applied after O(path) at boot sets to another value,
     each C({key, file, value, wanted}); the task fails when not empty.

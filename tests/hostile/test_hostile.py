@@ -450,6 +450,18 @@ def test_atomic_write_leaves_no_temp_file_on_failure(tmp_path, monkeypatch):
     (audit_report, {"audits": "nope"}, "audits"),
     (audit_report, {"audits": {"h1": {"nofindings": 1}}}, "no audit result for h1"),
     (tune_report, {"results": "nope"}, "results"),
+    (audit_report, {"audits": {"h1": {"findings": "x"}}},
+     "audits.h1.findings: 'x' is not allowed: a list of findings"),
+    (audit_report, {"audits": {"h1": {"findings": ["x"]}}},
+     "audits.h1.findings[0]: 'x' is not allowed: a finding mapping with id, severity"),
+    (audit_report, {"audits": {"h1": {"findings": [{"id": "mrrs_low", "severity": "high"}]}}},
+     "audits.h1.findings[0]: no subject, current, expected: a finding needs"),
+    (audit_report, {"audits": {"h1": {"findings": [
+        {"id": "mrrs_low", "severity": "huge", "subject": "", "current": "",
+         "expected": ""}]}}}, "audits.h1.findings[0].severity: 'huge' is not allowed: one of "
+                              "critical, high"),
+    (audit_report, {"audits": {"ok": {"findings": []}, "h2": {"findings": [], "checks": 7}}},
+     "the audit of h2 is malformed (AttributeError"),
 ])
 def test_malformed_report_input_is_a_message(tmp_path, module, args, expect):
     dest = str(tmp_path / "reports")
