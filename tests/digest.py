@@ -7,6 +7,22 @@ documented paths changed (``changed(before, after)``).
 import hashlib
 import os
 
+# sha256 of file contents by (path, device, inode, size, mtime, ctime): any write to a file,
+# or its replacement, changes its ctime (which no program can set back), so a file whose
+# stat is the same still has the content hashed before. Digests stay exact and a tree is
+# read once, not once per digest.
+_HASHES = {}
+
+
+def _content_hash(path, st):
+    key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    found = _HASHES.get(key)
+    if found is None:
+        with open(path, "rb") as handle:
+            found = hashlib.sha256(handle.read()).hexdigest()
+        _HASHES[key] = found
+    return found
+
 
 def digest(root):
     """``{relative path: (type, sha256 or link target, mode, uid, gid)}`` of every entry
@@ -21,9 +37,7 @@ def digest(root):
         elif os.path.isdir(path):
             kind, data = "dir", None
         else:
-            kind = "file"
-            with open(path, "rb") as handle:
-                data = hashlib.sha256(handle.read()).hexdigest()
+            kind, data = "file", _content_hash(path, st)
         return (kind, data, st.st_mode & 0o7777, st.st_uid, st.st_gid)
 
     out["."] = entry(root)

@@ -33,14 +33,6 @@ from ansible_collections.gpuhost.tuning.plugins.modules import (
 SYSCTL = {"kernel.numa_balancing": "0", "vm.swappiness": "10"}
 
 
-@pytest.fixture
-def seed(tmp_path):
-    root = tmp_path / "host"
-    root.mkdir()
-    hosts.seed_host(str(root))
-    return str(root)
-
-
 def refused(module, args, expect, root, check_mode=False, diff=False):
     """Run ``module`` on ``root``; it must fail with ``expect`` in its message and leave the
     whole tree (and the folder around it) exactly as it was."""
@@ -125,8 +117,8 @@ BAD_OPTIONS = [
 @pytest.mark.parametrize("module,args,expect", BAD_OPTIONS,
                          ids=["%s-%d" % (m.__name__.rsplit(".", 1)[1], i)
                               for i, (m, _a, _e) in enumerate(BAD_OPTIONS)])
-def test_bad_option_refused_and_nothing_changed(seed, module, args, expect):
-    result = refused(module, dict(args, root=seed), expect, seed)
+def test_bad_option_refused_and_nothing_changed(shared_seed, module, args, expect):
+    result = refused(module, dict(args, root=shared_seed), expect, shared_seed)
     assert result.get("changed") in (False, None)
 
 
@@ -664,8 +656,8 @@ def test_python_path_with_spaces_is_quoted_and_systemd_reads_it(seed, tmp_path):
     ("/opt/../usr/bin/python3", "'..'"),
     ("/opt/py\nExecStartPre=/bin/sh", "control"),
 ])
-def test_python_that_is_not_a_plain_path_is_refused(seed, python, expect):
-    refused(boot_service, {"root": seed, "python": python}, expect, seed)
+def test_python_that_is_not_a_plain_path_is_refused(shared_seed, python, expect):
+    refused(boot_service, {"root": shared_seed, "python": python}, expect, shared_seed)
 
 
 # ---------------------------------------------------------------------------------------
