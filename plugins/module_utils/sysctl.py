@@ -455,8 +455,7 @@ class SettingsPart(object):
     steps = ("sysctl",)
     stage = "tune"
     options = dict(
-        sysctl_at_least=dict(type="list", elements="str",
-                             default=["net.core.rmem_max", "net.core.wmem_max"]),
+        sysctl_at_least=dict(type="list", elements="str", default=list(AT_LEAST)),
         sysctl_file=dict(type="path", default="/etc/sysctl.d/99-gpuhost-tuning.conf"),
     )
 

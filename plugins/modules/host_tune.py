@@ -115,10 +115,13 @@ options:
     type: dict
     default: {}
   sysctl_at_least:
-    description: Keys where a larger current value counts as right and is kept.
+    description:
+      - Keys where a larger current value counts as right and is kept (live and in the
+        file). The default is the collection's rule, the one the audit judges by - the
+        socket buffer sizes and ceilings; V([]) makes every key exact.
     type: list
     elements: str
-    default: [net.core.rmem_max, net.core.wmem_max]
+    default: [net.core.rmem_max, net.core.wmem_max, net.core.rmem_default, net.core.wmem_default]
   sysctl_file:
     description: The sysctl.d file owned by the pass (it holds exactly O(sysctl)).
     type: path

@@ -329,3 +329,17 @@ def test_a_part_that_breaks_the_protocol_is_refused_at_registration():
     with pytest.raises(ValueError, match="owned by tune parts pcie and marker"):
         tune._derive(list(tune.REGISTRY[:applied]) + [type("Steal", (_Marker,), {
             "owns": ("pcie_mrrs",)})()] + list(tune.REGISTRY[applied:]))
+
+
+def test_a_larger_socket_buffer_is_kept_by_the_audits_rule_unless_told(seed):
+    root, _built = seed
+    wanted = dict(WANTED["sysctl"], **{"net.core.rmem_default": "212992"})
+    procsys.sysctls(root, {"net.core.rmem_default": "4194304"})
+    audit = audit_mod.audit(root, dict(WANTED, sysctl=wanted))
+    assert not [f for f in audit["findings"] if f["subject"] == "net.core.rmem_default"]
+    kept = run(root, parts=["sysctl"], sysctl=wanted)
+    assert rows(kept)[("sysctl", "net.core.rmem_default")]["after"] == "4194304"
+    assert "net.core.rmem_default = 4194304\n" in read(root, CONF)
+    exact = run(root, parts=["sysctl"], sysctl=wanted, sysctl_at_least=[])
+    assert rows(exact)[("sysctl", "net.core.rmem_default")]["after"] == "212992"
+    assert "net.core.rmem_default = 212992\n" in read(root, CONF)
