@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda
+from ansible_collections.gpuhost.tuning.plugins.module_utils import validate
 
 NAME = "bandwidth"
 # A change within this share of the rate before is noise ("same").
@@ -38,11 +39,12 @@ def is_live(root):
 
 
 def check_options(params):
-    """Error text for options the probe cannot use, or None."""
-    for name in ("bandwidth_size_mb", "bandwidth_repeats"):
-        value = params.get(name)
-        if not isinstance(value, int) or value < 1:
-            return "%s must be a whole number of at least 1, not %r" % (name, value)
+    """Error text for options the probe cannot use, or None (host_tune refuses them before
+    the pass starts; this covers ``tune.tune_run`` called directly)."""
+    try:
+        validate.bandwidth_options(params)
+    except validate.ValidationError as exc:
+        return str(exc)
     return None
 
 

@@ -340,6 +340,7 @@ def _host_tune(p):
     inside(p, "lxc_config_dir")
     for vmid in p.get("numa_pin_vmids") or []:
         int_range("numa_pin_vmids", vmid, *VMID_RANGE)
+    bandwidth_options(p)
     _gpu(p, "gpu_vendor", "gpu_classes")
 
 
@@ -428,6 +429,14 @@ def _initramfs_check(p):
                 _fail(option, path, "absolute paths as inside the initramfs")
     for release in p.get("kernels") or []:
         inside(dict(p, image=p["image"].replace("{kernel}", release)), "image")
+
+
+def bandwidth_options(p):
+    """host_tune's bandwidth part: the copy size and count the probe can use, a library."""
+    int_range("bandwidth_size_mb", p.get("bandwidth_size_mb"), 1, 65536)
+    int_range("bandwidth_repeats", p.get("bandwidth_repeats"), 1, 1000)
+    if "cuda_library" in p and not p["cuda_library"]:
+        _fail("cuda_library", p["cuda_library"], "a library name like libcuda.so.1 or a path")
 
 
 def _cuda_probe(p):

@@ -67,8 +67,7 @@ description:
     is a warning, not a failure. It measures only on the live host (O(root) C(/)); under
     another root, without the driver library (O(cuda_library)) and in check mode its row
     says so and nothing is measured. A CUDA error (C(cuInit), a copy) fails the part with
-    the code, its name and the usual cause. Options that are not at least 1 stop the pass
-    before any change (after the snapshot)."
+    the code, its name and the usual cause."
 extends_documentation_fragment:
   - gpuhost.tuning.gpu_selection
 author:
@@ -151,12 +150,12 @@ options:
     default: auto
     choices: [auto, load, skip]
   bandwidth_size_mb:
-    description: Size of each copy of the C(bandwidth) part, in MiB (at least 1); each GPU
+    description: Size of each copy of the C(bandwidth) part, in MiB (1 to 65536); each GPU
       needs this much free memory plus 64 MiB, or it is skipped with the reason.
     type: int
     default: 256
   bandwidth_repeats:
-    description: Copies per direction of the C(bandwidth) part (at least 1); the best counts.
+    description: Copies per direction of the C(bandwidth) part (1 to 1000); the best counts.
     type: int
     default: 5
   cuda_library:

@@ -203,14 +203,19 @@ def test_a_gpu_short_of_memory_is_skipped_with_the_reason_not_failed(seed, live,
     assert short["note"].startswith("only 40 MiB of GPU memory free, the copy needs 72 MiB")
 
 
-def test_a_copy_size_below_one_stops_the_pass_before_any_change(seed, live, lib):
+def test_a_copy_size_below_one_is_refused_before_anything_runs(seed, live, lib):
     root, _built = seed
-    result = run(root, parts=["bandwidth", "sysctl"], cuda_library=lib,
+    result = run(root, parts=["snapshot", "bandwidth", "sysctl"], cuda_library=lib,
                  bandwidth_size_mb=0)
-    assert result["failed"] is True
-    assert result["failures"] == [
-        "bandwidth_before: bandwidth_size_mb must be a whole number of at least 1, not 0"]
-    assert result["changed"] is False and "sysctl" not in result["parts"]
+    assert result["failed"] is True and result.get("changed") is not True
+    assert "bandwidth_size_mb: 0 is not allowed: an integer from 1 to 65536" in result["msg"]
+    assert not os.path.exists(os.path.join(root, "var/lib/gpuhost"))  # no snapshot either
+    # the pass called directly refuses it too, in the before stage: nothing after it runs
+    direct = tune.tune_run({"root": root, "parts": ["bandwidth", "sysctl"],
+                            "sysctl": WANTED["sysctl"], "bandwidth_repeats": 0})
+    assert direct["failures"] == ["bandwidth_before: bandwidth_repeats: 0 is not allowed: "
+                                  "an integer from 1 to 1000"]
+    assert direct["changed"] is False and "sysctl" not in direct["parts"]
 
 
 def test_the_two_objects_of_a_part_must_agree_on_being_off_by_default():
