@@ -11,7 +11,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+import copy
+
+try:
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+except ImportError:  # the scheduled audit (audittimer) on a host without Ansible
+    ArgumentSpecValidator = None
 
 NVIDIA_VENDOR = "10de"
 # PCI display controllers: 0300 VGA compatible, 0302 3D controller (a datacenter GPU).
@@ -51,6 +56,14 @@ def fill(spec, params, internal=()):
     collection may add that are no option (kept as given). ValueError names every problem."""
     given = dict((k, v) for k, v in (params or {}).items()
                  if v is not None and k not in internal)
+    if ArgumentSpecValidator is None:
+        # Without Ansible (the audit timer's program on the host, its values checked by
+        # module audit_timer when it was installed): the defaults, then what is given.
+        out = dict((k, copy.deepcopy(o.get("default"))) for k, o in spec.items())
+        out.update(given)
+        for key in internal:
+            out[key] = (params or {}).get(key)
+        return out
     result = ArgumentSpecValidator(spec).validate(given)
     if result.error_messages:
         raise ValueError("; ".join(result.error_messages))

@@ -27,6 +27,7 @@ import re
 import sys
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import facts
 from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics
 from ansible_collections.gpuhost.tuning.plugins.module_utils import unitinstall
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
@@ -260,6 +261,11 @@ def timer_run(params, check_mode=False, runner=None):
         raise ConfigError("schedule %r: give a systemd OnCalendar expression, e.g. hourly or "
                           "*-*-* 00/4:00:00" % (p["schedule"],))
     config = make_config(p["host"], p["textfile"], p["wanted"])
+    try:  # checked here, where Ansible's validator is: the host's program only fills defaults
+        merged = facts.merged_wanted(config["wanted"])
+    except ValueError as exc:
+        raise ConfigError("wanted: %s" % exc)
+    config["wanted"] = dict((k, merged[k]) for k in config["wanted"])  # types as checked
     files = desired_files(config, render_service(python=p["python"]),
                           render_timer(p["schedule"], p["randomized_delay"]))
     plan = plan_files(root, files)

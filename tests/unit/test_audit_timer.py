@@ -32,10 +32,11 @@ def args(root, **extra):
 
 
 def run_installed(root, tmp_path):
-    """The service's command, against the tree: only the installed library importable."""
+    """The service's command, against the tree: only the installed library importable (no
+    site-packages: a host has no Ansible)."""
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": root + audittimer.LIB_DIR,
            "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run([sys.executable, "-B", "-m", audittimer.MODULE,
+    return subprocess.run([sys.executable, "-S", "-B", "-m", audittimer.MODULE,
                            "--config", root + audittimer.CONFIG_PATH, "--root", root],
                           env=env, cwd=str(tmp_path), capture_output=True, text=True,
                           check=False, timeout=120)
