@@ -26,6 +26,7 @@ import pkgutil
 import re
 import sys
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import facts
 from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics
@@ -213,8 +214,19 @@ def remove_installed(root):
 # ---------------------------------------------------------------------------------------
 # the audit_timer pass (module audit_timer)
 
-TIMER_DEFAULTS = {"state": "present", "schedule": "hourly", "randomized_delay": 300,
-                  "python": PYTHON, "wanted": {}, "root": "/"}
+def timer_spec():
+    """Option spec of module audit_timer (its defaults fill ``timer_run``'s params)."""
+    spec = dict(
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        host=dict(type="str"),
+        textfile=dict(type="str"),
+        schedule=dict(type="str", default="hourly"),
+        randomized_delay=dict(type="int", default=300),
+        wanted=dict(type="dict", default={}),
+        python=dict(type="path", default=PYTHON),
+    )
+    spec.update(argspec.root())
+    return spec
 
 
 def _systemctl(runner, root):
@@ -229,8 +241,10 @@ def timer_run(params, check_mode=False, runner=None):
     ``enable --now``/``disable --now`` through ``runner`` (runner.Runner or the like: which,
     run). Returns the module's result; raises ConfigError or OSError on bad input or a
     failed write, the runner's error on a failed systemctl."""
-    p = dict(TIMER_DEFAULTS)
-    p.update((k, v) for k, v in params.items() if v is not None)
+    try:
+        p = argspec.fill(timer_spec(), params)
+    except ValueError as exc:
+        raise ConfigError(str(exc))
     root = p["root"]
     binary, why = _systemctl(runner, root)
     commands = []

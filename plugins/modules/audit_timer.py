@@ -128,16 +128,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            host=dict(type="str"),
-            textfile=dict(type="str"),
-            schedule=dict(type="str", default="hourly"),
-            randomized_delay=dict(type="int", default=300),
-            wanted=dict(type="dict", default={}),
-            python=dict(type="path", default="/usr/bin/python3"),
-            root=dict(type="path", default="/"),
-        ),
+        argument_spec=audittimer.timer_spec(),
         required_if=[("state", "present", ("host", "textfile"))],
         supports_check_mode=True,
     )
