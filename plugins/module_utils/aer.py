@@ -102,7 +102,7 @@ def read_device(dev):
     return out
 
 
-def collect(root, vendor="10de", classes=("0300", "0302")):
+def collect(root, vendor=pci_mod.NVIDIA_VENDOR, classes=pci_mod.GPU_CLASSES):
     """The audit's ``pcie_aer`` facts: one entry per GPU and per bridge above a GPU (each
     once, GPUs first, in address order): ``{address, role (gpu|bridge), port_type, gpus
     (the GPUs at or below it), below (the devices of this list below it), available, fatal,

@@ -18,9 +18,11 @@ try:
 except ImportError:  # the scheduled audit (audittimer) on a host without Ansible
     ArgumentSpecValidator = None
 
-NVIDIA_VENDOR = "10de"
-# PCI display controllers: 0300 VGA compatible, 0302 3D controller (a datacenter GPU).
-GPU_CLASSES = ("0300", "0302")
+from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import (  # noqa: F401
+    GPU_CLASSES,
+    NVIDIA_VENDOR,
+)
+
 # cpufreq scaling drivers that let the CPU boost as the workload asks (AMD EPYC, Intel).
 CPUFREQ_DRIVERS = ("amd-pstate-epp", "amd-pstate", "intel_pstate")
 

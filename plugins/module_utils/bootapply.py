@@ -70,8 +70,8 @@ def apply_mrrs(root, conf, log):
     size = int(conf["size"])
     try:
         result = pci_mod.tune_mrrs(
-            root, size=size, vendor=conf.get("vendor", "10de"),
-            classes=conf.get("classes", ["0300", "0302"]),
+            root, size=size, vendor=conf.get("vendor", pci_mod.NVIDIA_VENDOR),
+            classes=conf.get("classes", list(pci_mod.GPU_CLASSES)),
             include_upstream=conf.get("include_upstream", True), method="sysfs")
     except (ValueError, pci_mod.PciError, OSError) as exc:
         log("MRRS: FAILED before any write: %s" % exc)

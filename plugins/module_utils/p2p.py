@@ -110,7 +110,7 @@ def pair_path(up_a, up_b):
     return common, between, ports
 
 
-def collect(root, vendor="10de", classes=("0300", "0302")):
+def collect(root, vendor=pci_mod.NVIDIA_VENDOR, classes=pci_mod.GPU_CLASSES):
     """The audit's ``p2p`` facts: ``{gpu_count, iommu_groups, cmdline, gpus, bridges}``.
 
     ``gpus``: the GPUs the host's ``nvidia`` driver runs (those bound to vfio-pci belong to

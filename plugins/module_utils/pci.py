@@ -56,6 +56,11 @@ DEVCTL_MPS_SHIFT = 5
 
 MRRS_SIZES = (128, 256, 512, 1024, 2048, 4096)
 
+# The GPUs selected when nothing else is asked: NVIDIA's vendor id and the PCI display
+# controller classes 0300 (VGA compatible) and 0302 (3D controller, a datacenter GPU).
+NVIDIA_VENDOR = "10de"
+GPU_CLASSES = ("0300", "0302")
+
 PORT_TYPES = {
     0x0: "endpoint",
     0x1: "legacy_endpoint",
@@ -513,7 +518,7 @@ def normalize_class(value):
     return text
 
 
-def select_devices(root, vendor="10de", classes=("0300", "0302")):
+def select_devices(root, vendor=NVIDIA_VENDOR, classes=GPU_CLASSES):
     """Devices of ``vendor`` whose class starts with one of ``classes`` (endpoint classes:
     ``0300`` VGA, ``0302`` 3D controller), as PciDevice, in address order."""
     vendor = "%04x" % int(_norm_hex(vendor, "PCI vendor"), 16)
@@ -678,7 +683,7 @@ def _hex16(value):
     return None if value is None else "0x%04x" % value
 
 
-def resolve_targets(root, devices=None, vendor="10de", classes=("0300", "0302"),
+def resolve_targets(root, devices=None, vendor=NVIDIA_VENDOR, classes=GPU_CLASSES,
                     include_upstream=True):
     """``[(PciDevice, role)]``: the listed (or selected) endpoints, then every bridge between
     them and their root complex, each once (a listed device keeps role ``endpoint``).
@@ -713,7 +718,7 @@ def resolve_targets(root, devices=None, vendor="10de", classes=("0300", "0302"),
     return targets
 
 
-def tune_mrrs(root, size=4096, devices=None, vendor="10de", classes=("0300", "0302"),
+def tune_mrrs(root, size=4096, devices=None, vendor=NVIDIA_VENDOR, classes=GPU_CLASSES,
               include_upstream=True, state="present", method="sysfs", runner=None,
               check_mode=False):
     """Set (``present``) or report (``query``) MRRS on the selected devices and their bridges.

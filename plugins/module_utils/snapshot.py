@@ -138,7 +138,7 @@ def record_cpuidle(root):
     return {"driver": cpu_mod.cpuidle_driver(root), "cpus": cpus}
 
 
-def collect(root, sysctl_keys=(), vendor="10de", classes=("0300", "0302"),
+def collect(root, sysctl_keys=(), vendor=pci_mod.NVIDIA_VENDOR, classes=pci_mod.GPU_CLASSES,
             include_upstream=True, files=MANAGED_FILES,
             lxc_config_dir=lxc_mod.DEFAULT_CONFIG_DIR):
     """The current state of everything managed (the ``state`` of a snapshot document)."""
