@@ -5,7 +5,9 @@ Makes ``ansible_collections.gpuhost.tuning`` importable from this checkout (a li
 ``sys.path`` for the fixture builders (``fixtures.*``) and the module runner (``modrun``).
 """
 
+import fcntl
 import os
+import subprocess
 import sys
 
 import pytest
@@ -53,6 +55,28 @@ if os.environ.get("GPUHOST_TEST_TMP") != "disk" and "PYTEST_DEBUG_TEMPROOT" not 
     _root = _fast_temproot()
     if _root:
         os.environ["PYTEST_DEBUG_TEMPROOT"] = _root
+
+
+def install_collection(env):
+    """``make collection`` (the checkout into ./collections) once per test run: every
+    pytest-xdist worker of one run shares it, and no worker reinstalls it while another's
+    playbook reads it (``ansible-galaxy collection install --force`` removes it first)."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or "pid-%d" % os.getpid()
+    output = os.path.join(TESTS, "output")
+    os.makedirs(output, exist_ok=True)
+    stamp = os.path.join(output, "collection.run")
+    with open(os.path.join(output, "collection.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(stamp) as handle:
+                if handle.read() == run_id:
+                    return
+        except OSError:
+            pass
+        subprocess.run(["make", "-s", "-C", REPO, "collection"], check=True, env=env,
+                       capture_output=True, timeout=300)
+        with open(stamp, "w") as handle:
+            handle.write(run_id)
 
 
 def tree_snapshot(root):

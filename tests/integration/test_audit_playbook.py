@@ -13,10 +13,12 @@ import time
 import urllib.request
 
 import pytest
-from conftest import tree_snapshot
+from conftest import install_collection, tree_snapshot
 from fixtures import hosts
 
-pytestmark = pytest.mark.integration
+# One pytest-xdist worker runs this whole file (--dist loadgroup):
+# its tests share the module's fleet and first run.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("audit_playbook")]
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_PY = os.path.join(REPO, ".venv/bin/python")
@@ -67,8 +69,7 @@ def recap(output):
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    subprocess.run(["make", "-s", "-C", REPO, "collection"], check=True, env=_env(),
-                   capture_output=True, timeout=300)
+    install_collection(_env())
     base = tmp_path_factory.mktemp("fleet")
     roots = {}
     for name in NAMES:

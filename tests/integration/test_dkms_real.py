@@ -19,7 +19,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import dkms, kernel
 from ansible_collections.gpuhost.tuning.plugins.modules import dkms_build
 from modrun import run_module
 
-pytestmark = pytest.mark.integration
+# One pytest-xdist worker runs this whole file (--dist loadgroup):
+# both tests use the machine's one real DKMS tree.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("dkms_real")]
 
 NAME, VERSION = "gpuhost-hello", "0.1"
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dkms-hello")

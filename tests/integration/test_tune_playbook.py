@@ -11,13 +11,15 @@ import time
 
 import pytest
 import yaml
-from conftest import tree_snapshot
+from conftest import install_collection, tree_snapshot
 from fixtures import hosts
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
 
-pytestmark = pytest.mark.integration
+# One pytest-xdist worker runs this whole file (--dist loadgroup):
+# its tests share one collection copy and one podman container name.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("tune_playbook")]
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_PY = os.path.join(REPO, ".venv/bin/python")
@@ -98,8 +100,7 @@ def idle_flags(root):
 
 @pytest.fixture(scope="module", autouse=True)
 def collection(tmp_path_factory):
-    subprocess.run(["make", "-s", "-C", REPO, "collection"], check=True, env=_env(),
-                   capture_output=True, timeout=300)
+    install_collection(_env())
     private = str(tmp_path_factory.mktemp("collections"))
     subprocess.run([os.path.join(REPO, ".venv/bin/ansible-galaxy"), "collection", "install",
                     "--force", "-p", private, REPO], check=True, env=_env(),
