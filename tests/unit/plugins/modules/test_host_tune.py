@@ -15,6 +15,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as aud
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci, peermem
 from ansible_collections.gpuhost.tuning.plugins.module_utils import tune
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
+from conftest import TESTS
 
 WANTED = hosts.common_wanted()
 MANAGED = ("pcie_mrrs", "numa_balancing", "cpuidle_deep_state", "sysctl")
@@ -238,7 +239,7 @@ def test_a_failed_modprobe_is_reported_and_the_other_parts_still_run(seed, monke
 
 
 def test_ansible_doc_renders_and_matches_the_spec(seed):
-    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tests = TESTS
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(tests, "output", "pathlink"))
     doc_bin = os.path.join(os.path.dirname(sys.executable), "ansible-doc")
     out = subprocess.run([doc_bin, "--json", "gpuhost.tuning.host_tune"], env=env,

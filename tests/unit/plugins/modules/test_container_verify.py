@@ -11,8 +11,9 @@ import pytest
 from ansible_collections.gpuhost.tuning.plugins.modules import container_verify
 from fixtures import lxc
 from modrun import run_module
+from conftest import TESTS
 
-DOUBLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "doubles")
+DOUBLES = os.path.join(TESTS, "doubles")
 TORCH = ["python3", "-c", "import torch; print(torch.cuda.is_available())"]
 BEFORE = [195, 504, 507]  # the GPU drivers' majors before the reboot
 

@@ -12,8 +12,8 @@ from fixtures import lxc
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.modules import cuda_probe
+from conftest import TESTS
 
-TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOUBLES = os.path.join(TESTS, "doubles")
 PCT = os.path.join(DOUBLES, "pct")
 

@@ -10,8 +10,8 @@ import yaml
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, checks
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import base
 from ansible_collections.gpuhost.tuning.plugins.modules import host_audit
+from conftest import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REGISTERED = dict((c.id, c) for c in base.checks())
 
 

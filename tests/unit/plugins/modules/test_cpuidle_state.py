@@ -5,6 +5,7 @@ import os
 from ansible_collections.gpuhost.tuning.plugins.modules import cpuidle_state
 from fixtures import cpu as cpufix
 from modrun import run_module
+from conftest import TESTS
 
 
 def run(root, check_mode=False, **args):
@@ -106,7 +107,7 @@ def test_ansible_doc_renders_and_matches_the_spec(tmp_path):
     import json
     import subprocess
     import sys
-    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tests = TESTS
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(tests, "output", "pathlink"))
     doc_bin = os.path.join(os.path.dirname(sys.executable), "ansible-doc")
     out = subprocess.run([doc_bin, "--json", "gpuhost.tuning.cpuidle_state"], env=env,

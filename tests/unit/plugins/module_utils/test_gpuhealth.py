@@ -27,8 +27,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     xid,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
+from conftest import TESTS
 
-DOUBLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "doubles")
+DOUBLES = os.path.join(TESTS, "doubles")
 
 
 COLUMNS = ("gpu_xid", "gpu_memory", "gpu_state", "fabric_manager")
