@@ -81,7 +81,7 @@ integration: setup
 # test (CI budget): see README "Rollouts across a fleet" for the measured time.
 .PHONY: rollout
 rollout: setup
-	$(BIN)/pytest -q -m rollout tests/integration
+	$(BIN)/pytest -q $(XDIST) -m rollout tests/integration
 
 molecule: setup
 	@scripts/apt-ensure.sh $(MOLECULE_PKGS)
