@@ -17,6 +17,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import runlock
 from ansible_collections.gpuhost.tuning.plugins.module_utils.metrics import SEVERITIES
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     LockError,
@@ -485,6 +486,14 @@ def _reboot_report(p):
         _fail("dest", p.get("dest"), "a folder path")
 
 
+def _run_lock(p):
+    _common(p)
+    if p.get("token") is not None and not re.match(r"^[0-9a-f]{32}$", p["token"]):
+        _fail("token", p["token"], "the 32 hex digits a run_lock acquire returned")
+    if p.get("state") == "released" and not p.get("token"):
+        _fail("token", p.get("token"), "the token the acquire returned (state released)")
+
+
 def _reports(option):
     def rule(p):
         value = p.get(option)
@@ -554,6 +563,7 @@ RULES = {
     "post_boot_verify": _post_boot_verify,
     "container_verify": _container_verify,
     "reboot_report": _reboot_report,
+    "run_lock": _run_lock,
 }
 
 
@@ -574,7 +584,8 @@ LOCKING = {
 def check_module(module, name):
     """``check`` for an AnsibleModule: a bad value fails the task before anything runs.
     A module that changes the host then takes the root's lock (``hostfs.RootLock``) until
-    it exits; a lock held by another run fails the task naming the holder."""
+    it exits; a lock held by another run fails the task naming the holder, and so does a
+    run lock (``runlock``) whose token is not the one this task was given."""
     try:
         check(name, module.params)
     except ValidationError as exc:
@@ -588,8 +599,14 @@ def check_module(module, name):
     lock = RootLock(module.params.get("root") or "/", name)
     try:
         lock.acquire()
+        foreign = runlock.refuse_foreign(module.params.get("root") or "/")
     except (LockError, OSError) as exc:
+        lock.release()
         module.fail_json(msg="%s: %s (nothing was changed)" % (name, exc), changed=False)
+    if foreign:
+        lock.release()
+        module.fail_json(msg="%s: another gpuhost.tuning run is changing this host: %s "
+                             "(nothing was changed)" % (name, foreign), changed=False)
     for method in ("exit_json", "fail_json"):
         _release_before(module, method, lock)
     return lock

@@ -1,0 +1,172 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: run_lock
+short_description: Take or release the run lock that keeps two gpuhost.tuning runs off one host
+version_added: 0.2.0
+description:
+  - A role whose changes take several tasks (the tune role's revert, reboot_verify) takes
+    this lock first and releases it in an C(always) section, so a second run cannot change
+    the host between its steps and record a half-changed state.
+  - The lock is the file C(<root>/run/gpuhost-tuning.run.lock), a JSON document naming the
+    holder (O(controller), O(user), O(play), O(purpose), the host name, the pid of the
+    module's parent process, the start time) and a random token. It is created atomically;
+    an existing lock is never replaced.
+  - While it is held, every module of this collection that changes the host refuses, naming
+    the holder, unless its task runs with the environment variable
+    C(GPUHOST_TUNING_RUN_LOCK) set to the lock's token (the roles set it on their tasks).
+  - Taking a lock held by another run fails with a message naming the holder and how to clear
+    it. A lock older than 6 hours is called probably stale in that message; it is never
+    removed by this module. When no run is still working on the host, remove the file by
+    hand.
+  - A reboot empties C(/run) and so drops the lock; O(state=acquired) with the O(token) of
+    the run takes it again.
+  - In check mode nothing is written; a lock held by another run still fails the task.
+options:
+  state:
+    description:
+      - C(acquired) takes the lock (kept, changed false, when already held with O(token)).
+      - C(released) removes it when it holds O(token); a lock with another token is refused;
+        no lock at all is not an error (changed false).
+    type: str
+    choices: [acquired, released]
+    default: acquired
+  token:
+    description:
+      - The token returned by the acquire. Required with O(state=released).
+      - With O(state=acquired), takes the lock with this token (again after a reboot) instead
+        of a new random one.
+    type: str
+  controller:
+    description:
+      - Name of the controller running the play, recorded in the lock and shown to a second
+        run.
+    type: str
+    default: ""
+  user:
+    description:
+      - User running the play on the controller, recorded in the lock.
+    type: str
+    default: ""
+  play:
+    description:
+      - Name of the play (or playbook), recorded in the lock.
+    type: str
+    default: ""
+  purpose:
+    description:
+      - What the run does (the role and step), recorded in the lock.
+    type: str
+    default: ""
+  root:
+    description:
+      - Root of the host tree; the lock is C(<root>/run/gpuhost-tuning.run.lock).
+      - Must be an existing folder; C(/) only when given as C(/).
+    type: path
+    default: /
+notes:
+  - Supports check mode (nothing written) and is idempotent for the same O(token).
+author:
+  - gpuhost.tuning developers
+"""
+
+EXAMPLES = r"""
+- name: Take the run lock
+  gpuhost.tuning.run_lock:
+    state: acquired
+    controller: "{{ lookup('ansible.builtin.pipe', 'uname -n') }}"
+    user: "{{ lookup('ansible.builtin.env', 'USER') }}"
+    play: "{{ ansible_play_name }}"
+    purpose: kernel upgrade
+  register: lock
+
+- name: Change the host under it
+  gpuhost.tuning.sysctl_settings:
+    values: {vm.swappiness: "10"}
+  environment:
+    GPUHOST_TUNING_RUN_LOCK: "{{ lock.token }}"
+
+- name: Release it
+  gpuhost.tuning.run_lock:
+    state: released
+    token: "{{ lock.token }}"
+"""
+
+RETURN = r"""
+token:
+  description: The lock's token (pass it to O(state=released) and in C(GPUHOST_TUNING_RUN_LOCK)).
+  returned: state is acquired
+  type: str
+  sample: 3f0c9a1e5b7d4c2a9e8f6a1b2c3d4e5f
+held:
+  description: Whether the lock file holds this token after the task (false in check mode and after a release).
+  returned: success
+  type: bool
+  sample: true
+path:
+  description: The lock file.
+  returned: success
+  type: str
+  sample: /run/gpuhost-tuning.run.lock
+holder:
+  description: What the lock records (or recorded, on release); C(token) included.
+  returned: when a lock was taken, kept or released
+  type: dict
+  sample:
+    controller: ctl1
+    user: alice
+    play: Revert the tuning
+    purpose: gpuhost.tuning.tune revert
+    host: pve1
+    pid: 41230
+    since: "2026-12-01T08:30:00Z"
+    since_epoch: 1796113800
+    token: 3f0c9a1e5b7d4c2a9e8f6a1b2c3d4e5f
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import runlock
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import LockError
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            state=dict(type="str", choices=["acquired", "released"], default="acquired"),
+            token=dict(type="str"),
+            controller=dict(type="str", default=""),
+            user=dict(type="str", default=""),
+            play=dict(type="str", default=""),
+            purpose=dict(type="str", default=""),
+            root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+
+
+def main():
+    module = build_module()
+    check_module(module, "run_lock")
+    params = module.params
+    try:
+        if params["state"] == "acquired":
+            result = runlock.acquire(params["root"], params, params["token"], module.check_mode)
+        else:
+            result = runlock.release(params["root"], params["token"], module.check_mode)
+    except (LockError, OSError) as exc:
+        module.fail_json(msg="run_lock: %s (nothing was changed)" % exc, changed=False)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
