@@ -3,6 +3,7 @@ needs the token; a stale lock is called stale; check mode writes no lock."""
 
 import json
 import os
+import subprocess
 
 from digest import changed, digest
 from fixtures import hosts
@@ -109,3 +110,26 @@ def test_check_mode_writes_no_lock(tmp_path):
 def test_release_needs_a_token(shared_seed):
     result = run_module(run_lock, {"state": "released", "root": shared_seed})
     assert result["failed"] and "token" in result["msg"]
+
+
+def test_revert_playbook_refused_while_another_run_holds_the_lock(seed):
+    """ansible-playbook gpuhost.tuning.revert, for real, while another run's lock is held:
+    the host fails at the lock naming the holder and the tree is left as it was."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    _take(seed)
+    before = digest(os.path.dirname(seed))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(repo, "collections"),
+               ANSIBLE_CONFIG=os.path.join(repo, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env.pop(runlock.ENV_TOKEN, None)
+    proc = subprocess.run(
+        [os.path.join(repo, ".venv/bin/ansible-playbook"), "gpuhost.tuning.revert",
+         "-c", "local", "-i", "localhost,",
+         "-e", "ansible_python_interpreter=%s" % os.path.join(repo, ".venv/bin/python"),
+         "-e", "gpuhost_root=%s" % seed],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "Take the run lock" in proc.stdout
+    for word in ("held by gpuhost.tuning.tune revert (play 'Revert the tuning') run by alice "
+                 "from controller ctl1", "remove %s by hand" % os.path.join(seed, LOCK)):
+        assert word in proc.stdout, proc.stdout[-3000:]
+    assert changed(before, digest(os.path.dirname(seed))) == []
