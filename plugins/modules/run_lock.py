@@ -75,7 +75,7 @@ options:
 notes:
   - Supports check mode (nothing written) and is idempotent for the same O(token).
 author:
-  - gpuhost.tuning developers
+  - gpuhost.tuning developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -143,7 +143,9 @@ def build_module():
     return AnsibleModule(
         argument_spec=dict(
             state=dict(type="str", choices=["acquired", "released"], default="acquired"),
-            token=dict(type="str"),
+            # Not a secret: it tells this run's lock from another's and is in the lock file;
+            # the roles pass the returned value on, which no_log would mask.
+            token=dict(type="str", no_log=False),
             controller=dict(type="str", default=""),
             user=dict(type="str", default=""),
             play=dict(type="str", default=""),
