@@ -102,12 +102,15 @@ EXAMPLES = r"""
 
 RETURN = r"""
 token:
-  description: The lock's token (pass it to O(state=released) and in C(GPUHOST_TUNING_RUN_LOCK)).
+  description:
+    - The lock's token (pass it to O(state=released) and in C(GPUHOST_TUNING_RUN_LOCK)).
   returned: state is acquired
   type: str
   sample: 3f0c9a1e5b7d4c2a9e8f6a1b2c3d4e5f
 held:
-  description: Whether the lock file holds this token after the task (false in check mode and after a release).
+  description:
+    - Whether the lock file holds this token after the task (false in check mode and after a
+      release).
   returned: success
   type: bool
   sample: true
