@@ -197,7 +197,8 @@ def test_source_on_stdin_runs_as_in_a_container(lib, tmp_path):
     rc, res = run(lib, "--bandwidth", "--size-mb", "4", "--root", root, stdin=True,
                   h2d_gbs=0.5, d2h_gbs=0.5)
     assert rc == 0
-    assert res["devices"][0]["link_gbs"] == 63.0 and res["devices"][0]["h2d_gbs"] > 0.4
+    # measured through the stand-in (never above its set 0.5 GB/s; load can only slow it)
+    assert res["devices"][0]["link_gbs"] == 63.0 and 0 < res["devices"][0]["h2d_gbs"] <= 0.51
     rc, res = run(lib, stdin=True, init=999)
     assert (rc, res["init"]["code"]) == (1, 999)
 
