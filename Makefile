@@ -13,6 +13,8 @@ export PATH := $(BIN):$(PATH)
 
 # Debian packages the test tiers need (installed only when missing).
 UNIT_PKGS := pciutils gcc libc6-dev
+# The hostile tier checks a written unit with systemd's own parser (systemd-analyze).
+HOSTILE_PKGS := $(UNIT_PKGS) systemd
 INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium prometheus prometheus-node-exporter
 MOLECULE_PKGS := podman runc mmdebstrap
 # shellcheck: without it ansible-test sanity skips its shellcheck test. python3-venv:
@@ -66,7 +68,7 @@ packaging: setup
 # each checked against a full digest of the tree; fast, no packages beyond the unit tier's.
 .PHONY: hostile
 hostile: setup
-	@scripts/apt-ensure.sh $(UNIT_PKGS)
+	@scripts/apt-ensure.sh $(HOSTILE_PKGS)
 	$(BIN)/pytest -q $(XDIST) tests/hostile
 
 # The integration tier runs the boot service in a podman container too: install podman
