@@ -73,3 +73,25 @@ def fill(spec, params, internal=()):
     for key in internal:
         out[key] = (params or {}).get(key)
     return out
+
+
+# audit_report: the audits given (``audits``), or read by the action plugin from each host's
+# registered host_audit result (``hosts`` and ``result_var``).
+AUDIT_REPORT_RULES = dict(
+    mutually_exclusive=[["audits", "hosts"]],
+    required_one_of=[["audits", "hosts"]],
+    required_together=[["hosts", "result_var"]],
+)
+
+
+def audit_report():
+    """The options of module ``audit_report`` (its module and its action plugin)."""
+    return {
+        "audits": dict(type="dict"),
+        "hosts": dict(type="list", elements="str"),
+        "result_var": dict(type="str"),
+        "dest": dict(type="path", required=True),
+        "generated_at": dict(type="str"),
+        "mrrs_size": dict(type="int", default=4096),
+        "write": dict(type="bool", default=True),
+    }

@@ -219,6 +219,28 @@ def read_states(root, cpus=None):
     return out
 
 
+def _summary_states(root):
+    """:func:`read_states` with only what :func:`summarize_states` uses: name, exit latency
+    and disable of every state, the description only where a name is first seen. Half the
+    reads (a 128-thread host has 384 state folders)."""
+    if not cpuidle_available(root):
+        return {}
+    out, seen = {}, set()
+    for cpu in sorted(set(online_cpus(root))):
+        states = out[cpu] = []
+        for index, folder in _state_dirs(root, cpu):
+            disable = _read_flag(os.path.join(folder, "disable"))
+            name = read_text(os.path.join(folder, "name"), "state%d" % index)
+            desc = None
+            if name not in seen:
+                seen.add(name)
+                desc = read_text(os.path.join(folder, "desc"), "")
+            states.append({"name": name, "desc": desc,
+                           "latency_us": read_int(os.path.join(folder, "latency"), None, 10),
+                           "disabled": disable not in (None, "", "0")})
+    return out
+
+
 def summarize_states(root, states=None):
     """States by name across online CPUs, in exit-latency order.
 
@@ -227,7 +249,7 @@ def summarize_states(root, states=None):
     ``cpus`` and ``cpus_disabled`` are sorted CPU number lists. The audit's schema.
     """
     if states is None:
-        states = read_states(root)
+        states = _summary_states(root)
     by_name = {}
     for cpu in sorted(states):
         for state in states[cpu]:

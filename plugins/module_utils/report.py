@@ -16,6 +16,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Mapping
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import aer, drift, gpuhealth
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import atomic_write
@@ -642,6 +643,28 @@ def _malformed(audits, generated, exc):
         except (KeyError, TypeError, AttributeError, ValueError) as one:
             return "the audit of %s is malformed (%s: %s)" % (host, type(one).__name__, one)
     return "the audits are malformed together (%s: %s)" % (type(exc).__name__, exc)
+
+
+def registered_audits(raw_vars, hosts, result_var):
+    """``{host: audit}`` from each host's variable ``result_var`` (a registered host_audit
+    result); ``raw_vars(host)`` gives a host's variables as stored, nothing templated (the
+    action plugin passes Ansible's ``hostvars.raw_get``). ReportError names the hosts
+    without one."""
+    audits, missing = {}, []
+    for host in hosts:
+        data = raw_vars(host)
+        value = data.get(result_var) if isinstance(data, Mapping) else None
+        audit = value.get("audit") if isinstance(value, Mapping) else None
+        if isinstance(audit, Mapping):
+            audits[host] = audit
+        else:
+            missing.append(host)
+    if missing:
+        raise ReportError(
+            "audit_report: no host_audit result in variable %r of %s (register the result of "
+            "gpuhost.tuning.host_audit under that name on every host listed in 'hosts'); "
+            "nothing was written" % (result_var, ", ".join(missing)))
+    return audits
 
 
 def audit_report_run(p, check_mode=False):

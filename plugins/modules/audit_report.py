@@ -35,15 +35,30 @@ description:
     C(gpuhost_audit_timestamp_seconds) and C(gpuhost_audit_duration_seconds);
     C(gpuhost_check_status{column}) per report column, -1 not applicable, 0 ok, 1 info,
     2 low, 3 medium, 4 high, 5 critical."
-  - Meant to run once on the controller (C(run_once) and C(delegate_to localhost)).
+  - "Runs on the controller, in the controller's own process (an action plugin), once for
+    the play (C(run_once)). With O(hosts) and O(result_var) it reads each host's registered
+    result itself instead of having the results templated into O(audits)."
   - Files are written atomically and only when their content changed.
 author:
   - gpuhost.tuning developers (!UNKNOWN)
 options:
   audits:
-    description: Inventory host name to its C(audit) result from M(gpuhost.tuning.host_audit).
+    description:
+      - Inventory host name to its C(audit) result from M(gpuhost.tuning.host_audit).
+      - One of O(audits) and O(hosts) is required.
     type: dict
-    required: true
+  hosts:
+    description:
+      - Inventory host names whose results to report, each read from that host's variable
+        O(result_var) (typically V({{ ansible_play_hosts }})).
+      - Read on the controller without templating, so the reports of many hosts cost no
+        argument passing; a listed host without the result fails the task.
+    type: list
+    elements: str
+  result_var:
+    description: Name under which each host of O(hosts) registered the result of
+      M(gpuhost.tuning.host_audit). Required with O(hosts).
+    type: str
   dest:
     description: Folder for the reports; created when missing.
     type: path
@@ -65,13 +80,23 @@ notes:
 """
 
 EXAMPLES = r"""
-- name: Write the audit reports on the controller
+- name: Audit each host
+  gpuhost.tuning.host_audit:
+  register: audit
+
+- name: Write the audit reports of every host on the controller
   gpuhost.tuning.audit_report:
-    audits: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts
-              | map('extract', hostvars, ['__audit', 'audit']))) }}"
+    hosts: "{{ ansible_play_hosts }}"
+    result_var: audit
     dest: "{{ playbook_dir }}/gpuhost-reports"
   run_once: true
-  delegate_to: localhost
+
+- name: The same from results gathered some other way
+  gpuhost.tuning.audit_report:
+    audits:
+      gpu01: "{{ hostvars['gpu01'].audit.audit }}"
+    dest: /srv/reports
+  run_once: true
 """
 
 RETURN = r"""
@@ -108,20 +133,16 @@ summary:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import report  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec, report  # noqa: E402
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            audits=dict(type="dict", required=True),
-            dest=dict(type="path", required=True),
-            generated_at=dict(type="str"),
-            mrrs_size=dict(type="int", default=4096),
-            write=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=argspec.audit_report(), supports_check_mode=True,
+                           **argspec.AUDIT_REPORT_RULES)
+    if module.params["hosts"] is not None:
+        module.fail_json(msg="audit_report: hosts and result_var are read from the play's "
+                             "variables by the action plugin on the controller; pass audits "
+                             "when running the module itself")
     check_module(module, "audit_report")
     try:
         result = report.audit_report_run(module.params, module.check_mode)
