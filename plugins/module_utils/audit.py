@@ -94,13 +94,14 @@ def check_status(facts, items, wanted=None):
     return _status(facts, items, dict((k, v) for k, v in reasons.items() if v is not None))
 
 
-def audit(root="/", wanted=None, recorder=None, outputs=None, cuda=None):
+def audit(root="/", wanted=None, recorder=None, outputs=None, cuda=None, cuda_probe=None):
     """Facts, findings and per-check status of the host under ``root``; ``outputs`` (a
     cmdout.CommandOutputs) runs or reads the command outputs (nvidia-smi, the journal).
 
     ``cuda``: the results of ``cuda_probe`` on the live host and in its running GPU
-    containers (role audit's opt-in CUDA pass), kept as the fact ``cuda``; None (a capture,
-    the default) leaves the CUDA checks nothing to judge.
+    containers, kept as the fact ``cuda``; None (a capture, the default) leaves the CUDA
+    checks nothing to judge. ``cuda_probe``: a function of the facts that returns those
+    results (the opt-in CUDA pass, ``cuda.audit_pass``), run after the facts are read.
 
     Returns ``{facts..., findings, checks, collected_at}``.
     """
@@ -111,6 +112,8 @@ def audit(root="/", wanted=None, recorder=None, outputs=None, cuda=None):
             facts = collect(root, wanted, outputs)
     else:
         facts = collect(root, wanted, outputs)
+    if cuda_probe is not None:
+        cuda = cuda_probe(facts)
     if cuda is not None:
         facts["cuda"] = list(cuda)
     items, reasons = _evaluate(facts, wanted)

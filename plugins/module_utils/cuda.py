@@ -566,6 +566,44 @@ def probe_container(runner, pct, vmid, library=DEFAULT_LIBRARY, bandwidth=False,
     return result
 
 
+def running_vmids(pct_list):
+    """The VMIDs that ``pct list`` shows as running (a header line, then ``VMID Status
+    Lock Name`` columns; the lock column may be empty)."""
+    out = set()
+    for line in (pct_list or "").splitlines()[1:]:
+        cols = line.split()
+        if len(cols) >= 2 and cols[0].isdigit() and cols[1] == "running":
+            out.add(int(cols[0]))
+    return out
+
+
+def as_result(result):
+    """A probe result as module cuda_probe returns it: ``msg`` naming the failure in
+    place of ``error``."""
+    msg = failure_message(result)
+    result.pop("error", None)
+    if msg:
+        result["msg"] = msg
+    return result
+
+
+def audit_pass(runner, pct, containers, size_mb=256, library=DEFAULT_LIBRARY):
+    """The audit's opt-in CUDA pass on a live host: the host probed with pinned copy rates,
+    then each running container of ``containers`` (the audit's ``lxc`` facts) that has a
+    GPU, by ``pct exec`` (``pct`` None: no Proxmox, the host alone). A probe that fails is a
+    result with ``msg``, judged as a finding, never an error of the audit."""
+    results = [as_result(probe(library=library, bandwidth=True, size_mb=size_mb))]
+    if not pct:
+        return results
+    rc, out, unused = runner.run([pct, "list"], check=False)
+    running = running_vmids(out) if rc == 0 else set()
+    for ct in containers or []:
+        vmid = ct.get("vmid")
+        if ct.get("gpu") and vmid is not None and int(vmid) in running:
+            results.append(as_result(probe_container(runner, pct, vmid, library=library)))
+    return results
+
+
 def failure_message(result):
     """One line naming where, the code, its name and the cause; None when CUDA works."""
     if not result.get("error"):

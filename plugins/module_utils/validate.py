@@ -348,6 +348,7 @@ def _host_tune(p):
 def _host_audit(p):
     _common(p, skip=("cuda",))   # probe results carry the driver's own messages
     int_range("bandwidth_min_pct", p.get("bandwidth_min_pct"), 1, 100)
+    int_range("cuda_size_mb", p.get("cuda_size_mb"), 1, 65536)
     if not isinstance(p.get("cuda") or [], list) or \
             not all(isinstance(item, dict) for item in p.get("cuda") or []):
         _fail("cuda", p.get("cuda"), "a list of cuda_probe results")

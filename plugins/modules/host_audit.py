@@ -96,10 +96,25 @@ options:
       - Results of M(gpuhost.tuning.cuda_probe) on this live host and in its running GPU
         containers (each the registered result, with C(vmid) for a container), judged as
         C(cuda_init_failed) (a failed probe) and C(pcie_bandwidth_low) (the host's measured
-        copy rates). Role audit passes them with C(gpuhost_audit_cuda=true); the audit
-        itself never runs anything, so an audit of a capture has none.
+        copy rates). Results gathered some other way; O(cuda_probe) gathers them in
+        the same call. Without either the audit runs no CUDA code, so an audit of a
+        capture has none.
     type: list
     elements: dict
+  cuda_probe:
+    description:
+      - The CUDA pass of a live host (O(root) C(/)), in this same call - CUDA initialised
+        and the pinned copy rates measured on the host (as M(gpuhost.tuning.cuda_probe)
+        with C(bandwidth)), then CUDA initialised in each running container with a GPU
+        (C(pct exec); without C(pct) the host alone); the results judged as with O(cuda).
+      - Takes about a second and O(cuda_size_mb) of GPU memory per GPU; reads and memory
+        copies only. Role audit sets it with C(gpuhost_audit_cuda=true).
+    type: bool
+    default: false
+  cuda_size_mb:
+    description: Size of each timed copy of the O(cuda_probe) pass, in MiB.
+    type: int
+    default: 256
   bandwidth_min_pct:
     description: A GPU whose measured pinned copy rate is below this percentage of its
       link's ceiling, either way, is C(pcie_bandwidth_low).
@@ -453,6 +468,8 @@ def argument_spec():
     spec = dict(root=dict(type="path", default="/"))
     spec.update(facts.wanted_spec())
     spec["cuda"] = dict(type="list", elements="dict")
+    spec["cuda_probe"] = dict(type="bool", default=False)
+    spec["cuda_size_mb"] = dict(type="int", default=256)
     spec["record_files"] = dict(type="bool", default=False)
     return spec
 
@@ -465,10 +482,22 @@ def main():
     if params["xid_window_days"] < 1:
         module.fail_json(msg="host_audit: xid_window_days must be 1 or more (days of kernel "
                              "log to count XID events over), got %s" % params["xid_window_days"])
+    if params["cuda_probe"] and (params["root"] != "/" or params["cuda"] is not None):
+        module.fail_json(msg="host_audit: cuda_probe runs CUDA on the live host: it needs root "
+                             "/ and no cuda results given (got root %s)" % params["root"])
     recorder = capture_mod.ReadRecorder(params["root"]) if params["record_files"] else None
-    outputs = cmdout.CommandOutputs(params["root"], Runner(module))
+    runner = Runner(module)
+    outputs = cmdout.CommandOutputs(params["root"], runner)
+    probe = None
+    if params["cuda_probe"]:
+        # imported only for the opt-in pass: one module less to compile on every other audit
+        from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda
+
+        def probe(facts):
+            return cuda.audit_pass(runner, module.get_bin_path("pct"), facts.get("lxc"),
+                                   params["cuda_size_mb"])
     result = audit_mod.audit(params["root"], wanted, recorder=recorder, outputs=outputs,
-                             cuda=params["cuda"])
+                             cuda=params["cuda"], cuda_probe=probe)
     counts, worst = text.summary(result["findings"])
     out = dict(changed=False, audit=result, counts=counts, worst=worst,
                lines=text.text_lines(result["findings"]),

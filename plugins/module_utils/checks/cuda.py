@@ -4,8 +4,9 @@
 """The opt-in CUDA pass (role audit, ``gpuhost_audit_cuda: true``): what ``cuda_probe``
 found on the live host and in its running GPU containers, judged here.
 
-The probe results reach the audit as ``facts["cuda"]`` (host_audit's ``cuda`` option); an
-audit of a capture never probes, so these checks find nothing there. The findings sit in
+The probe results reach the audit as ``facts["cuda"]`` (gathered in the same call by
+host_audit's ``cuda_probe``, or given as its ``cuda`` option); an audit of a capture never
+probes, so these checks find nothing there. The findings sit in
 existing report columns: a failed CUDA init under GPU driver, a slow copy under PCIe link.
 """
 
