@@ -75,23 +75,36 @@ def fill(spec, params, internal=()):
     return out
 
 
-# audit_report: the audits given (``audits``), or read by the action plugin from each host's
-# registered host_audit result (``hosts`` and ``result_var``).
-AUDIT_REPORT_RULES = dict(
-    mutually_exclusive=[["audits", "hosts"]],
-    required_one_of=[["audits", "hosts"]],
-    required_together=[["hosts", "result_var"]],
-)
+def report_rules(given):
+    """The report modules: results given (``given``: ``audits``, ``results``), or read by
+    the action plugin from each host's registered result (``hosts`` and ``result_var``)."""
+    return dict(mutually_exclusive=[[given, "hosts"]], required_one_of=[[given, "hosts"]],
+                required_together=[["hosts", "result_var"]])
+
+
+AUDIT_REPORT_RULES = report_rules("audits")
+TUNE_REPORT_RULES = report_rules("results")
+
+
+def _registered():
+    return {"hosts": dict(type="list", elements="str"), "result_var": dict(type="str")}
 
 
 def audit_report():
     """The options of module ``audit_report`` (its module and its action plugin)."""
-    return {
+    spec = {
         "audits": dict(type="dict"),
-        "hosts": dict(type="list", elements="str"),
-        "result_var": dict(type="str"),
         "dest": dict(type="path", required=True),
         "generated_at": dict(type="str"),
         "mrrs_size": dict(type="int", default=4096),
         "write": dict(type="bool", default=True),
     }
+    spec.update(_registered())
+    return spec
+
+
+def tune_report():
+    """The options of module ``tune_report`` (its module and its action plugin)."""
+    spec = {"results": dict(type="dict"), "dest": dict(type="path", required=True)}
+    spec.update(_registered())
+    return spec

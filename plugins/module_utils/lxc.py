@@ -560,14 +560,7 @@ def with_live_values(config, values):
         else:
             new.append(Line("%s: %s" % (key, value), config.newline, None))
     if new:
-        anchor = -1
-        for i in range(live):
-            if lines[i].kind == "kv" and (lines[i].key or "").startswith("lxc."):
-                anchor = i
-        if anchor < 0:
-            for i in range(live):
-                if lines[i].kind != "blank":
-                    anchor = i
+        anchor = _insert_after(lines, live)
         if anchor >= 0 and lines[anchor].ending == "":
             lines[anchor].ending = config.newline
             new[-1].ending = ""
@@ -577,6 +570,19 @@ def with_live_values(config, values):
     if result and not config.final_newline and result[-1].ending:
         result[-1].ending = ""
     return LxcConfig(result, newline=config.newline, final_newline=config.final_newline)
+
+
+def _insert_after(lines, live):
+    """Index of the line a new live line goes after: the last live ``lxc.*`` line, else the
+    last non-blank live line; -1 (the very top) in an empty live section. ``live``: how many
+    of ``lines`` are the live section."""
+    last_lxc = last_text = -1
+    for i in range(live):
+        if lines[i].kind == "kv" and (lines[i].key or "").startswith("lxc."):
+            last_lxc = i
+        if lines[i].kind != "blank":
+            last_text = i
+    return last_lxc if last_lxc >= 0 else last_text
 
 
 def live_key_lines(config, key):
@@ -600,14 +606,7 @@ def with_live_lines(config, key, raws):
     if where:
         at, ending = where[0], lines[where[-1]].ending
     else:
-        at = -1
-        for i in range(live):
-            if lines[i].kind == "kv" and (lines[i].key or "").startswith("lxc."):
-                at = i
-        if at < 0:
-            for i in range(live):
-                if lines[i].kind != "blank":
-                    at = i
+        at = _insert_after(lines, live)
         ending = config.newline
         if at >= 0 and lines[at].ending == "":
             lines[at].ending, ending = config.newline, ""

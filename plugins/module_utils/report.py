@@ -645,16 +645,25 @@ def _malformed(audits, generated, exc):
     return "the audits are malformed together (%s: %s)" % (type(exc).__name__, exc)
 
 
-def registered_audits(raw_vars, hosts, result_var):
-    """``{host: audit}`` from each host's variable ``result_var`` (a registered host_audit
-    result); ``raw_vars(host)`` gives a host's variables as stored, nothing templated (the
-    action plugin passes Ansible's ``hostvars.raw_get``). ReportError names the hosts
-    without one."""
-    audits, missing = {}, []
+def registered(raw_vars, hosts, result_var):
+    """``{host: value}``: each host's variable ``result_var`` as registered (None where the
+    host has none). ``raw_vars(host)`` gives a host's variables as stored, nothing templated
+    (the report action plugins pass Ansible's ``hostvars.raw_get``), so the results of a
+    whole fleet are read without being templated or sent anywhere."""
+    out = {}
     for host in hosts:
         data = raw_vars(host)
         value = data.get(result_var) if isinstance(data, Mapping) else None
-        audit = value.get("audit") if isinstance(value, Mapping) else None
+        out[host] = value if isinstance(value, Mapping) else None
+    return out
+
+
+def registered_audits(raw_vars, hosts, result_var):
+    """``{host: audit}`` from each host's registered host_audit result (:func:`registered`).
+    ReportError names the hosts without one."""
+    audits, missing = {}, []
+    for host, value in registered(raw_vars, hosts, result_var).items():
+        audit = value.get("audit") if value is not None else None
         if isinstance(audit, Mapping):
             audits[host] = audit
         else:
@@ -698,6 +707,13 @@ def audit_report_run(p, check_mode=False):
     per_host = dict((host, metrics.audit_text({host: audit})) for host, audit in audits.items())
     return dict(changed=bool(written), files=paths, written=written,
                 index=os.path.join(p["dest"], "index.html"), summary=summary, metrics=per_host)
+
+
+def registered_tunes(raw_vars, hosts, result_var):
+    """``{host: result}`` from each host's registered host_tune result (:func:`registered`);
+    a host without one gets ``{}``, which its report calls no host_tune result."""
+    return dict((host, value if value is not None else {})
+                for host, value in registered(raw_vars, hosts, result_var).items())
 
 
 def tune_report_run(p, check_mode=False):

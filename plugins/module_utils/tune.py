@@ -166,8 +166,10 @@ COMMON_OPTIONS.update(argspec.gpu_selection())
 
 
 def argument_spec():
-    """host_tune's argument spec: the common options, then each part's own."""
+    """host_tune's argument spec: the common options (``parts`` choosing among the parts
+    registered now), then each part's own."""
     spec = dict(COMMON_OPTIONS)
+    spec["parts"] = dict(spec["parts"], choices=list(PARTS))
     for part in REGISTRY:
         for name, option in part.options.items():
             if spec.get(name, option) != option:
@@ -176,17 +178,10 @@ def argument_spec():
     return spec
 
 
-DEFAULTS = dict((name, option.get("default")) for name, option in argument_spec().items())
-
-
 def _params(params):
-    p = dict(DEFAULTS)
-    p.update((k, v) for k, v in params.items() if v is not None)
-    unknown = sorted(set(p["parts"]) - set(PARTS))
-    if unknown:
-        raise ValueError("unknown tune part(s) %s: use %s"
-                         % (", ".join(unknown), ", ".join(PARTS)))
-    return p
+    """host_tune's options as given, checked and completed by Ansible's own validator from
+    the spec of the parts registered now (a caller inside the collection may pass some)."""
+    return argspec.fill(argument_spec(), params)
 
 
 class Context(object):

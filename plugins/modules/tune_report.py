@@ -17,8 +17,9 @@ description:
     C(<host>-tune.md) (the before -> after table, the snapshot, the managed findings before
     and after, the failures) and C(<host>-tune.json) (keys C(host), C(root), C(check_mode),
     C(snapshot), C(rows), C(findings_before), C(findings_after), C(verified), C(failures))."
-  - Meant to run once on the controller (C(run_once) and C(delegate_to localhost)) for the
-    whole play, instead of one delegated copy per host.
+  - "Runs on the controller, in the controller's own process (an action plugin), once for
+    the whole play (C(run_once)). With O(hosts) and O(result_var) it reads each host's
+    registered result itself instead of having the results templated into O(results)."
   - Files are written atomically (temporary file in the same folder, then rename) and only
     when their content changed.
   - A host whose value is not a host_tune result (the module crashed, the host was not
@@ -27,9 +28,23 @@ author:
   - gpuhost.tuning developers (!UNKNOWN)
 options:
   results:
-    description: Inventory host name to the result M(gpuhost.tuning.host_tune) returned.
+    description:
+      - Inventory host name to the result M(gpuhost.tuning.host_tune) returned.
+      - One of O(results) and O(hosts) is required.
     type: dict
-    required: true
+  hosts:
+    description:
+      - Inventory host names whose results to report, each read from that host's variable
+        O(result_var) (typically V({{ ansible_play_hosts }})); a host without it gets a
+        report saying it was not tuned in this play.
+      - Read on the controller without templating, so the reports of many hosts cost no
+        argument passing.
+    type: list
+    elements: str
+  result_var:
+    description: Name under which each host of O(hosts) registered the result of
+      M(gpuhost.tuning.host_tune). Required with O(hosts).
+    type: str
   dest:
     description: Folder for the reports; created when missing.
     type: path
@@ -48,11 +63,10 @@ seealso:
 EXAMPLES = r"""
 - name: Write <host>-tune.md and <host>-tune.json for every host of the play
   gpuhost.tuning.tune_report:
-    results: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts
-               | map('extract', hostvars, '__tuned'))) }}"
+    hosts: "{{ ansible_play_hosts }}"
+    result_var: __tuned
     dest: "{{ playbook_dir }}/gpuhost-reports"
   run_once: true
-  delegate_to: localhost
   check_mode: false
   register: __report
 
@@ -88,17 +102,16 @@ failed_hosts:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils import report  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec, report  # noqa: E402
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            results=dict(type="dict", required=True),
-            dest=dict(type="path", required=True),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=argspec.tune_report(), supports_check_mode=True,
+                           **argspec.TUNE_REPORT_RULES)
+    if module.params["hosts"] is not None:
+        module.fail_json(msg="tune_report: hosts and result_var are read from the play's "
+                             "variables by the action plugin on the controller; pass results "
+                             "when running the module itself")
     check_module(module, "tune_report")
     try:
         result = report.tune_report_run(module.params, module.check_mode)

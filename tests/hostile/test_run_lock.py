@@ -11,6 +11,7 @@ from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import runlock
 from ansible_collections.gpuhost.tuning.plugins.modules import (
+    dkms_build,
     host_tune,
     run_lock,
     sysctl_settings,
@@ -38,6 +39,7 @@ def test_a_second_revert_or_tune_is_refused_naming_the_holder(seed, monkeypatch)
     for module, args in ((tuning_snapshot, {"state": "restore"}),
                          (sysctl_settings, {"state": "absent"}),
                          (host_tune, {"sysctl": SYSCTL}),
+                         (dkms_build, {"name": "nvidia", "executable": "/bin/true"}),
                          (run_lock, HOLDER)):
         result = run_module(module, dict(args, root=seed))
         assert result.get("failed") is True, result

@@ -302,7 +302,6 @@ def test_a_registered_part_runs_in_its_place_with_its_option(seed, monkeypatch):
     monkeypatch.setattr(tune, "REGISTRY", tuple(registry))
     monkeypatch.setattr(tune, "MANAGED", managed)
     monkeypatch.setattr(tune, "PARTS", names)
-    monkeypatch.setattr(tune, "DEFAULTS", dict(tune.DEFAULTS, marker_text="tuned"))
     assert "marker" in names and "marker" in steps and managed["nvidia_uvm_hmm"] == "marker"
     assert "marker_text" in tune.argument_spec()
     done = tune.tune_run({"root": root, "host": "gpu01", "sysctl": WANTED["sysctl"],

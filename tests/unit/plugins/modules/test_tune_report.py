@@ -104,3 +104,20 @@ def test_host_names_cannot_escape_the_report_folder(tmp_path):
     run_module(tune_report, {"results": {"../evil": {"rows": []}}, "dest": dest})
     assert sorted(os.listdir(dest)) == ["_evil-tune.json", "_evil-tune.md"]
     assert not os.path.exists(str(tmp_path / "evil-tune.md"))
+
+
+# --- hosts + result_var: what the action plugin reads (report.registered_tunes) ---------------
+
+def test_registered_results_are_read_per_host_and_a_missing_one_is_reported(tmp_path, results):
+    stored = {"gpu01": {"__tuned": results["gpu01"]}, "gpu02": {"other": 1}}
+    read = report.registered_tunes(stored.get, ["gpu01", "gpu02"], "__tuned")
+    assert read == {"gpu01": results["gpu01"], "gpu02": {}}
+    done = run_module(tune_report, {"results": read, "dest": str(tmp_path)})
+    assert done["failed_hosts"] == ["gpu02"]
+    assert "was not tuned in this play" in (tmp_path / "gpu02-tune.md").read_text()
+
+
+def test_module_run_directly_refuses_hosts(tmp_path):
+    res = run_module(tune_report, {"hosts": ["gpu01"], "result_var": "r", "dest": str(tmp_path)})
+    assert res["failed"] is True and "pass results" in res["msg"]
+    assert list(tmp_path.iterdir()) == []

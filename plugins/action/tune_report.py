@@ -1,0 +1,20 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Module tune_report, run in the controller's process (plugin_utils/report_action.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec, report
+from ansible_collections.gpuhost.tuning.plugins.plugin_utils.report_action import ReportAction
+
+
+class ActionModule(ReportAction):
+    NAME = "tune_report"
+    GIVEN = "results"
+    SPEC = staticmethod(argspec.tune_report)
+    RULES = argspec.TUNE_REPORT_RULES
+    READ = staticmethod(report.registered_tunes)
+    RUN = staticmethod(report.tune_report_run)
