@@ -30,7 +30,9 @@ import math
 import re
 import time
 
-SEVERITIES = ("critical", "high", "medium", "low", "info")
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (
+    SEVERITIES,
+)
 
 CHECK_STATUS_VALUES = {
     "n/a": -1,

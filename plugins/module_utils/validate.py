@@ -17,8 +17,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import runlock
-from ansible_collections.gpuhost.tuning.plugins.module_utils.metrics import SEVERITIES
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import SEVERITIES
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     LockError,
     PathError,
@@ -598,6 +597,9 @@ def check_module(module, name):
     states = LOCKING[name]
     if states is not None and module.params.get("state") not in states:
         return None
+    # imported here: a read-only module (host_audit on every host of a fleet) compiles less
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import runlock
+
     lock = RootLock(module.params.get("root") or "/", name)
     try:
         lock.acquire()
