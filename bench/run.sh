@@ -188,14 +188,15 @@ for n in $SIZES; do
   log "N=$n: fresh seed trees"
   "$PY" "$HERE/fleet.py" trees "$RUN" "$n"
   inv=$("$PY" "$HERE/fleet.py" inventory "$RUN" "$n")
+  # The floor and the audit alternate (ping 1, audit 1, ping 2, ...): measured one after the
+  # other, the floor always ran first on a machine that had cooled down between sizes, and
+  # the audit's ratio carried that drift.
   for r in $(seq "$REPEAT"); do
     measure "$n" ping "$r" ansible all -i "$inv" -m ansible.builtin.ping
-  done
-  if [ $have_audit = 1 ]; then
-    for r in $(seq "$REPEAT"); do
+    if [ $have_audit = 1 ]; then
       measure "$n" audit "$r" ansible-playbook -i "$inv" gpuhost.tuning.audit "${REPORTS[@]}"
-    done
-  fi
+    fi
+  done
   if [ $have_tune = 1 ] && [ "$n" -le "${BENCH_TUNE_MAX:-100000}" ]; then
     measure "$n" tune_first 1 ansible-playbook -i "$inv" gpuhost.tuning.tune "${REPORTS[@]}"
     for r in $(seq "$REPEAT"); do
