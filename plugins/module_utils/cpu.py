@@ -187,27 +187,30 @@ def _state_dirs(root, cpu):
     return numbered_entries(_cpu_sysfs(root, "cpu%d" % cpu, "cpuidle"), _STATE_DIR)
 
 
-def _read_state(index, folder):
+def _read_state(index, folder, brief=False):
     disable = _read_flag(os.path.join(folder, "disable"))
-    return {
+    state = {
         "index": index,
         "name": read_text(os.path.join(folder, "name"), "state%d" % index),
-        "desc": read_text(os.path.join(folder, "desc"), ""),
         "latency_us": read_int(os.path.join(folder, "latency"), None, 10),
-        "residency_us": read_int(os.path.join(folder, "residency"), None, 10),
         "disabled": disable not in (None, "", "0"),
-        "default_status": read_text(os.path.join(folder, "default_status")),
         "path": folder,
     }
+    if not brief:
+        state["desc"] = read_text(os.path.join(folder, "desc"), "")
+        state["residency_us"] = read_int(os.path.join(folder, "residency"), None, 10)
+        state["default_status"] = read_text(os.path.join(folder, "default_status"))
+    return state
 
 
-def read_states(root, cpus=None):
+def read_states(root, cpus=None, brief=False):
     """``{cpu: [state, ...]}`` for online CPUs (or ``cpus``, offline ones skipped).
 
     Each state: ``index``, ``name``, ``desc``, ``latency_us``, ``residency_us``,
     ``disabled`` (bool), ``default_status`` (None on kernels without it) and ``path`` (the
-    stateK folder). CPUs without a ``cpuidle`` folder map to ``[]``. Returns ``{}`` when no
-    cpuidle driver is active.
+    stateK folder). ``brief``: only ``index``, ``name``, ``latency_us``, ``disabled`` and
+    ``path``, half the reads (a 128-thread host has 384 state folders). CPUs without a
+    ``cpuidle`` folder map to ``[]``. Returns ``{}`` when no cpuidle driver is active.
     """
     if not cpuidle_available(root):
         return {}
@@ -215,29 +218,8 @@ def read_states(root, cpus=None):
     wanted = sorted(online if cpus is None else (set(cpus) & online))
     out = {}
     for cpu in wanted:
-        out[cpu] = [_read_state(index, folder) for index, folder in _state_dirs(root, cpu)]
-    return out
-
-
-def _summary_states(root):
-    """:func:`read_states` with only what :func:`summarize_states` uses: name, exit latency
-    and disable of every state, the description only where a name is first seen. Half the
-    reads (a 128-thread host has 384 state folders)."""
-    if not cpuidle_available(root):
-        return {}
-    out, seen = {}, set()
-    for cpu in sorted(set(online_cpus(root))):
-        states = out[cpu] = []
-        for index, folder in _state_dirs(root, cpu):
-            disable = _read_flag(os.path.join(folder, "disable"))
-            name = read_text(os.path.join(folder, "name"), "state%d" % index)
-            desc = None
-            if name not in seen:
-                seen.add(name)
-                desc = read_text(os.path.join(folder, "desc"), "")
-            states.append({"name": name, "desc": desc,
-                           "latency_us": read_int(os.path.join(folder, "latency"), None, 10),
-                           "disabled": disable not in (None, "", "0")})
+        out[cpu] = [_read_state(index, folder, brief)
+                    for index, folder in _state_dirs(root, cpu)]
     return out
 
 
@@ -249,20 +231,18 @@ def summarize_states(root, states=None):
     ``cpus`` and ``cpus_disabled`` are sorted CPU number lists. The audit's schema.
     """
     if states is None:
-        states = _summary_states(root)
+        states = read_states(root, brief=True)
     by_name = {}
     for cpu in sorted(states):
         for state in states[cpu]:
-            entry = by_name.setdefault(
-                state["name"],
-                {
-                    "name": state["name"],
-                    "desc": state["desc"],
-                    "latencies_us": set(),
-                    "cpus": [],
-                    "cpus_disabled": [],
-                },
-            )
+            entry = by_name.get(state["name"])
+            if entry is None:
+                # brief states (read_states(brief=True)): the description read once per name
+                desc = state["desc"] if "desc" in state else read_text(
+                    os.path.join(state["path"], "desc"), "")
+                entry = by_name[state["name"]] = {
+                    "name": state["name"], "desc": desc, "latencies_us": set(),
+                    "cpus": [], "cpus_disabled": []}
             if state["latency_us"] is not None:
                 entry["latencies_us"].add(state["latency_us"])
             entry["cpus"].append(cpu)
