@@ -241,10 +241,9 @@ def main():
         result = cuda.probe_container(Runner(module), pct, p["vmid"], **options)
     else:
         result = cuda.probe(root=p["root"], **options)
-    msg = cuda.failure_message(result)
-    result.pop("error", None)
-    if msg:
-        module.fail_json(msg=msg, **result)
+    result = cuda.as_result(result)
+    if "msg" in result:
+        module.fail_json(**result)
     module.exit_json(changed=False, **result)
 
 
