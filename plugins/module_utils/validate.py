@@ -497,6 +497,11 @@ def _run_lock(p):
 def _reports(option):
     def rule(p):
         value = p.get(option)
+        if value is None and p.get("hosts") is not None:
+            # the action plugin fills the results from hosts before it checks
+            raise ValidationError("hosts and result_var are read from the play's variables by "
+                                  "the action plugin on the controller; pass %s when running "
+                                  "the module itself" % option)
         if not isinstance(value, dict):
             _fail(option, value, "a mapping of host name to result")
         if p.get("dest") in ("", None):

@@ -139,10 +139,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec, rep
 def main():
     module = AnsibleModule(argument_spec=argspec.audit_report(), supports_check_mode=True,
                            **argspec.AUDIT_REPORT_RULES)
-    if module.params["hosts"] is not None:
-        module.fail_json(msg="audit_report: hosts and result_var are read from the play's "
-                             "variables by the action plugin on the controller; pass audits "
-                             "when running the module itself")
     check_module(module, "audit_report")
     try:
         result = report.audit_report_run(module.params, module.check_mode)

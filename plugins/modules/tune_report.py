@@ -108,10 +108,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec, rep
 def main():
     module = AnsibleModule(argument_spec=argspec.tune_report(), supports_check_mode=True,
                            **argspec.TUNE_REPORT_RULES)
-    if module.params["hosts"] is not None:
-        module.fail_json(msg="tune_report: hosts and result_var are read from the play's "
-                             "variables by the action plugin on the controller; pass results "
-                             "when running the module itself")
     check_module(module, "tune_report")
     try:
         result = report.tune_report_run(module.params, module.check_mode)
