@@ -56,3 +56,29 @@ def pct_cuda_env(**settings):
     out = {"LD_LIBRARY_PATH": os.path.dirname(build())}
     out.update(env(**settings))
     return out
+
+
+def configurer(monkeypatch):
+    """For a test's ``fake`` fixture: clears every FAKECUDA_* variable, and returns
+    ``configure(**settings)``, which sets the stand-in's behaviour for this test only (it
+    reads FAKECUDA_* at each call)."""
+    for key in list(os.environ):
+        if key.startswith("FAKECUDA_"):
+            monkeypatch.delenv(key)
+
+    def configure(**settings):
+        for key, value in env(**settings).items():
+            monkeypatch.setenv(key, value)
+    return configure
+
+
+def link_tree(root, links):
+    """``{bdf: (speed text, width)}`` as the sysfs link files the probe reads, under root."""
+    for bdf, (speed, width) in links.items():
+        folder = os.path.join(str(root), "sys/bus/pci/devices", bdf)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "current_link_speed"), "w") as handle:
+            handle.write(speed + "\n")
+        with open(os.path.join(folder, "current_link_width"), "w") as handle:
+            handle.write("%s\n" % width)
+    return str(root)

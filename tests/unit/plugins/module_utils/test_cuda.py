@@ -23,16 +23,7 @@ def lib():
     return fakecuda.build()
 
 
-def link_tree(root, links):
-    """``{bdf: (speed text, width)}`` as sysfs files under root."""
-    for bdf, (speed, width) in links.items():
-        folder = os.path.join(str(root), "sys/bus/pci/devices", bdf)
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, "current_link_speed"), "w") as handle:
-            handle.write(speed + "\n")
-        with open(os.path.join(folder, "current_link_width"), "w") as handle:
-            handle.write("%s\n" % width)
-    return str(root)
+link_tree = fakecuda.link_tree
 
 
 def run(lib, *args, stdin=False, **settings):

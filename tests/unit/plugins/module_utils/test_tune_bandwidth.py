@@ -50,15 +50,7 @@ def loaded(path):
 
 @pytest.fixture
 def fake(monkeypatch):
-    """Set the stand-in's behaviour for this test only (it reads FAKECUDA_* at each call)."""
-    for key in list(os.environ):
-        if key.startswith("FAKECUDA_"):
-            monkeypatch.delenv(key)
-
-    def configure(**settings):
-        for key, value in fakecuda.env(**settings).items():
-            monkeypatch.setenv(key, value)
-    return configure
+    return fakecuda.configurer(monkeypatch)
 
 
 @pytest.fixture

@@ -25,25 +25,10 @@ def lib():
 
 @pytest.fixture
 def fake(monkeypatch):
-    """Set the stand-in's behaviour for this test only."""
-    for key in list(os.environ):
-        if key.startswith("FAKECUDA_"):
-            monkeypatch.delenv(key)
-
-    def configure(**settings):
-        for key, value in fakecuda.env(**settings).items():
-            monkeypatch.setenv(key, value)
-    return configure
+    return fakecuda.configurer(monkeypatch)
 
 
-def sysfs_links(root, links):
-    for bdf, (speed, width) in links.items():
-        folder = os.path.join(str(root), "sys/bus/pci/devices", bdf)
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, "current_link_speed"), "w") as handle:
-            handle.write(speed + "\n")
-        with open(os.path.join(folder, "current_link_width"), "w") as handle:
-            handle.write("%d\n" % width)
+sysfs_links = fakecuda.link_tree
 
 
 def test_two_gpus_at_known_addresses_with_the_set_rate(lib, fake, tmp_path):
