@@ -40,6 +40,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_m
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import placement
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl as sysctl_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     PathError,
     atomic_write,
@@ -491,7 +492,7 @@ def _restore_sysctl(root, recorded, check_mode, out, failures):
         out.append({"key": key, "before": sysctl_mod.read_sysctl(root, key), "wanted": None,
                     "after": sysctl_mod.read_sysctl(root, key), "status": "ok",
                     "reason": "the key did not exist when the snapshot was taken"})
-    for entry in sysctl_mod.apply_values(root, values, check_mode=check_mode):
+    for entry in sysctl_write.apply_values(root, values, check_mode=check_mode):
         if entry["status"] == "failed":
             failures.append(entry["reason"])
         out.append(entry)

@@ -54,7 +54,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_m
 from ansible_collections.gpuhost.tuning.plugins.module_utils import peermem
 from ansible_collections.gpuhost.tuning.plugins.module_utils import placement
 from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap
-from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl as sysctl_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
 
 STAGES = ("before", "tune", "after")
@@ -98,7 +98,7 @@ VERIFY_PART = VerifyPart()
 REGISTRY = (
     snap.BEFORE_PART,
     bandwidth.BEFORE_PART,
-    sysctl_mod.TUNE_PART,
+    sysctl_write.TUNE_PART,
     cpu_mod.TUNE_PART,
     pci_mod.TUNE_PART,
     bootservice.TUNE_PART,

@@ -160,7 +160,7 @@ overridden_at_boot:
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.sysctl import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.sysctl_write import (  # noqa: E402
     settings_failure,
     settings_run,
     settings_spec,

@@ -10,6 +10,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_m
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl as sysctl_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl_write
 from ansible_collections.gpuhost.tuning.plugins.modules import tuning_snapshot
 from fixtures import cpu as cpufix
 from fixtures import pci as pcifix
@@ -51,7 +52,7 @@ def idle_flags(root):
 
 def tune(root, built):
     """What the tune role does to the host, through the same writers."""
-    sysctl_mod.apply_values(str(root), WANTED)
+    sysctl_write.apply_values(str(root), WANTED)
     for addr in built["gpus"] + built["root_ports"]:
         pci_mod.set_mrrs(pci_mod.PciDevice(str(root), addr), 4096)
     sel = cpu_mod.select_states(str(root), deeper_than="C1")
@@ -59,7 +60,7 @@ def tune(root, built):
     path = os.path.join(str(root), CONF)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as handle:
-        handle.write(sysctl_mod.render_conf(WANTED))
+        handle.write(sysctl_write.render_conf(WANTED))
     config = bootservice.make_config()
     files = bootservice.desired_files(config, bootservice.render_unit())
     bootservice.write_files(str(root), files, bootservice.plan_files(str(root), files))
@@ -97,7 +98,7 @@ def test_first_snapshot_is_the_original_and_is_never_overwritten(host):
     assert again["changed"] is False and again["path"] is None
     assert again["snapshots"] == ["original.json"]
     # the host drifts: a separate snapshot, the original untouched
-    sysctl_mod.write_sysctl(root, "vm.swappiness", "30")
+    sysctl_write.write_sysctl(root, "vm.swappiness", "30")
     later = run(root)
     assert later["changed"] is True and later["path"].startswith("/var/lib/gpuhost/snapshot-")
     assert later["summary"]["sysctl"]["vm.swappiness"] == "30"
@@ -105,7 +106,7 @@ def test_first_snapshot_is_the_original_and_is_never_overwritten(host):
         assert handle.read() == original_bytes
     assert len(later["snapshots"]) == 2 and later["snapshots"][0] == "original.json"
     # check mode: reports, writes nothing
-    sysctl_mod.write_sysctl(root, "vm.swappiness", "40")
+    sysctl_write.write_sysctl(root, "vm.swappiness", "40")
     check = run(root, check_mode=True)
     assert check["changed"] is True and len(check["snapshots"]) == 2
 
@@ -196,9 +197,9 @@ def test_a_device_refusing_the_restore_fails_naming_it_after_trying_all(host, mo
 def test_restore_a_named_snapshot_and_unknown_names(host):
     root, _built = host
     run(root)
-    sysctl_mod.write_sysctl(root, "vm.swappiness", "30")
+    sysctl_write.write_sysctl(root, "vm.swappiness", "30")
     later = run(root)["path"].rsplit("/", 1)[-1]
-    sysctl_mod.write_sysctl(root, "vm.swappiness", "10")
+    sysctl_write.write_sysctl(root, "vm.swappiness", "10")
     result = run(root, state="restore", snapshot=later[:-len(".json")], parts=["sysctl"])
     assert result["snapshot"] == "/var/lib/gpuhost/" + later
     assert sysctl_mod.read_sysctl(root, "vm.swappiness") == "30"

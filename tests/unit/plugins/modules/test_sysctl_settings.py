@@ -7,6 +7,7 @@ import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl as sysctl_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl_write
 from ansible_collections.gpuhost.tuning.plugins.modules import sysctl_settings
 from fixtures import procsys
 from modrun import run_module
@@ -55,7 +56,7 @@ def test_applies_persists_and_is_idempotent(host):
     assert body == ["kernel.numa_balancing = 0", "kernel.sched_autogroup_enabled = 0",
                     "net.core.rmem_max = 16777216", "net.core.wmem_max = 16777216",
                     "vm.swappiness = 10"]
-    assert sysctl_mod.parse_conf(text) == WANTED
+    assert sysctl_write.parse_conf(text) == WANTED
     assert oct(os.stat(os.path.join(str(host), CONF.lstrip("/"))).st_mode & 0o777) == "0o644"
     entry = [e for e in result["values"] if e["key"] == "vm.swappiness"][0]
     assert entry == {"key": "vm.swappiness", "before": "60", "wanted": "10", "after": "10",
@@ -73,7 +74,7 @@ def test_file_keeps_nothing_else(host):
         handle.write("# hand edit\nvm.overcommit_memory = 1\nvm.swappiness=10\n")
     result = run(host, values={"vm.swappiness": "10"}, diff=True)
     assert result["file_changed"] is True
-    assert sysctl_mod.parse_conf(conf(host)) == {"vm.swappiness": "10"}
+    assert sysctl_write.parse_conf(conf(host)) == {"vm.swappiness": "10"}
     assert "vm.overcommit_memory = 1" in result["diff"][0]["before"]
     assert "vm.overcommit_memory" not in result["diff"][0]["after"]
 
@@ -82,7 +83,7 @@ def test_larger_buffer_kept_for_at_least_keys(host):
     procsys.sysctls(host, {"net.core.wmem_max": "33554432"})
     result = run(host, values=WANTED, at_least=["net.core.wmem_max"])
     assert proc(host, "net.core.wmem_max") == b"33554432\n"
-    assert sysctl_mod.parse_conf(conf(host))["net.core.wmem_max"] == "33554432"
+    assert sysctl_write.parse_conf(conf(host))["net.core.wmem_max"] == "33554432"
     assert "net.core.wmem_max" not in result["changed_keys"]
     # the default is the collection's rule (the audit's): the larger buffer stays
     assert "net.core.wmem_max" not in run(host, values=WANTED)["changed_keys"]
@@ -112,7 +113,7 @@ def test_missing_key_is_skipped_with_reason_not_failed(host):
     assert "no such key" in result["skipped_keys"][0]["reason"]
     assert any("sysctl skipped: kernel.numa_balancing" in str(w) for w in result["warnings"])
     # still persisted: the file is declarative
-    assert sysctl_mod.parse_conf(conf(host))["kernel.numa_balancing"] == "0"
+    assert sysctl_write.parse_conf(conf(host))["kernel.numa_balancing"] == "0"
     assert proc(host, "vm.swappiness") == b"10\n"
 
 
@@ -135,8 +136,8 @@ def read_only(monkeypatch, host, keys, code=errno.EROFS):
             return False
         return real_access(path, mode, *args, **kwargs)
 
-    monkeypatch.setattr(sysctl_mod, "write_in_place", write)
-    monkeypatch.setattr(sysctl_mod.os, "access", access)
+    monkeypatch.setattr(sysctl_write, "write_in_place", write)
+    monkeypatch.setattr(sysctl_write.os, "access", access)
 
 
 def test_read_only_proc_sys_in_container_is_skipped(host, monkeypatch):
@@ -162,7 +163,7 @@ def test_value_not_taking_fails_but_sets_the_rest(host, monkeypatch):
     def clamp(path, text):
         real_write(path, "1\n" if path == target else text)  # the kernel keeps its value
 
-    monkeypatch.setattr(sysctl_mod, "write_in_place", clamp)
+    monkeypatch.setattr(sysctl_write, "write_in_place", clamp)
     result = run(host, values=WANTED)
     assert result["failed"] is True
     assert result["failed_keys"] == ["kernel.numa_balancing"]
