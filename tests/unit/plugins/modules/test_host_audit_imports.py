@@ -1,0 +1,68 @@
+"""What the audit compiles on every host, on every run.
+
+AnsiballZ sends a module's module_utils as source in a zip, and the zipimport of Python 3.11
+(the hosts' Python on Proxmox VE 8) compiles each imported file twice: once to name its path
+(``get_filename``) and once to run it. At 64 hosts that is most of what separates the audit's
+module round trip from ``ansible -m ping``. So the read-only audit imports only the code that
+reads and judges: what changes a host lives in ``*_write.py`` files, and the tune-only
+modules stay out (docs/architecture.md, "What the audit imports").
+
+Each module runs in a fresh interpreter on the seed host, so lazy imports count too.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fixtures.hosts import seed_host
+
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__)))))
+PKG = "ansible_collections.gpuhost.tuning.plugins.module_utils."
+
+SCRIPT = r"""
+import importlib, json, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+from modrun import run_module
+module = importlib.import_module("ansible_collections.gpuhost.tuning.plugins.modules." + sys.argv[3])
+result = run_module(module, json.loads(sys.argv[4]), check_mode=True)
+print(json.dumps({"failed": bool(result.get("failed")), "msg": result.get("msg"),
+                  "modules": sorted(name for name in sys.modules
+                                    if name.startswith("ansible_collections.gpuhost"))}))
+"""
+
+# Modules that only a tune, a snapshot or the boot-time service need.
+TUNE_ONLY = ("snapshot", "tune", "bootservice", "bootapply", "unitinstall", "runlock",
+             "capture", "cuda", "peermem", "bandwidth")
+
+
+def _imports(module, args):
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, os.path.join(TESTS, "output", "pathlink"), TESTS, module,
+         json.dumps(args)], capture_output=True, text=True, check=True)
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not out["failed"], out["msg"]
+    return [name[len(PKG):] for name in out["modules"] if name.startswith(PKG)]
+
+
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("seed"))
+    seed_host(root)
+    return root
+
+
+def test_audit_imports_no_writer_and_no_tune_only_module(seed):
+    used = _imports("host_audit", {"root": seed})
+    assert "facts" in used and "checks.pcie_mrrs" in used  # it did run the audit
+    assert [name for name in used if name.endswith("_write")] == []
+    assert [name for name in used if name in TUNE_ONLY] == []
+
+
+def test_a_tune_does_import_the_writers(seed):
+    """The same measurement sees a writer when one is imported (the test above can fail)."""
+    used = _imports("host_tune", {"root": seed, "host": "seed"})
+    assert "sysctl_write" in used and "snapshot" in used
