@@ -29,6 +29,7 @@ import sys
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 
 PACKAGE = "ansible_collections.gpuhost.tuning.plugins.module_utils"
 MODULE = PACKAGE + ".bootapply"
@@ -55,7 +56,7 @@ def load_config(path):
         if not isinstance(mrrs, dict) or "size" not in mrrs:
             raise ConfigError("%s: mrrs must be null or an object with size" % path)
         try:
-            pci_mod.size_field(mrrs["size"])
+            pci_write.size_field(mrrs["size"])
         except ValueError as exc:
             raise ConfigError("%s: mrrs.size: %s" % (path, exc))
     idle = config.get("cpuidle")
@@ -69,7 +70,7 @@ def apply_mrrs(root, conf, log):
     failure as one item)."""
     size = int(conf["size"])
     try:
-        result = pci_mod.tune_mrrs(
+        result = pci_write.tune_mrrs(
             root, size=size, vendor=conf.get("vendor", pci_mod.NVIDIA_VENDOR),
             classes=conf.get("classes", list(pci_mod.GPU_CLASSES)),
             include_upstream=conf.get("include_upstream", True), method="sysfs")

@@ -19,6 +19,7 @@ import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import unitinstall
 from ansible_collections.gpuhost.tuning.plugins.module_utils.bootapply import (
     CONFIG_PATH,
@@ -48,7 +49,7 @@ WANTS_LINK = UNIT_DIR + "/multi-user.target.wants/" + UNIT_NAME
 LIB_DIR = "/usr/local/lib/gpuhost-tuning"
 PYTHON = "/usr/bin/python3"
 # The module_utils the boot-time program runs, copied byte for byte.
-SHIPPED = ("hostfs.py", "pci.py", "cpu.py", "bootapply.py")
+SHIPPED = ("hostfs.py", "pci.py", "pci_write.py", "cpu.py", "bootapply.py")
 INIT_TEXT = b"# Installed by gpuhost.tuning boot_service: package marker.\n"
 
 
@@ -75,7 +76,7 @@ def make_config(mrrs_size=4096, vendor=argspec.NVIDIA_VENDOR, classes=argspec.GP
     writes always go through sysfs (setpci and the runner are not shipped)."""
     config = {"mrrs": None, "cpuidle": None}
     if mrrs_size:
-        pci_mod.size_field(mrrs_size)
+        pci_write.size_field(mrrs_size)
         config["mrrs"] = {
             "size": int(mrrs_size),
             "vendor": pci_mod._norm_hex(vendor, "PCI vendor"),
@@ -200,7 +201,7 @@ def service_spec():
     """Option spec of module boot_service (its defaults fill ``service_run``'s params)."""
     spec = dict(
         state=dict(type="str", choices=["present", "absent"], default="present"),
-        mrrs_size=dict(type="int", default=4096, choices=[0] + list(pci_mod.MRRS_SIZES)),
+        mrrs_size=dict(type="int", default=4096, choices=[0] + list(pci_write.MRRS_SIZES)),
         cpuidle_deeper_than=dict(type="str", default="C1"),
         after=dict(type="list", elements="str", default=["nvidia-persistenced.service"]),
         before=dict(type="list", elements="str", default=["pve-guests.service"]),

@@ -38,6 +38,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import placement
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl as sysctl_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl_write
@@ -123,7 +124,7 @@ def same_file(now, rec):
 def record_pcie(root, vendor, classes, include_upstream):
     """``[{address, role, vendor, device, mrrs, devctl}]`` (devices without a PCIe
     capability or SR-IOV VFs are left out: they have no MRRS to restore)."""
-    query = pci_mod.tune_mrrs(root, size=4096, vendor=vendor, classes=classes,
+    query = pci_write.tune_mrrs(root, size=4096, vendor=vendor, classes=classes,
                               include_upstream=include_upstream, state="query")
     return [dict(address=d["address"], role=d["role"], vendor=d["vendor"], device=d["device"],
                  mrrs=d["before"], devctl=d["devctl_before"])
@@ -230,9 +231,9 @@ def check_document(doc, path, root=None):
         if not isinstance(dev, dict) or not isinstance(dev.get("address"), str) or \
                 not pci_mod._SYSFS_BDF_RE.match(dev["address"]):
             bad("pcie entry %r has no valid PCI address" % (dev,))
-        if dev.get("mrrs") not in pci_mod.MRRS_SIZES:
+        if dev.get("mrrs") not in pci_write.MRRS_SIZES:
             bad("pcie %s: MRRS %r is not one of %s" % (dev["address"], dev.get("mrrs"),
-                                                       list(pci_mod.MRRS_SIZES)))
+                                                       list(pci_write.MRRS_SIZES)))
     idle = state.get("cpuidle") or {"cpus": {}}
     if not isinstance(idle, dict) or not isinstance(idle.get("cpus", {}), dict):
         bad("cpuidle is not a mapping of CPU to flags")
@@ -415,7 +416,7 @@ def _restore_pcie(root, devices, check_mode, out, failures):
         entry = {"address": rec["address"], "role": rec["role"], "wanted": rec["mrrs"]}
         try:
             dev = pci_mod.PciDevice(root, rec["address"])
-            plan = pci_mod.plan_mrrs(dev, rec["mrrs"])
+            plan = pci_write.plan_mrrs(dev, rec["mrrs"])
             if not plan["pcie"]:
                 raise pci_mod.PciError("PCI device %s has no PCI Express capability now"
                                        % rec["address"])
@@ -425,7 +426,7 @@ def _restore_pcie(root, devices, check_mode, out, failures):
             elif check_mode:
                 entry.update(after=rec["mrrs"], status="changed")
             else:
-                done = pci_mod.set_mrrs(dev, rec["mrrs"])
+                done = pci_write.set_mrrs(dev, rec["mrrs"])
                 entry.update(after=done["after"], status="changed")
         except (pci_mod.PciError, ValueError, OSError) as exc:
             entry.update(status="failed", reason=str(exc))

@@ -50,7 +50,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bandwidth
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import peermem
 from ansible_collections.gpuhost.tuning.plugins.module_utils import placement
 from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap
@@ -100,7 +100,7 @@ REGISTRY = (
     bandwidth.BEFORE_PART,
     sysctl_write.TUNE_PART,
     cpu_mod.TUNE_PART,
-    pci_mod.TUNE_PART,
+    pci_write.TUNE_PART,
     bootservice.TUNE_PART,
     peermem.TUNE_PART,
     placement.TUNE_PART,

@@ -184,8 +184,8 @@ failed_devices:
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import (  # noqa: E402
-    PciError,
+from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import PciError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.pci_write import (  # noqa: E402
     mrrs_failure,
     mrrs_run,
     mrrs_spec,

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bootapply, bootservice
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from fixtures import cpu as cpufix
 from fixtures import hosts
 from fixtures import pci as pcifix
@@ -74,14 +74,14 @@ def test_device_dropping_the_write_exits_non_zero_naming_it(seed, tmp_path, caps
                                                             monkeypatch):
     root, built = seed
     stubborn = built["gpus"][3]
-    real = pci_mod._write_config
+    real = pci_write._write_config
 
     def drop(path, offset, data):
         if stubborn in path:
             return  # the device ignores the write (QEMU keeps 128, a driver resets it)
         return real(path, offset, data)
 
-    monkeypatch.setattr(pci_mod, "_write_config", drop)
+    monkeypatch.setattr(pci_write, "_write_config", drop)
     status = bootapply.main(["--config", write_config(tmp_path), "--root", root])
     assert status == 1
     captured = capsys.readouterr()

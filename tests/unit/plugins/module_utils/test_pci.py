@@ -6,6 +6,7 @@ import struct
 
 import pytest
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
 
 from fixtures import pci as fx
@@ -82,19 +83,19 @@ def test_decode_devcap_h200():
 def test_the_seeds_whole_word_would_change_more_than_mrrs():
     # Why the module masks: the seed's 0x5937 on the H200's 0x5134 flips other bits.
     assert 0x5937 ^ 0x5134 != 0
-    assert pci.mrrs_devctl(0x5134, 4096) == 0x5134
-    assert pci.mrrs_devctl(0x5134, 512) == 0x2134
+    assert pci_write.mrrs_devctl(0x5134, 4096) == 0x5134
+    assert pci_write.mrrs_devctl(0x5134, 512) == 0x2134
 
 
 @pytest.mark.parametrize("size", [0, 64, 3000, 8192, "big", None])
 def test_size_field_refuses(size):
     with pytest.raises(ValueError, match="128, 256, 512, 1024, 2048 or 4096"):
-        pci.size_field(size)
+        pci_write.size_field(size)
 
 
 def test_mrrs_devctl_never_sets_bit15_on_endpoint_keeps_it_on_bridge():
-    assert pci.mrrs_devctl(0x8936, 4096, endpoint=True) == 0x5936
-    assert pci.mrrs_devctl(0x8936, 4096, endpoint=False) == 0xD936
+    assert pci_write.mrrs_devctl(0x8936, 4096, endpoint=True) == 0x5936
+    assert pci_write.mrrs_devctl(0x8936, 4096, endpoint=False) == 0xD936
 
 
 @pytest.mark.parametrize("text,want", [
@@ -216,7 +217,7 @@ def test_device_without_pcie(tmp_path):
     assert s["link"] == {"speed_gts": None, "width": None, "max_speed_gts": None,
                          "max_width": None}
     with pytest.raises(pci.PciError, match="no PCI Express capability"):
-        pci.set_mrrs(dev, 4096)
+        pci_write.set_mrrs(dev, 4096)
 
 
 # --- capability walk robustness ----------------------------------------------------------
@@ -335,7 +336,7 @@ def test_masked_write_keeps_every_other_bit(seed, which):
     dev = pci.PciDevice(root, address)
     cap = dev.pcie_cap_offset()
     before = fx.read_config(root, address)
-    result = pci.set_mrrs(dev, 4096)
+    result = pci_write.set_mrrs(dev, 4096)
     after = fx.read_config(root, address)
     assert len(after) == 4096
     assert _diff_offsets(before, after) == [cap + 9]  # high byte of Device Control only
@@ -350,8 +351,8 @@ def test_masked_write_keeps_every_other_bit(seed, which):
 def test_write_h200_values(vm):
     root, address = vm
     dev = pci.PciDevice(root, address)
-    assert pci.set_mrrs(dev, 4096)["changed"] is False  # already 4096: nothing written
-    pci.set_mrrs(dev, 512)
+    assert pci_write.set_mrrs(dev, 4096)["changed"] is False  # already 4096: nothing written
+    pci_write.set_mrrs(dev, 512)
     assert fx.devctl_of(root, address) == 0x2134
 
 
@@ -361,7 +362,7 @@ def test_endpoint_bit15_read_as_one_is_written_as_zero(seed):
     buf = bytearray(fx.read_config(root, gpu))
     buf[0x78 + 9] |= 0x80
     fx.write_config(root, gpu, buf)
-    pci.set_mrrs(pci.PciDevice(root, gpu), 4096)
+    pci_write.set_mrrs(pci.PciDevice(root, gpu), 4096)
     assert fx.devctl_of(root, gpu) == 0x5936
 
 
@@ -369,15 +370,15 @@ def test_bad_size_writes_nothing(seed, snapshot_tree):
     root, info = seed
     before = snapshot_tree(root)
     with pytest.raises(ValueError):
-        pci.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 3000)
+        pci_write.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 3000)
     assert snapshot_tree(root) == before
 
 
 def test_dropped_write_is_an_error_naming_the_device(seed, monkeypatch):
     root, info = seed
-    monkeypatch.setattr(pci, "_write_config", lambda path, offset, data: None)
-    with pytest.raises(pci.PciWriteError) as exc:
-        pci.set_mrrs(pci.PciDevice(root, info["gpus"][2]), 4096)
+    monkeypatch.setattr(pci_write, "_write_config", lambda path, offset, data: None)
+    with pytest.raises(pci_write.PciWriteError) as exc:
+        pci_write.set_mrrs(pci.PciDevice(root, info["gpus"][2]), 4096)
     msg = str(exc.value)
     assert "0000:03:00.0" in msg and "wanted 4096" in msg and "read back 512" in msg
 
@@ -394,9 +395,9 @@ def test_eperm_mentions_lockdown_and_root(seed, monkeypatch, mode, expect):
     def refuse(path, offset, data):
         raise OSError(errno.EPERM, os.strerror(errno.EPERM), path)
 
-    monkeypatch.setattr(pci, "_write_config", refuse)
-    with pytest.raises(pci.PciWriteError, match=expect) as exc:
-        pci.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096)
+    monkeypatch.setattr(pci_write, "_write_config", refuse)
+    with pytest.raises(pci_write.PciWriteError, match=expect) as exc:
+        pci_write.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096)
     assert "0000:01:00.0" in str(exc.value)
     assert fx.devctl_of(root, info["gpus"][0]) == 0x2936
 
@@ -407,9 +408,9 @@ def test_eacces_names_root_privileges(seed, monkeypatch):
     def refuse(path, offset, data):
         raise OSError(errno.EACCES, os.strerror(errno.EACCES), path)
 
-    monkeypatch.setattr(pci, "_write_config", refuse)
-    with pytest.raises(pci.PciWriteError, match="Permission denied.*need root"):
-        pci.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096)
+    monkeypatch.setattr(pci_write, "_write_config", refuse)
+    with pytest.raises(pci_write.PciWriteError, match="Permission denied.*need root"):
+        pci_write.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096)
 
 
 def test_other_write_errors_name_device_and_offset(seed, monkeypatch):
@@ -418,9 +419,9 @@ def test_other_write_errors_name_device_and_offset(seed, monkeypatch):
     def broken(path, offset, data):
         raise OSError(errno.EIO, os.strerror(errno.EIO), path)
 
-    monkeypatch.setattr(pci, "_write_config", broken)
-    with pytest.raises(pci.PciWriteError, match=r"0000:01:00.0: writing .*config at 0x80"):
-        pci.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096)
+    monkeypatch.setattr(pci_write, "_write_config", broken)
+    with pytest.raises(pci_write.PciWriteError, match=r"0000:01:00.0: writing .*config at 0x80"):
+        pci_write.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096)
 
 
 # --- the setpci method (real pciutils against the fixture tree) --------------------------
@@ -439,7 +440,7 @@ def test_setpci_method_masked(seed, which):
     cap = dev.pcie_cap_offset()
     before = fx.read_config(root, address)
     runner = Runner()
-    pci.set_mrrs(dev, 4096, method="setpci", runner=runner)
+    pci_write.set_mrrs(dev, 4096, method="setpci", runner=runner)
     after = fx.read_config(root, address)
     assert _diff_offsets(before, after) == [cap + 9]
     assert pci.decode_devctl(struct.unpack_from("<H", after, cap + 8)[0])["mrrs"] == 4096
@@ -465,14 +466,15 @@ def test_setpci_exit0_with_warning_is_still_a_failure(seed):
     root, info = seed
     fx.set_lockdown(root, "confidentiality")
     runner = FakeRunner(err="setpci: sysfs_write: write failed: Operation not permitted\n")
-    with pytest.raises(pci.PciWriteError, match="lockdown mode 'confidentiality'"):
-        pci.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096, "setpci", runner)
+    with pytest.raises(pci_write.PciWriteError, match="lockdown mode 'confidentiality'"):
+        pci_write.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096, "setpci", runner)
     # silent no-op (device not matched, write ignored): the read-back catches it
-    with pytest.raises(pci.PciWriteError, match="did not take"):
-        pci.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096, "setpci", FakeRunner())
+    with pytest.raises(pci_write.PciWriteError, match="did not take"):
+        pci_write.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096, "setpci", FakeRunner())
 
 
 def test_setpci_missing(seed):
     root, info = seed
-    with pytest.raises(pci.PciWriteError, match="install pciutils"):
-        pci.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096, "setpci", FakeRunner(path=None))
+    with pytest.raises(pci_write.PciWriteError, match="install pciutils"):
+        pci_write.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096, "setpci",
+                           FakeRunner(path=None))

@@ -8,6 +8,7 @@ import pytest
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl as sysctl_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl_write
@@ -54,7 +55,7 @@ def tune(root, built):
     """What the tune role does to the host, through the same writers."""
     sysctl_write.apply_values(str(root), WANTED)
     for addr in built["gpus"] + built["root_ports"]:
-        pci_mod.set_mrrs(pci_mod.PciDevice(str(root), addr), 4096)
+        pci_write.set_mrrs(pci_mod.PciDevice(str(root), addr), 4096)
     sel = cpu_mod.select_states(str(root), deeper_than="C1")
     cpu_mod.set_states(str(root), sel, True)
     path = os.path.join(str(root), CONF)
@@ -177,14 +178,14 @@ def test_a_device_refusing_the_restore_fails_naming_it_after_trying_all(host, mo
     run(root)
     tune(root, built)
     stubborn = built["root_ports"][2]
-    real = pci_mod._write_config
+    real = pci_write._write_config
 
     def drop(path, offset, data):
         if stubborn in path:
             return
         return real(path, offset, data)
 
-    monkeypatch.setattr(pci_mod, "_write_config", drop)
+    monkeypatch.setattr(pci_write, "_write_config", drop)
     result = run(root, state="restore")
     assert result["failed"] is True and stubborn in result["msg"]
     by_addr = dict((d["address"], d) for d in result["pcie"])

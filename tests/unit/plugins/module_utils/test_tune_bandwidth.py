@@ -18,7 +18,8 @@ from fixtures import hosts
 from fixtures import pci as pcifix
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bandwidth, pci, report
+from ansible_collections.gpuhost.tuning.plugins.module_utils import bandwidth, report
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import tune
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
 
@@ -89,14 +90,14 @@ def test_rates_before_and_after_the_pcie_change_per_gpu_with_the_link_share(
     first, second = built["gpus"][:2]
     # The driver prints the bus id with an 8-digit upper-case domain.
     fake(devices="00000000:00:10.0,00000000:00:11.0", h2d_gbs="0.2,0.1", d2h_gbs="0.2,0.1")
-    mrrs_run = pci.TUNE_PART.run
+    mrrs_run = pci_write.TUNE_PART.run
 
     def mrrs_then_faster(ctx):  # the copy rates the GPUs give once MRRS is written
         out = mrrs_run(ctx)
         monkeypatch.setenv("FAKECUDA_H2D_GBS", "0.4,0.1")
         monkeypatch.setenv("FAKECUDA_D2H_GBS", "0.1,0.1")
         return out
-    monkeypatch.setattr(pci.TUNE_PART, "run", mrrs_then_faster)
+    monkeypatch.setattr(pci_write.TUNE_PART, "run", mrrs_then_faster)
 
     result = run(root, parts=WITH_BANDWIDTH, cuda_library=lib)
     assert result.get("failed") is not True, result.get("msg")

@@ -27,7 +27,8 @@ SCRIPT = r"""
 import importlib, json, sys
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
 from modrun import run_module
-module = importlib.import_module("ansible_collections.gpuhost.tuning.plugins.modules." + sys.argv[3])
+module = importlib.import_module(
+    "ansible_collections.gpuhost.tuning.plugins.modules." + sys.argv[3])
 result = run_module(module, json.loads(sys.argv[4]), check_mode=True)
 print(json.dumps({"failed": bool(result.get("failed")), "msg": result.get("msg"),
                   "modules": sorted(name for name in sys.modules

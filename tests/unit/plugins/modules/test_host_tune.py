@@ -12,7 +12,8 @@ from fixtures import pci as pcifix
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci, peermem
+from ansible_collections.gpuhost.tuning.plugins.module_utils import peermem
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import tune
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
 from conftest import TESTS
@@ -107,14 +108,14 @@ def test_a_device_ignoring_the_mrrs_write_fails_the_host_after_everything_else(
         seed, monkeypatch):
     root, built = seed
     bad = "0000:03:00.0"
-    real_write = pci._write_config
+    real_write = pci_write._write_config
 
     def drop_one(path, offset, data):
         if os.path.dirname(path) == pcifix.device_dir(root, bad):
             return  # QEMU's emulated PCIe devices keep MRRS at what it was
         real_write(path, offset, data)
 
-    monkeypatch.setattr(pci, "_write_config", drop_one)
+    monkeypatch.setattr(pci_write, "_write_config", drop_one)
     result = run(root)
     assert result["failed"] is True and result["changed"] is True
     assert result["failures"][0].startswith(
