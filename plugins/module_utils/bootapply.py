@@ -28,6 +28,7 @@ import json
 import sys
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 
@@ -105,12 +106,12 @@ def apply_cpuidle(root, conf, log):
         return []
     states = cpu_mod.read_states(root)
     try:
-        selection = cpu_mod.select_states(root, deeper_than=ref, states=states)
+        selection = cpu_write.select_states(root, deeper_than=ref, states=states)
     except cpu_mod.CpuError as exc:
         log("cpuidle: WARNING %s: nothing disabled" % exc)
         return []
     try:
-        outcome = cpu_mod.set_states(root, selection, True)
+        outcome = cpu_write.set_states(root, selection, True)
     except cpu_mod.CpuError as exc:
         log("cpuidle: FAILED: %s" % exc)
         return ["cpuidle states deeper than %s" % ref]

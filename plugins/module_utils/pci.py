@@ -4,8 +4,9 @@
 """PCI devices under a root: sysfs attributes, config space, PCIe Device Control, MRRS (read).
 
 Plain Python (stdlib + hostfs): the boot-time MRRS service ships this file to hosts and
-runs it without Ansible. Writing MRRS is in pci_write.py. Everything reads ``<root>/sys/bus/pci/devices/<dddd:bb:dd.f>``;
-symlinks are resolved inside ``root`` (a capture or a test tree), never outside it.
+runs it without Ansible; writing MRRS is in pci_write.py. Everything reads
+``<root>/sys/bus/pci/devices/<dddd:bb:dd.f>``; symlinks are resolved inside ``root`` (a
+capture or a test tree), never outside it.
 
 Register layout (PCI Express Base spec, Linux ``pci_regs.h``): the PCI Express capability
 (ID 0x10) is found by walking the standard capability list from the pointer at 0x34, only

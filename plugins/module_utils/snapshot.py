@@ -36,6 +36,7 @@ import time
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
@@ -464,7 +465,7 @@ def _restore_cpuidle(root, recorded, check_mode, out, failures):
         if not selection:
             continue
         try:
-            cpu_mod.set_states(root, selection, disabled, check_mode=check_mode)
+            cpu_write.set_states(root, selection, disabled, check_mode=check_mode)
         except cpu_mod.CpuError as exc:
             errors.append(str(exc))
     for name in sorted(per_name):

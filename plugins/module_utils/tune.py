@@ -49,7 +49,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as aud
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bandwidth
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice
-from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import peermem
 from ansible_collections.gpuhost.tuning.plugins.module_utils import placement
@@ -99,7 +99,7 @@ REGISTRY = (
     snap.BEFORE_PART,
     bandwidth.BEFORE_PART,
     sysctl_write.TUNE_PART,
-    cpu_mod.TUNE_PART,
+    cpu_write.TUNE_PART,
     pci_write.TUNE_PART,
     bootservice.TUNE_PART,
     peermem.TUNE_PART,

@@ -20,9 +20,10 @@ description:
     C(multi-user.target), that re-applies both at every boot and logs each device and state
     to the journal; it exits non-zero naming any device whose MRRS did not take.
   - The program is not Ansible. The module writes copies of its own bundled module_utils
-    (C(hostfs.py), C(pci.py), C(pci_write.py), C(cpu.py), C(bootapply.py)), byte for byte,
-    under C(/usr/local/lib/gpuhost-tuning), so the boot-time code is the code the modules run
-    and updating the collection updates it (any differing file is rewritten and reported).
+    (C(hostfs.py), C(pci.py), C(pci_write.py), C(cpu.py), C(cpu_write.py), C(bootapply.py)),
+    byte for byte, under C(/usr/local/lib/gpuhost-tuning), so the boot-time code is the code
+    the modules run and updating the collection updates it (any differing file is rewritten
+    and reported).
   - Also writes the JSON config C(/etc/gpuhost-tuning/boot.json) and the unit in
     C(/etc/systemd/system), and enables it (the C(multi-user.target.wants) link).
   - On a live host (O(root=/) with systemd running) it runs C(systemctl daemon-reload) after

@@ -164,10 +164,8 @@ changed_count:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.cpu import (  # noqa: E402
-    CpuError,
-    idle_run,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.cpu import CpuError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.cpu_write import idle_run  # noqa: E402
 
 
 def build_module():

@@ -7,6 +7,7 @@ import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap
@@ -56,8 +57,8 @@ def tune(root, built):
     sysctl_write.apply_values(str(root), WANTED)
     for addr in built["gpus"] + built["root_ports"]:
         pci_write.set_mrrs(pci_mod.PciDevice(str(root), addr), 4096)
-    sel = cpu_mod.select_states(str(root), deeper_than="C1")
-    cpu_mod.set_states(str(root), sel, True)
+    sel = cpu_write.select_states(str(root), deeper_than="C1")
+    cpu_write.set_states(str(root), sel, True)
     path = os.path.join(str(root), CONF)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as handle:
