@@ -40,7 +40,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
-from ansible_collections.gpuhost.tuning.plugins.module_utils import placement
+from ansible_collections.gpuhost.tuning.plugins.module_utils import placement_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl as sysctl_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
@@ -151,7 +151,7 @@ def collect(root, sysctl_keys=(), vendor=pci_mod.NVIDIA_VENDOR, classes=pci_mod.
         "sysctl": sysctl_mod.read_many(root, sysctl_keys),
         "files": dict((path, record_file(root, path)) for path in files),
     }
-    pins = placement.pin_record(root, lxc_config_dir)
+    pins = placement_write.pin_record(root, lxc_config_dir)
     if pins:  # a host without GPU containers records what it recorded before
         state["placement"] = pins
     return state
@@ -292,7 +292,7 @@ def check_document(doc, path, root=None):
         if not str(vmid).isdigit() or not isinstance(keys, dict):
             bad("placement container %r is not a VMID with its cpuset lines" % (vmid,))
         for key, lines in keys.items():
-            if key not in placement.PIN_KEYS or not isinstance(lines, list):
+            if key not in placement_write.PIN_KEYS or not isinstance(lines, list):
                 bad("placement lxc %s: key %r" % (vmid, key))
             for raw in lines:
                 line = lxc_mod.Line(raw, "", None) if isinstance(raw, str) else None
@@ -702,7 +702,7 @@ def restore(root, name="original", folder=SNAPSHOT_DIR, check_mode=False, parts=
         _restore_files(root, state.get("files") or {}, check_mode, result["files"], failures)
     if "placement" in parts:
         pins = _placement_to_restore(root, folder, path, state)
-        done = placement.pin_restore(root, pins, lxc_config_dir, check_mode)
+        done = placement_write.pin_restore(root, pins, lxc_config_dir, check_mode)
         result["placement"] = done["containers"]
         failures.extend(done["failures"])
     changed = any(item["status"] == "changed" for key in PARTS for item in result[key])
@@ -735,7 +735,7 @@ def snapshot_spec():
     )
     spec.update(argspec.device_selection())
     spec["files"] = dict(type="list", elements="path", default=list(MANAGED_FILES))
-    spec.update(placement.PIN_OPTIONS)
+    spec.update(placement_write.PIN_OPTIONS)
     spec.update(argspec.root())
     return spec
 
@@ -808,7 +808,7 @@ def snapshot_failure(result):
 
 # --- the tune parts (module host_tune; protocol in tune.py) -------------------------------
 
-_SNAPSHOT_OPTIONS = dict(placement.PIN_OPTIONS,
+_SNAPSHOT_OPTIONS = dict(placement_write.PIN_OPTIONS,
                          snapshot_dir=dict(type="path", default=SNAPSHOT_DIR))
 
 

@@ -52,7 +52,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import peermem
-from ansible_collections.gpuhost.tuning.plugins.module_utils import placement
+from ansible_collections.gpuhost.tuning.plugins.module_utils import placement_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
@@ -103,7 +103,7 @@ REGISTRY = (
     pci_write.TUNE_PART,
     bootservice.TUNE_PART,
     peermem.TUNE_PART,
-    placement.TUNE_PART,
+    placement_write.TUNE_PART,
     snap.APPLIED_PART,
     VERIFY_PART,
     bandwidth.AFTER_PART,

@@ -9,6 +9,7 @@ from fixtures import health, hosts, lxc
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import placement
+from ansible_collections.gpuhost.tuning.plugins.module_utils import placement_write
 
 
 def _findings(facts, host=None):
@@ -146,14 +147,14 @@ def test_pin_run_pins_check_mode_idempotence_and_restore(tmp_path):
     from conftest import tree_snapshot
     health.gpu_host(tmp_path)
     original = dict((v, _read(tmp_path, v)) for v in (129, 131, 132))
-    recorded = placement.pin_record(str(tmp_path))
+    recorded = placement_write.pin_record(str(tmp_path))
     assert recorded["131"] == {"lxc.cgroup2.cpuset.cpus": ["lxc.cgroup2.cpuset.cpus: 0-15"],
                                "lxc.cgroup2.cpuset.mems": ["lxc.cgroup2.cpuset.mems: 0"]}
     assert recorded["132"] == {"lxc.cgroup2.cpuset.cpus": [], "lxc.cgroup2.cpuset.mems": []}
     before = tree_snapshot(str(tmp_path))
-    planned = placement.pin_run(str(tmp_path), check_mode=True)
+    planned = placement_write.pin_run(str(tmp_path), check_mode=True)
     assert planned["changed"] and tree_snapshot(str(tmp_path)) == before
-    result = placement.pin_run(str(tmp_path))
+    result = placement_write.pin_run(str(tmp_path))
     rows = dict((r["vmid"], r) for r in result["containers"])
     assert rows[129]["skipped_reason"] == "its GPUs sit on every node"
     assert rows[131]["after"] == {"cpus": "32-63,96-127", "mems": "1"}
@@ -168,9 +169,9 @@ def test_pin_run_pins_check_mode_idempotence_and_restore(tmp_path):
     assert oct(os.stat(str(tmp_path / "etc/pve/lxc/132.conf")).st_mode & 0o777) == "0o640"
     # the audit no longer finds anything; a second run changes nothing
     assert _found(tmp_path) == []
-    assert placement.pin_run(str(tmp_path))["changed"] is False
+    assert placement_write.pin_run(str(tmp_path))["changed"] is False
     # revert puts the recorded keys back, byte for byte
-    restored = placement.pin_restore(str(tmp_path), recorded)
+    restored = placement_write.pin_restore(str(tmp_path), recorded)
     assert restored["changed"] and not restored["failures"]
     assert dict((v, _read(tmp_path, v)) for v in (129, 131, 132)) == original
 
@@ -178,7 +179,7 @@ def test_pin_run_pins_check_mode_idempotence_and_restore(tmp_path):
 def test_pin_run_only_listed_and_failure_reported(tmp_path, monkeypatch):
     import errno
     health.gpu_host(tmp_path)
-    result = placement.pin_run(str(tmp_path), vmids=[132])
+    result = placement_write.pin_run(str(tmp_path), vmids=[132])
     assert [r["vmid"] for r in result["containers"] if r["changed"]] == [132]
     assert [r["skipped_reason"] for r in result["containers"] if r["vmid"] == 131] \
         == ["not in numa_pin_vmids"]
@@ -187,8 +188,8 @@ def test_pin_run_only_listed_and_failure_reported(tmp_path, monkeypatch):
     def read_only(path, data, **kwargs):  # pmxcfs without quorum
         raise OSError(errno.EROFS, "Read-only file system", path)
 
-    monkeypatch.setattr(placement, "atomic_write", read_only)
-    failed = placement.pin_run(str(tmp_path))
+    monkeypatch.setattr(placement_write, "atomic_write", read_only)
+    failed = placement_write.pin_run(str(tmp_path))
     assert failed["failed"] == [131] and not failed["changed"]
     row = [r for r in failed["containers"] if r["vmid"] == 131][0]
     assert "Read-only file system" in row["error"]
