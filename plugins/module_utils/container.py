@@ -27,8 +27,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc import (
     LxcError,
     config_path,
     list_configs,
-    sync_device_rules,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc_write import sync_device_rules
 from ansible_collections.gpuhost.tuning.plugins.module_utils.procfs import (
     char_majors,
     read_proc_devices,

@@ -15,6 +15,7 @@ __metaclass__ = type
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import atomic_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.placement import (
     collect,
@@ -56,7 +57,7 @@ def pin_record(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR):
             continue
         if not container_gpu_minors(config):
             continue
-        out[str(vmid)] = dict((key, lxc_mod.live_key_lines(config, key)) for key in PIN_KEYS)
+        out[str(vmid)] = dict((key, lxc_write.live_key_lines(config, key)) for key in PIN_KEYS)
     return out
 
 
@@ -87,12 +88,12 @@ def _refusal(config, ct, held):
                 "replace it by %s by hand, or drop it, then run again" % (
                     name, ", ".join(v1), " / ".join(PIN_KEYS)))
     for key in PIN_KEYS:
-        lines = lxc_mod.live_key_lines(config, key)
+        lines = lxc_write.live_key_lines(config, key)
         if len(lines) > 1:
             return ("%s: not pinned: %s is set on %d live lines (%s): keep one (lxc uses "
                     "the last), then run again" % (name, key, len(lines), " | ".join(lines)))
     if held is not None:
-        record = dict((key, lxc_mod.live_key_lines(config, key)) for key in PIN_KEYS)
+        record = dict((key, lxc_write.live_key_lines(config, key)) for key in PIN_KEYS)
         why = held(ct["vmid"], record)
         if why:
             return "%s: not pinned: %s" % (name, why)
@@ -171,7 +172,7 @@ def pin_run(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, vmids=None, check_mode=
             why = _refusal(config, ct, held)
             if why:
                 raise PinRefused(why)
-            new = lxc_mod.with_live_values(config, [(lxc_mod.CPUSET_CPUS_KEY, cpus),
+            new = lxc_write.with_live_values(config, [(lxc_mod.CPUSET_CPUS_KEY, cpus),
                                                     (lxc_mod.CPUSET_MEMS_KEY, mems)])
             diff = _write_config(path, config, new, check_mode)
         except (PinRefused, lxc_mod.LxcError, OSError) as exc:
@@ -206,11 +207,11 @@ def pin_restore(root, recorded, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, check_mod
             config = lxc_mod.LxcConfig.read(path)
             new = config
             for key in PIN_KEYS:
-                if key in want and lxc_mod.live_key_lines(new, key) != list(want[key]):
-                    new = lxc_mod.with_live_lines(new, key, list(want[key]))
+                if key in want and lxc_write.live_key_lines(new, key) != list(want[key]):
+                    new = lxc_write.with_live_lines(new, key, list(want[key]))
             row["before"] = [ln for key in PIN_KEYS
-                             for ln in lxc_mod.live_key_lines(config, key)]
-            row["after"] = [ln for key in PIN_KEYS for ln in lxc_mod.live_key_lines(new, key)]
+                             for ln in lxc_write.live_key_lines(config, key)]
+            row["after"] = [ln for key in PIN_KEYS for ln in lxc_write.live_key_lines(new, key)]
             if _write_config(path, config, new, check_mode) is not None:
                 row["status"] = "changed"
                 changed = True

@@ -2,6 +2,7 @@
 
 import pytest
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc, procfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc_write
 from fixtures import lxc as lxcfix
 
 DRIVERS = ["nvidia", "nvidia-uvm", "nvidia-caps"]
@@ -78,7 +79,7 @@ def test_stale_majors_any_name_counts():
 
 
 def test_sync_plans_the_seed_fix():
-    sync = lxc.sync_device_rules(conf129(), AFTER, DRIVERS)
+    sync = lxc_write.sync_device_rules(conf129(), AFTER, DRIVERS)
     assert sync["majors"] == {"nvidia": 195, "nvidia-uvm": 509, "nvidia-caps": 238}
     assert sync["added"] == ["c 509:* rwm", "c 238:* rwm"]
     assert sync["removed"] == ["c 504:* rwm", "c 507:* rwm"]
@@ -100,13 +101,13 @@ def test_sync_plans_the_seed_fix():
     # snapshot and pending sections byte for byte (they still hold 504)
     tail_old = lxcfix.container_129_text().split("\n[pve:pending]", 1)[1]
     assert new.split("\n[pve:pending]", 1)[1] == tail_old
-    again = lxc.sync_device_rules(lxc.LxcConfig.parse(new), AFTER, DRIVERS)
+    again = lxc_write.sync_device_rules(lxc.LxcConfig.parse(new), AFTER, DRIVERS)
     assert not again["plan"].changed
 
 
 def test_seed_literal_reading_caps_under_two_majors():
     twice = procfs.char_majors(text=lxcfix.proc_devices_text("after", caps_twice=True))
-    sync = lxc.sync_device_rules(conf129(), twice, DRIVERS)
+    sync = lxc_write.sync_device_rules(conf129(), twice, DRIVERS)
     assert sync["majors_all"]["nvidia-caps"] == [237, 238]
     assert sync["added"] == ["c 509:* rwm", "c 237:* rwm", "c 238:* rwm"]
 
@@ -114,18 +115,18 @@ def test_seed_literal_reading_caps_under_two_majors():
 def test_missing_driver_fails_naming_the_command():
     without = procfs.char_majors(text=lxcfix.proc_devices_text("after", without=("nvidia-uvm",)))
     with pytest.raises(lxc.LxcError) as info:
-        lxc.sync_device_rules(conf129(), without, DRIVERS)
+        lxc_write.sync_device_rules(conf129(), without, DRIVERS)
     msg = str(info.value)
     assert "nvidia-uvm not registered in /proc/devices" in msg
     assert "nvidia-modprobe -u -c=0" in msg and "modprobe nvidia_uvm" in msg
-    skipped = lxc.sync_device_rules(conf129(), without, DRIVERS, missing="skip")
+    skipped = lxc_write.sync_device_rules(conf129(), without, DRIVERS, missing="skip")
     assert skipped["missing"] == ["nvidia-uvm"]
     assert skipped["added"] == ["c 238:* rwm"]
 
 
 def test_nvidia_195_is_never_stale_even_if_not_registered():
     bare = {"mem": [1], "drm": [226], "nvidia-uvm": [509], "nvidia-caps": [238]}
-    sync = lxc.sync_device_rules(conf129(), bare, DRIVERS)
+    sync = lxc_write.sync_device_rules(conf129(), bare, DRIVERS)
     assert "c 195:* rwm" not in sync["removed"]
     assert sync["majors"]["nvidia"] == 195
 
@@ -167,7 +168,7 @@ def test_narrower_access_is_not_enough_wider_is():
 
 def test_bad_access_and_bad_rules_are_errors():
     with pytest.raises(lxc.LxcError, match="access"):
-        lxc.sync_device_rules(conf129(), AFTER, DRIVERS, access="rwx")
+        lxc_write.sync_device_rules(conf129(), AFTER, DRIVERS, access="rwx")
     with pytest.raises(lxc.LxcError, match="not a device rule"):
         conf129().plan(["x 1:2 r"])
 
@@ -185,7 +186,7 @@ def test_list_configs(tmp_path):
 def test_stale_rule_in_equals_form_is_removed_byte_exactly():
     text = ("arch: amd64\nlxc.cgroup2.devices.allow = c 504:* rwm\n"
             "lxc.cgroup2.devices.allow: c 195:* rwm\nswap: 0\n")
-    sync = lxc.sync_device_rules(lxc.LxcConfig.parse(text), AFTER, DRIVERS)
+    sync = lxc_write.sync_device_rules(lxc.LxcConfig.parse(text), AFTER, DRIVERS)
     assert sync["removed"] == ["c 504:* rwm"]
     assert sync["plan"].new_text() == (
         "arch: amd64\nlxc.cgroup2.devices.allow: c 195:* rwm\n"

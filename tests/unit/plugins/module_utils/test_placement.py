@@ -8,6 +8,7 @@ import pytest
 from fixtures import health, hosts, lxc
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import placement
 from ansible_collections.gpuhost.tuning.plugins.module_utils import placement_write
 
@@ -102,7 +103,7 @@ def test_vm_host_without_containers(tmp_path):
 
 
 def _set(text, values):
-    return lxc_mod.with_live_values(lxc_mod.LxcConfig.parse(text), values).render()
+    return lxc_write.with_live_values(lxc_mod.LxcConfig.parse(text), values).render()
 
 
 def test_with_live_values_adds_after_the_last_lxc_line_and_keeps_sections():
@@ -198,7 +199,7 @@ def test_pin_run_only_listed_and_failure_reported(tmp_path, monkeypatch):
 
 def test_with_live_lines_puts_back_exact_lines_crlf_and_no_final_newline():
     def put(text, key, raws):
-        return lxc_mod.with_live_lines(lxc_mod.LxcConfig.parse(text), key, raws).render()
+        return lxc_write.with_live_lines(lxc_mod.LxcConfig.parse(text), key, raws).render()
 
     key = "lxc.cgroup2.cpuset.cpus"
     text = "arch: amd64\r\nlxc.cgroup2.cpuset.cpus: 8-15\r\ncores: 4\r\n[snap]\r\n" \
