@@ -170,11 +170,8 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.bootcfg import (  # noqa: E402
-    BootConfigError,
-    plan,
-    write,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.bootcfg import BootConfigError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.bootcfg_write import plan, write  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 
 
