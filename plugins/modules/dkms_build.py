@@ -211,10 +211,8 @@ outputs:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.dkms import (  # noqa: E402
-    DkmsError,
-    ensure,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.dkms import DkmsError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.dkms_write import ensure  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # noqa: E402
     CommandError,
     Runner,

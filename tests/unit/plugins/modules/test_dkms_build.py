@@ -5,6 +5,7 @@ import os
 import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import dkms as dkms_utils
+from ansible_collections.gpuhost.tuning.plugins.module_utils import dkms_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
 from ansible_collections.gpuhost.tuning.plugins.modules import dkms_build
 from fixtures import dkms as fx
@@ -53,10 +54,10 @@ def test_dkms_missing_headers_exit_is_reported_even_past_our_check(host, tmp_pat
     # headers vanish between our check and dkms' own: dkms exits 1 (<= 3.1.4) or 21
     # (>= 3.1.5); the failure still names the package, and install never runs
     fake = fx.fake_dkms(tmp_path / "bin", host, version=dkms_version)
-    monkeypatch.setattr(dkms_utils, "headers_error", lambda root, kernel: None)
+    monkeypatch.setattr(dkms_write, "headers_error", lambda root, kernel: None)
     runner = Runner()
     with pytest.raises(dkms_utils.DkmsError) as err:
-        dkms_utils.ensure(runner, str(host), "nvidia", kernel=NEW, dkms=fake.path)
+        dkms_write.ensure(runner, str(host), "nvidia", kernel=NEW, dkms=fake.path)
     assert "install proxmox-headers-6.14.11-5-bpo12-pve" in str(err.value)
     assert "cannot be found" in str(err.value)
     assert err.value.details["outputs"][0]["rc"] == rc
