@@ -18,17 +18,13 @@ export ANSIBLE_CALLBACK_PLUGINS=$HERE/callback_plugins ANSIBLE_CALLBACKS_ENABLED
 export ANSIBLE_LOAD_CALLBACK_PLUGINS=True
 BASE=$ANSIBLE_COLLECTIONS_PATH
 
-# Variant collections: lean-common (no argument spec for role common, which tune and audit
-# depend on), lean-specs (no meta/argument_specs.yml at all), lean (also no audit
-# debug/fail-gate tasks).
+# Variant collections: lean-specs (no meta/argument_specs.yml at all), lean (also no audit
+# debug/fail-gate tasks). Role common has no main spec of its own (its options are checked in
+# each dependent role's spec), so there is no separate variant without it.
 variant() {
   local name=$1 dest=$BENCH_RUN/variants/$1
   rm -rf "$dest"; mkdir -p "$dest"; cp -a "$BASE/ansible_collections" "$dest/"
-  if [ "$name" = lean-common ]; then
-    rm -f "$dest"/ansible_collections/gpuhost/tuning/roles/common/meta/argument_specs.yml
-  else
-    rm -f "$dest"/ansible_collections/gpuhost/tuning/roles/*/meta/argument_specs.yml
-  fi
+  rm -f "$dest"/ansible_collections/gpuhost/tuning/roles/*/meta/argument_specs.yml
   if [ "$name" = lean ]; then
     "$PY" - "$dest/ansible_collections/gpuhost/tuning/roles/audit/tasks/main.yml" <<'EOF2'
 import sys
@@ -41,7 +37,6 @@ EOF2
   fi
   echo "$dest"
 }
-LEAN_COMMON=$(variant lean-common)
 LEAN_SPECS=$(variant lean-specs)
 LEAN=$(variant lean)
 # host_tune ad hoc with the role's wanted values (role common's defaults).
@@ -72,15 +67,12 @@ m ping_no_pipelining "$BASE" ansible all "${I[@]}" -m ansible.builtin.ping \
 m gather_facts "$BASE" ansible all "${I[@]}" -m ansible.builtin.setup
 m host_audit_adhoc "$BASE" ansible all "${I[@]}" -m gpuhost.tuning.host_audit -a 'root={{ gpuhost_root }}'
 m audit "$BASE" ansible-playbook "${I[@]}" gpuhost.tuning.audit "${R[@]}"
-m audit_no_common_spec "$LEAN_COMMON" ansible-playbook "${I[@]}" gpuhost.tuning.audit "${R[@]}"
 m audit_no_specs "$LEAN_SPECS" ansible-playbook "${I[@]}" gpuhost.tuning.audit "${R[@]}"
 m audit_no_specs_debug_gate "$LEAN" ansible-playbook "${I[@]}" gpuhost.tuning.audit "${R[@]}"
 m tune_first "$BASE" ansible-playbook "${I[@]}" gpuhost.tuning.tune "${R[@]}"
 m tune_again "$BASE" ansible-playbook "${I[@]}" gpuhost.tuning.tune "${R[@]}"
 m tune_again_no_report "$BASE" ansible-playbook "${I[@]}" gpuhost.tuning.tune "${R[@]}" \
   -e gpuhost_tune_report=false
-m tune_again_no_common_spec "$LEAN_COMMON" ansible-playbook "${I[@]}" gpuhost.tuning.tune \
-  "${R[@]}"
 m tune_again_no_specs "$LEAN_SPECS" ansible-playbook "${I[@]}" gpuhost.tuning.tune "${R[@]}"
 m tune_again_no_specs_no_report "$LEAN_SPECS" ansible-playbook "${I[@]}" gpuhost.tuning.tune \
   "${R[@]}" -e gpuhost_tune_report=false
