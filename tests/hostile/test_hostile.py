@@ -322,7 +322,7 @@ def test_restore_removes_folders_tune_created(tmp_path):
 
 def test_cpuidle_failure_after_writes_reports_changed_and_what(tmp_path, monkeypatch):
     root = cpu.epyc_cpus(str(tmp_path), threads=8)
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu_write as cpu_mod
     real = cpu_mod.write_in_place
 
     def immutable(path, text):
