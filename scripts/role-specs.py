@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
 """Copy role common's shared options into the argument spec of every role that depends on it.
 
 Role common holds the wanted values every other role reads (gpuhost_root, gpuhost_mrrs_size,
@@ -11,8 +11,8 @@ marker comments at the end of each dependent role's entry points' options, repla
 wrote before and any hand-written entry of the same name. ``ansible-doc -t role`` then shows
 every variable a role reads.
 
-    scripts/role-specs.py           rewrite the dependent roles' specs
-    scripts/role-specs.py --check   exit 1 (naming the files) when one is out of date
+    python3 scripts/role-specs.py           rewrite the dependent roles' specs
+    python3 scripts/role-specs.py --check   exit 1 (naming the files) when one is out of date
 """
 
 import os
@@ -109,7 +109,7 @@ def main(argv):
             with open(path, "w") as handle:
                 handle.write(text)
     if check and stale:
-        sys.stderr.write("role-specs.py: out of date (run scripts/role-specs.py): %s\n"
+        sys.stderr.write("role-specs.py: out of date (run python3 scripts/role-specs.py): %s\n"
                          % ", ".join(stale))
         return 1
     for path in stale:

@@ -173,7 +173,7 @@ def pin_run(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, vmids=None, check_mode=
             if why:
                 raise PinRefused(why)
             new = lxc_write.with_live_values(config, [(lxc_mod.CPUSET_CPUS_KEY, cpus),
-                                                    (lxc_mod.CPUSET_MEMS_KEY, mems)])
+                                                      (lxc_mod.CPUSET_MEMS_KEY, mems)])
             diff = _write_config(path, config, new, check_mode)
         except (PinRefused, lxc_mod.LxcError, OSError) as exc:
             row["error"] = str(exc)

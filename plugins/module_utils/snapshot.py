@@ -126,7 +126,7 @@ def record_pcie(root, vendor, classes, include_upstream):
     """``[{address, role, vendor, device, mrrs, devctl}]`` (devices without a PCIe
     capability or SR-IOV VFs are left out: they have no MRRS to restore)."""
     query = pci_write.tune_mrrs(root, size=4096, vendor=vendor, classes=classes,
-                              include_upstream=include_upstream, state="query")
+                                include_upstream=include_upstream, state="query")
     return [dict(address=d["address"], role=d["role"], vendor=d["vendor"], device=d["device"],
                  mrrs=d["before"], devctl=d["devctl_before"])
             for d in query["devices"] if d["before"] is not None]

@@ -23,7 +23,7 @@ def _spec(role):
 
 def test_the_copies_are_up_to_date():
     proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "role-specs.py"),
-                           "--check"], capture_output=True, text=True)
+                           "--check"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
 
 
