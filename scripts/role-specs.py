@@ -29,7 +29,8 @@ OPTION = re.compile(r"^      ([A-Za-z0-9_]+):")
 
 
 def entry_options(lines, entry):
-    """(start, end) line indexes of the option lines of ``entry``'s ``options:`` block."""
+    """(start, end) line indexes of the option lines of ``entry``'s ``options:`` block, or
+    None when it has none of its own (an alias of another entry point's, or none at all)."""
     inside = False
     for index, line in enumerate(lines):
         if re.match(r"^  %s:\s*$" % re.escape(entry), line):
@@ -43,7 +44,7 @@ def entry_options(lines, entry):
             while end > start and not lines[end - 1].strip():
                 end -= 1
             return start, end
-    raise SystemExit("role-specs.py: no %s.options in the spec" % entry)
+    return None
 
 
 def drop_block(lines):
@@ -62,10 +63,10 @@ def updated(path, shared_lines, names):
     entries = [m.group(1) for m in (re.match(r"^  ([A-Za-z0-9_]+):\s*$", line) for line in lines)
                if m]
     for entry in reversed(entries):
-        try:
-            start, end = entry_options(lines, entry)
-        except SystemExit:
-            continue  # no options of its own (an alias, or none at all)
+        span = entry_options(lines, entry)
+        if span is None:
+            continue
+        start, end = span
         kept, skipping = [], False
         for line in lines[start:end]:
             match = OPTION.match(line)
@@ -95,8 +96,10 @@ def main(argv):
     check = "--check" in argv
     with open(os.path.join(REPO, SOURCE)) as handle:
         source = handle.readlines()
-    start, end = entry_options(source, "shared")
-    shared = source[start:end]
+    span = entry_options(source, "shared")
+    if span is None:
+        raise SystemExit("role-specs.py: no shared.options in %s" % SOURCE)
+    shared = source[span[0]:span[1]]
     names = set(m.group(1) for m in map(OPTION.match, shared) if m)
     stale = []
     for path in dependents():

@@ -200,13 +200,6 @@ def _walk(buf, where):
     return result, loop
 
 
-def find_capability(buf, cap_id, where="config space"):
-    for pos, found in capabilities(buf, where):
-        if found == cap_id:
-            return pos
-    return None
-
-
 def extended_capabilities(buf):
     """The extended capability list from 0x100 as ``[(offset, cap_id, version), ...]``."""
     result = []

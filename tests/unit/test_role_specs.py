@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 import yaml
+from conftest import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPENDENTS = ("audit", "boot_config", "kernel_upgrade", "reboot_verify", "tune")
 
 

@@ -11,16 +11,14 @@ Each module runs in a fresh interpreter on the seed host, so lazy imports count 
 """
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
+from conftest import LINKS, TESTS
 from fixtures.hosts import seed_host
 
-TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))))
 PKG = "ansible_collections.gpuhost.tuning.plugins.module_utils."
 
 SCRIPT = r"""
@@ -42,7 +40,7 @@ TUNE_ONLY = ("snapshot", "tune", "bootservice", "bootapply", "unitinstall", "run
 
 def _imports(module, args):
     proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, os.path.join(TESTS, "output", "pathlink"), TESTS, module,
+        [sys.executable, "-c", SCRIPT, LINKS, TESTS, module,
          json.dumps(args)], capture_output=True, text=True, check=True)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert not out["failed"], out["msg"]
