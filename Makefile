@@ -15,7 +15,8 @@ export PATH := $(BIN):$(PATH)
 UNIT_PKGS := pciutils gcc libc6-dev
 # The hostile tier checks a written unit with systemd's own parser (systemd-analyze).
 HOSTILE_PKGS := $(UNIT_PKGS) systemd
-INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium prometheus prometheus-node-exporter
+INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium prometheus prometheus-node-exporter \
+  lxc lxc-templates busybox-static
 MOLECULE_PKGS := podman runc mmdebstrap
 # shellcheck: without it ansible-test sanity skips its shellcheck test. python3-venv:
 # ansible-test makes a virtualenv per sanity test (ensurepip, on Debian's python3).
