@@ -136,8 +136,12 @@ class Container:
         self.rootfs = os.path.join(self.dir, "rootfs")
         self.log = str(tmp_path / "lxc-start.log")
         self.starts = []
+        self.base_conf = str(tmp_path / "base.conf")
+        self.base = None
+
+    def create(self):
         os.makedirs(self.lxcpath)
-        base = str(tmp_path / "base.conf")
+        base = self.base_conf
         with open(base, "w") as handle:
             handle.write("lxc.net.0.type = empty\n")
         done = _ns("lxc-create", "-P", self.lxcpath, "-n", self.name, "-t", "busybox",
@@ -221,6 +225,7 @@ def container(tmp_path):
     cgroups_before = _cgroup_dirs()
     box = Container(tmp_path, root)
     try:
+        box.create()
         yield box
     finally:
         done = box.destroy()
