@@ -346,6 +346,13 @@ def _host_tune(p):
 
 def _host_audit(p):
     _common(p, skip=("cuda",))   # probe results carry the driver's own messages
+    if p.get("capture") and ((p.get("root") or "/") != "/" or p.get("cuda_probe")):
+        _fail("capture", p["capture"], "a capture tarball audited instead of root, so root "
+              "stays / and cuda_probe off (got root %s%s)" % (
+                  p.get("root"), ", cuda_probe true" if p.get("cuda_probe") else ""))
+    if p.get("capture") and not p["capture"].startswith("/"):
+        _fail("capture", p["capture"], "an absolute path of the tarball (e.g. $PWD/%s)"
+              % p["capture"])
     int_range("bandwidth_min_pct", p.get("bandwidth_min_pct"), 1, 100)
     int_range("cuda_size_mb", p.get("cuda_size_mb"), 1, 65536)
     if not isinstance(p.get("cuda") or [], list) or \
