@@ -41,9 +41,11 @@ HOLDER_FIELDS = ("controller", "user", "play", "purpose")
 # Each recorded text field is cut to this many characters (a play name is a line, not a
 # document): the whole lock stays a few KiB, far below what ``read`` takes in.
 FIELD_MAX = 256
-# How much of the lock file is read. A lock written before FIELD_MAX (or by hand) may be
-# longer: its fields are then picked out of what was read (``_salvage``).
-READ_MAX = 65536
+# How much of the lock file is read and parsed whole. A lock written before FIELD_MAX (or
+# by hand) may be longer: its fields are then picked out of its first and last READ_EDGE
+# bytes (``_salvage``), the token among them wherever the long field lies.
+READ_MAX = 1024 * 1024
+READ_EDGE = 65536
 _TEXT_FIELD = re.compile(
     r'"(controller|user|play|purpose|host|since|token)": "((?:[^"\\]|\\.)*)')
 _INT_FIELD = re.compile(r'"(pid|since_epoch)": (-?[0-9]{1,20})')
@@ -70,9 +72,10 @@ def _shown(root):
 def read(root):
     """The holder recorded in the run lock, or None when there is none. A file that is not
     a JSON object is still a lock (``{"unreadable": text}``): it is never ignored; one too
-    long to read whole keeps the fields found in its first READ_MAX bytes, its token among
-    them, so the run holding it is not locked out by it. A link or a special file in its
-    place is a lock nobody can read (never followed, never opened: a FIFO would block)."""
+    long to read whole keeps the fields found at its start and end, its token among them,
+    so the run holding it is not locked out by it; each field is cut to FIELD_MAX. A link
+    or a special file in its place is a lock nobody can read (never followed, never opened:
+    a FIFO would block)."""
     path = lock_path(root)
     try:
         kind = os.lstat(path).st_mode
@@ -86,23 +89,32 @@ def read(root):
             else "a special file")}
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
-        raw = os.read(fd, READ_MAX + 1)
+        size = os.fstat(fd).st_size
+        if size <= READ_MAX:
+            raw = os.read(fd, READ_MAX)
+        else:
+            raw = os.read(fd, READ_EDGE)
+            os.lseek(fd, size - READ_EDGE, os.SEEK_SET)
+            raw += b"\n" + os.read(fd, READ_EDGE)
     finally:
         os.close(fd)
-    text = raw[:READ_MAX].decode("utf-8", "replace")
+    text = raw.decode("utf-8", "replace")
     data = None
-    if len(raw) <= READ_MAX:
+    if size <= READ_MAX:
         try:
             data = json.loads(text)
         except ValueError:
             data = None
     if isinstance(data, dict):
+        if any(len(str(value)) > FIELD_MAX for value in data.values()):
+            data = dict((key, _cut(value) if isinstance(value, str) else value)
+                        for key, value in data.items())
         return data
     return _salvage(text)
 
 
 def _salvage(text):
-    """The fields of a lock that is not one whole JSON object (cut at READ_MAX, or damaged),
+    """The fields of a lock that is not one whole JSON object (too long, or damaged),
     each cut to FIELD_MAX: a holder when a token is among them, else ``unreadable``."""
     found = {}
     for key, value in _TEXT_FIELD.findall(text):
