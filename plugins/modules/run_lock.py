@@ -33,7 +33,7 @@ description:
     included by a role that holds the lock, such as C(boot_config) inside
     C(reboot_verify)) joins that run's lock instead of waiting on it, RV(inherited) true;
     such a task must not release it (its owner does).
-  - The lock's folder C(<root>/run) must resolve inside O(root): a link out of the root is
+  - The lock's folder C(<root>/run) must resolve inside O(root); a link out of the root is
     refused naming it. Each recorded text field is cut to 256 characters.
   - In check mode nothing is written; a lock held by another run still fails the task.
 options:
@@ -123,7 +123,7 @@ held:
 inherited:
   description:
     - True when the token came from C(GPUHOST_TUNING_RUN_LOCK) (the task belongs to a run
-      that holds the lock): leave the release to that run.
+      that holds the lock); leave the release to that run.
   returned: state is acquired
   type: bool
   sample: false
