@@ -346,6 +346,13 @@ def _host_tune(p):
 
 def _host_audit(p):
     _common(p, skip=("cuda",))   # probe results carry the driver's own messages
+    if p.get("capture") and ((p.get("root") or "/") != "/" or p.get("cuda_probe")):
+        _fail("capture", p["capture"], "a capture tarball audited instead of root, so root "
+              "stays / and cuda_probe off (got root %s%s)" % (
+                  p.get("root"), ", cuda_probe true" if p.get("cuda_probe") else ""))
+    if p.get("capture") and not p["capture"].startswith("/"):
+        _fail("capture", p["capture"], "an absolute path of the tarball (e.g. $PWD/%s)"
+              % p["capture"])
     int_range("bandwidth_min_pct", p.get("bandwidth_min_pct"), 1, 100)
     int_range("cuda_size_mb", p.get("cuda_size_mb"), 1, 65536)
     if not isinstance(p.get("cuda") or [], list) or \
@@ -578,25 +585,33 @@ def check(name, params):
 
 
 # Modules that change the host take the root's lock (not in check mode), per state that
-# changes something.
+# changes something. tests/hostile/test_locks_everywhere.py runs every module of the
+# collection and fails when one with a changing side is not refused under another run's
+# lock (a new module must be listed there as changing or read-only).
 LOCKING = {
     "host_tune": None, "sysctl_settings": None, "cpuidle_state": None, "boot_service": None,
     "kernel_cmdline": None, "lxc_cgroup_devices": None, "container_verify": None,
-    "dkms_build": None,
+    "dkms_build": None, "audit_timer": None,
     "setpci_maxreadreq": ("present",), "tuning_snapshot": ("present", "restore"),
 }
 
 
 def check_module(module, name):
     """``check`` for an AnsibleModule: a bad value fails the task before anything runs.
-    A module that changes the host then takes the root's lock (``hostfs.RootLock``) until
-    it exits; a lock held by another run fails the task naming the holder, and so does a
-    run lock (``runlock``) whose token is not the one this task was given."""
+    A module that changes the host then takes the root's lock (``hold_locks``)."""
     try:
         check(name, module.params)
     except ValidationError as exc:
         module.fail_json(msg="%s: %s (nothing was read or written)" % (name, exc),
                          changed=False)
+    return hold_locks(module, name)
+
+
+def hold_locks(module, name):
+    """For a module of LOCKING (outside check mode): take the root's lock
+    (``hostfs.RootLock``) until the module exits; a lock held by another run fails the task
+    naming the holder, and so does a run lock (``runlock``) whose token is not the one this
+    task was given, or a lock folder that leads out of the root."""
     if name not in LOCKING or module.check_mode:
         return None
     states = LOCKING[name]
@@ -607,9 +622,10 @@ def check_module(module, name):
 
     lock = RootLock(module.params.get("root") or "/", name)
     try:
+        check_root(module.params.get("root") or "/")
         lock.acquire()
         foreign = runlock.refuse_foreign(module.params.get("root") or "/")
-    except (LockError, OSError) as exc:
+    except (LockError, OSError, PathError) as exc:
         lock.release()
         module.fail_json(msg="%s: %s (nothing was changed)" % (name, exc), changed=False)
     if foreign:
