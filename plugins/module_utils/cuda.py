@@ -821,14 +821,15 @@ def as_result(result):
 
 
 def audit_pass(runner, pct, containers, size_mb=256, library=DEFAULT_LIBRARY,
-               timeout=DEFAULT_TIMEOUT):
+               timeout=DEFAULT_TIMEOUT, root="/"):
     """The audit's opt-in CUDA pass on a live host: the host probed with pinned copy rates,
     then each running container of ``containers`` (the audit's ``lxc`` facts) that has a
     GPU, by ``pct exec`` (``pct`` None: no Proxmox, the host alone); each probe a child
     bounded by ``timeout`` (``time_limit``). A probe that fails, hangs or crashes is a result
-    with ``msg``, judged as a finding, never an error of the audit."""
+    with ``msg``, judged as a finding, never an error of the audit. ``root``: where the PCI
+    tree is read (host_audit's, always ``/``: CUDA acts on the running system)."""
     results = [as_result(probe_host(runner, library=library, bandwidth=True, size_mb=size_mb,
-                                    timeout=timeout))]
+                                    timeout=timeout, root=root))]
     if not pct:
         return results
     try:
@@ -842,7 +843,7 @@ def audit_pass(runner, pct, containers, size_mb=256, library=DEFAULT_LIBRARY,
         vmid = ct.get("vmid")
         if ct.get("gpu") and vmid is not None and int(vmid) in running:
             results.append(as_result(probe_container(runner, pct, vmid, library=library,
-                                                     timeout=timeout)))
+                                                     timeout=timeout, root=root)))
     return results
 
 

@@ -224,8 +224,8 @@ seconds:
   sample: 0.43
 step:
   description: The last step the probe reached - C(done) when it finished; else where it
-    stopped, for example C(cuInit), C(GPU 0 (0000:a1:00.0): cuCtxCreate) or
-    C(GPU 0 (0000:a1:00.0): host-to-device copies).
+    stopped, for example C(cuInit), or a GPU's C(cuCtxCreate) or host-to-device copies
+    (named with the GPU's index and PCI address).
   returned: always
   type: str
   sample: done
