@@ -59,8 +59,10 @@ def measure(params, runner):
 
 
 def library_missing(result):
-    """True when the probe could not load the driver library at all (no NVIDIA driver)."""
-    return bool(result and result.get("error") and result.get("init") is None)
+    """True when the probe could not load the driver library at all (no NVIDIA driver); a
+    probe that hung or crashed before cuInit answered is a failure, not this."""
+    return bool(result and result.get("error") and result.get("init") is None
+                and not result.get("timed_out") and not result.get("signal"))
 
 
 def cell(dev, direction):

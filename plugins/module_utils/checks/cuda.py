@@ -52,6 +52,8 @@ def cuda_init_failed(facts, wanted):
             current = "cuInit %s %s" % (init["code"], init.get("name"))
         else:
             current = (res.get("msg") or "CUDA probe failed").split(": ", 1)[-1]
+            if res.get("cause"):
+                current = current.split("; cause: ")[0]     # the cause is the remedy
         remedy = res.get("cause") or "see the probe's message"
         if res.get("vmid") is not None:
             remedy += ("; ansible-playbook %s%s repairs the containers' device rules and "
