@@ -355,6 +355,7 @@ def _host_audit(p):
               % p["capture"])
     int_range("bandwidth_min_pct", p.get("bandwidth_min_pct"), 1, 100)
     int_range("cuda_size_mb", p.get("cuda_size_mb"), 1, 65536)
+    int_range("cuda_timeout", p.get("cuda_timeout"), 1, 3600)
     if not isinstance(p.get("cuda") or [], list) or \
             not all(isinstance(item, dict) for item in p.get("cuda") or []):
         _fail("cuda", p.get("cuda"), "a list of cuda_probe results")
@@ -443,6 +444,7 @@ def bandwidth_options(p):
     """host_tune's bandwidth part: the copy size and count the probe can use, a library."""
     int_range("bandwidth_size_mb", p.get("bandwidth_size_mb"), 1, 65536)
     int_range("bandwidth_repeats", p.get("bandwidth_repeats"), 1, 1000)
+    int_range("bandwidth_timeout", p.get("bandwidth_timeout"), 1, 3600)
     if "cuda_library" in p and not p["cuda_library"]:
         _fail("cuda_library", p["cuda_library"], "a library name like libcuda.so.1 or a path")
 
@@ -453,6 +455,7 @@ def _cuda_probe(p):
         int_range("vmid", p["vmid"], *VMID_RANGE)
     int_range("size_mb", p.get("size_mb"), 1, 65536)
     int_range("repeats", p.get("repeats"), 1, 1000)
+    int_range("timeout", p.get("timeout"), 1, 3600)
     if not p.get("library"):
         _fail("library", p.get("library"), "a library name like libcuda.so.1 or a path")
 
@@ -483,6 +486,7 @@ def _container_verify(p):
                                             "(letters, digits, _ . + -)")
     for major in p.get("previous_majors") or []:
         int_range("previous_majors", major, 0, MAX_MAJOR)
+    int_range("cuda_timeout", p.get("cuda_timeout"), 1, 3600)
 
 
 def _reboot_report(p):

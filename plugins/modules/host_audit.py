@@ -115,6 +115,15 @@ options:
     description: Size of each timed copy of the O(cuda_probe) pass, in MiB.
     type: int
     default: 256
+  cuda_timeout:
+    description:
+      - Seconds each probe of the O(cuda_probe) pass may take to initialise CUDA and list
+        the devices (1 to 3600); the host's copies get the time they take at 1 GB/s on top.
+        Each probe runs in a child process, killed at its limit (process group, C(pct exec)
+        included); a probe that did not return, or that a signal killed, is
+        C(cuda_init_failed) naming that and the step it was in, and the audit goes on.
+    type: int
+    default: 30
   bandwidth_min_pct:
     description: A GPU whose measured pinned copy rate is below this percentage of its
       link's ceiling, either way, is C(pcie_bandwidth_low).
@@ -484,6 +493,7 @@ def argument_spec():
     spec["cuda"] = dict(type="list", elements="dict")
     spec["cuda_probe"] = dict(type="bool", default=False)
     spec["cuda_size_mb"] = dict(type="int", default=256)
+    spec["cuda_timeout"] = dict(type="int", default=30)
     spec["record_files"] = dict(type="bool", default=False)
     spec["capture"] = dict(type="path")
     return spec
@@ -536,7 +546,7 @@ def _audit(module, params, wanted):
 
         def probe(facts):
             return cuda.audit_pass(runner, module.get_bin_path("pct"), facts.get("lxc"),
-                                   params["cuda_size_mb"])
+                                   params["cuda_size_mb"], timeout=params["cuda_timeout"])
     result = audit_mod.audit(params["root"], wanted, recorder=recorder, outputs=outputs,
                              cuda=params["cuda"], cuda_probe=probe)
     counts, worst = text.summary(result["findings"])
