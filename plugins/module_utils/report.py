@@ -598,7 +598,9 @@ def write_files(dest, files, check_mode=False):
     paths, written = [], []
     for name in sorted(files):
         path = os.path.join(dest, name)
-        data = files[name].encode("utf-8")
+        # a lone surrogate (a name decoded with surrogateescape) is written as the text
+        # \udcff: never a failed report, never invalid UTF-8
+        data = files[name].encode("utf-8", "backslashreplace")
         paths.append(path)
         try:
             with open(path, "rb") as handle:

@@ -5,10 +5,14 @@ and links it meets."""
 
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
 import yaml
+from modrun import run_module
+
+from ansible_collections.gpuhost.tuning.plugins.modules import audit_report
 
 # tests/conftest.py keeps the live checkout importable through LINKS (the hostile
 # conftest.py shadows that module's name here)
@@ -124,3 +128,51 @@ def test_good_batch_sizes_batch_as_given(tmp_path):
     assert _batches(base, '{"gpuhost_serial": [1, "50%"]}',
                     "gpuhost_max_fail_percentage=25") == [["gpu1"], ["gpu2", "gpu3"], ["gpu4"]]
     assert _batches(base, "gpuhost_serial=100%") == [FLEET]
+
+
+# ---------------------------------------------------------------------------------------
+# gpuhost.prom: whatever a host name or finding subject holds, the file parses
+
+
+def _promtool():
+    path = shutil.which("promtool")
+    if path is None:
+        subprocess.run([os.path.join(REPO, "scripts", "apt-ensure.sh"), "prometheus"],
+                       check=True, timeout=900)
+        path = shutil.which("promtool")
+    assert path, "promtool is not installed (Debian package prometheus)"
+    return path
+
+
+def _finding(subject):
+    return {"id": "audit_error", "severity": "low", "subject": subject, "current": "x",
+            "expected": "y", "remedy": "z"}
+
+
+# every kind of character a text format or a line-splitting reader chokes on
+ODD = ["\r", "\r\n", "\n", "\x00", "\t", "\x0b", "\x0c", "\x1b[31m", "\x7f", "\x85",
+       "\u2028", "\u2029", "\udcff", "\\", '"', "\\n", "}", "{a=\"b\"}", " 1\nfake 2"]
+
+
+def test_odd_host_names_and_subjects_leave_gpuhost_prom_valid(tmp_path):
+    dest = str(tmp_path / "reports")
+    audits = dict(("gpu%02d%s" % (n, odd), {"findings": [_finding("dev%s0" % odd)],
+                                             "checks": {}, "collected_at": "2026-12-01T03:47:48Z"})
+                  for n, odd in enumerate(ODD))
+    result = run_module(audit_report, {"audits": audits, "dest": dest})
+    assert not result.get("failed"), result.get("msg")
+    with open(os.path.join(dest, "gpuhost.prom"), "rb") as handle:
+        data = handle.read()
+    text = data.decode("utf-8")  # strict
+    proc = subprocess.run([_promtool(), "check", "metrics"], input=data, capture_output=True,
+                          check=False, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # one sample per host and finding, whatever splits lines: no sample was forged or cut
+    lines = text.splitlines()
+    assert lines == text.split("\n")[:-1]
+    samples = [ln for ln in lines if not ln.startswith("#")]
+    assert len([s for s in samples if s.startswith("gpuhost_finding{")]) == len(ODD)
+    assert len([s for s in samples if s.startswith("gpuhost_audit_timestamp_seconds{")]) \
+        == len(ODD)
+    assert all(re.match(r'^gpuhost_\w+\{host="', s) for s in samples), samples
+    assert not any(s.startswith("fake") for s in samples)
