@@ -3,6 +3,7 @@ stops the run before any host is touched; what the collection writes (metrics, r
 files, timers, container configs) stays valid and its own whatever names, previous files
 and links it meets."""
 
+import json
 import os
 import re
 import shutil
@@ -12,7 +13,7 @@ import pytest
 import yaml
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.modules import audit_report
+from ansible_collections.gpuhost.tuning.plugins.modules import audit_report, tune_report
 
 # tests/conftest.py keeps the live checkout importable through LINKS (the hostile
 # conftest.py shadows that module's name here)
@@ -176,3 +177,152 @@ def test_odd_host_names_and_subjects_leave_gpuhost_prom_valid(tmp_path):
         == len(ODD)
     assert all(re.match(r'^gpuhost_\w+\{host="', s) for s in samples), samples
     assert not any(s.startswith("fake") for s in samples)
+
+
+# ---------------------------------------------------------------------------------------
+# report file names: two hosts never write one file
+
+
+def test_host_names_that_map_to_one_file_keep_their_own_reports(tmp_path):
+    dest = tmp_path / "reports"
+    names = ["a/b", "a_b", "a\\b", "a\x00b", "a\rb", ".a_b", "..a_b"]
+    audits = dict((name, {"findings": [_finding("dev-%d" % n)], "checks": {}})
+                  for n, name in enumerate(names))
+    result = run_module(audit_report, {"audits": audits, "dest": str(dest),
+                                       "generated_at": "fixed"})
+    assert not result.get("failed"), result.get("msg")
+    docs = [json.loads((dest / f).read_text()) for f in os.listdir(str(dest))
+            if f.endswith(".json")]
+    assert sorted(d["host"] for d in docs) == sorted(names)
+    for doc in docs:  # each host's file holds its own findings
+        assert doc["findings"][0]["subject"] == "dev-%d" % names.index(doc["host"])
+    assert "a_b.json" in os.listdir(str(dest))  # a safe name keeps its file name
+    again = run_module(audit_report, {"audits": audits, "dest": str(dest),
+                                      "generated_at": "fixed"})
+    assert again["changed"] is False
+
+
+@pytest.mark.parametrize("module,key", [(audit_report, "audits"), (tune_report, "results")])
+def test_a_host_named_like_another_hosts_file_is_refused_naming_both(tmp_path, module, key):
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import report
+    dest = tmp_path / "reports"
+    twin = report.safe_name("a/b")  # a (hostile) host named like that host's file
+    value = {"findings": [], "checks": {}} if key == "audits" else {"rows": []}
+    result = run_module(module, {key: {"a/b": value, twin: value}, "dest": str(dest)})
+    assert result.get("failed"), result
+    assert "hosts 'a/b' and '%s' would both write" % twin in result["msg"] or \
+        "hosts '%s' and 'a/b' would both write" % twin in result["msg"], result["msg"]
+    assert not dest.exists()
+
+
+# ---------------------------------------------------------------------------------------
+# a previous <host>.json that is not a report: ignored for the AER comparison, with a
+# warning naming it; every host's report is still written
+
+
+@pytest.fixture(scope="module")
+def aer_fleet(tmp_path_factory):
+    """Two hosts' audits, each a day apart: ``first`` and ``later`` (two more correctable
+    errors on one GPU)."""
+    from fixtures import health, hosts
+
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import audit
+    wanted = hosts.common_wanted()
+    out = {"first": {}, "later": {}}
+    for name in ("pve-gpu03", "pve-gpu04"):
+        root = tmp_path_factory.mktemp(name)
+        health.health_host(str(root))
+        out["first"][name] = dict(audit.audit(str(root), dict(wanted, host=name)),
+                                  collected_at="2026-12-01T06:00:00Z")
+        health.aer_files(str(root), "0000:83:00.0", correctable={"BadTLP": 5},
+                         fatal={"CmpltTO": 1})
+        out["later"][name] = dict(audit.audit(str(root), dict(wanted, host=name)),
+                                  collected_at="2026-12-02T06:00:00Z")
+    return out
+
+
+def _bad_json(path):
+    with open(path, "w") as handle:
+        handle.write('{"host": "pve-gpu04", "facts": {')
+
+
+def _not_utf8(path):
+    with open(path, "wb") as handle:
+        handle.write(b'{"host": "pve-gpu04\xff", "facts": {}}')
+
+
+def _shape(doc):
+    def write(path):
+        with open(path, "w") as handle:
+            json.dump(doc, handle)
+    return write
+
+
+def _fifo(path):
+    os.mkfifo(path)
+
+
+def _folder(path):
+    os.mkdir(path)
+
+
+def _warnings(result):
+    """The warning texts of a module result (ansible-core 2.19 returns each as a summary
+    mapping with the text under event.msg)."""
+    out = []
+    for item in result.get("warnings") or []:
+        if isinstance(item, dict):
+            item = (item.get("event") or item).get("msg")
+        out.append(str(item))
+    return out
+
+
+MALFORMED = [
+    (_bad_json, "is not a readable JSON report"),
+    (_not_utf8, "is not a readable JSON report"),
+    (_shape(["pve-gpu04"]), "is not a report document"),
+    (_shape({"host": "pve-gpu04", "facts": "x"}), "is not a report document"),
+    (_shape({"host": "pve-gpu04", "facts": {"pcie_aer": "lots"}}), "is malformed"),
+    (_shape({"host": "pve-gpu04", "facts": {"pcie_aer": [1, 2]}}), "is malformed"),
+    (_shape({"host": "pve-gpu04", "facts": {"pcie_aer": [{"available": True}]}}),
+     "is malformed (KeyError"),
+    (_shape({"host": "pve-gpu04", "facts": {"pcie_aer": [
+        {"address": "0000:83:00.0", "available": True, "correctable": "many"}]}}),
+     "is malformed"),
+    (_fifo, "is not a regular file"),
+    (_folder, "is not a regular file"),
+]
+
+
+@pytest.mark.parametrize("make,why", MALFORMED, ids=[m[1] + str(n) for n, m in
+                                                    enumerate(MALFORMED)])
+def test_a_malformed_previous_report_is_ignored_with_a_warning(tmp_path, aer_fleet, make, why):
+    dest = tmp_path / "reports"
+    args = {"dest": str(dest), "generated_at": "fixed"}
+    first = run_module(audit_report, dict(args, audits=aer_fleet["first"]))
+    assert not first.get("failed"), first.get("msg")
+    path = str(dest / "pve-gpu04.json")
+    os.remove(path)
+    make(path)
+    if os.path.isdir(path):
+        expect_written = False
+    else:
+        expect_written = True
+    result = run_module(audit_report, dict(args, audits=aer_fleet["later"]))
+    if not expect_written:
+        # a folder where the file belongs cannot be replaced: that is the write's failure
+        # (naming the folder), never the audit's
+        assert result.get("failed") and "cannot write reports in" in result["msg"], result
+        assert "the audit of" not in result["msg"] and "Is a directory" in result["msg"]
+        return
+    assert not result.get("failed"), result.get("msg")
+    warnings = [w for w in _warnings(result) if path in w]
+    assert len(warnings) == 1 and why in warnings[0], _warnings(result)
+    assert "ignored for the AER comparison" in warnings[0]
+    # the host with the good previous report still gets its comparison
+    good = json.loads((dest / "pve-gpu03.json").read_text())
+    assert good["aer_change"]["devices"]["0000:83:00.0"] == "+2 correctable"
+    # the malformed one is replaced by this run's report, without a comparison
+    doc = json.loads((dest / "pve-gpu04.json").read_text())
+    assert doc["host"] == "pve-gpu04" and "aer_change" not in doc
+    assert doc["collected_at"] == "2026-12-02T06:00:00Z"
