@@ -326,3 +326,67 @@ def test_a_malformed_previous_report_is_ignored_with_a_warning(tmp_path, aer_fle
     doc = json.loads((dest / "pve-gpu04.json").read_text())
     assert doc["host"] == "pve-gpu04" and "aer_change" not in doc
     assert doc["collected_at"] == "2026-12-02T06:00:00Z"
+
+
+# ---------------------------------------------------------------------------------------
+# the scheduled audit: an OnCalendar systemd cannot parse never reaches a timer
+
+CALENDARS = [
+    # accepted by both
+    "hourly", "HOURLY", "daily UTC", "weekly", "quarterly", "semiannually", "annually",
+    "@1700000000", "Mon..Fri 9:00", "mon-fri", "Mon,Wed *-*-1..7 4:00", "*-*-* 00/4:00:00",
+    "*:0/15", "*-02~03", "*-*~1", "12-25", "99-01-01", "Fri 2026-*-* 1:0:0", "*:*:*",
+    "*-*-* *:*:0/10.5", "*-*-* 00:00:00.5", "Mon *:00", "1,3,5:30", "0/2:00",
+    "*-*-1/2 00:00", "2026-02-30",
+    # refused by both
+    "now", "today", "every hour", "0 * * * *", "*/15 * * * *", "hourly,daily", "weekly Mon",
+    "Mond", "12-25 Mon", "2026-13-01", "25:00", "*-*-* 24:00", "*-*-* 00:60",
+    "*-*-* 00:00:60", "Sat *-*-32", "*:0/0", "*-*-* 00:00:00/0", "Sun..Sat 23:59:59",
+    "Fri-Mon 1:00", "1969-01-01", "*-*-* 6:00 Nowhere/Atlantis", "hourly\nExecStart=/bin/sh",
+    "daily\r", "", "  ",
+]
+
+
+def _systemd_analyze():
+    path = shutil.which("systemd-analyze")
+    if path is None:
+        subprocess.run([os.path.join(REPO, "scripts", "apt-ensure.sh"), "systemd"],
+                       check=True, timeout=900)
+        path = shutil.which("systemd-analyze")
+    assert path, "systemd-analyze is not installed (Debian package systemd)"
+    return path
+
+
+def test_the_stdlib_calendar_check_never_accepts_what_systemd_refuses():
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import audittimer
+    tool = _systemd_analyze()
+    verdicts = {}
+    for expr in CALENDARS:
+        proc = subprocess.run([tool, "calendar", "--", expr], capture_output=True,
+                              check=False, timeout=30)
+        verdicts[expr] = (audittimer.calendar_problem(expr, "/") is None, proc.returncode == 0)
+    false_accepts = [e for e, (mine, real) in verdicts.items() if mine and not real]
+    assert false_accepts == []
+    # and it is no stricter than systemd on any of these (the common forms)
+    too_strict = [e for e, (mine, real) in verdicts.items() if real and not mine]
+    assert too_strict == []
+    assert len([e for e, (mine, real) in verdicts.items() if real]) == 26
+
+
+def test_on_the_live_host_systemd_analyze_has_the_last_word(monkeypatch):
+    """Where the stdlib check misses a form systemd refuses, the live host's own
+    systemd-analyze (through the runner, read-only) still refuses it."""
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import audittimer, runner
+    _systemd_analyze()
+    run = runner.Runner()
+    audittimer.check_schedule("Mon..Fri 06:00", "/", run)
+    assert [c[1:] for c in run.calls] == [["calendar", "--", "Mon..Fri 06:00"]]
+    monkeypatch.setattr(audittimer, "calendar_problem", lambda schedule, root="/": None)
+    with pytest.raises(audittimer.ConfigError) as err:
+        audittimer.check_schedule("Sun..Sat 1:00", "/", run)
+    assert "schedule 'Sun..Sat 1:00': systemd-analyze calendar refuses it (" in str(err.value)
+    assert "the timer would never fire" in str(err.value)
+    # a tree is not the live host: its schedule is not sent to this machine's systemd
+    tree = runner.Runner()
+    audittimer.check_schedule("Sun..Sat 1:00", "/nonexistent-tree", tree)
+    assert tree.calls == []
