@@ -390,3 +390,61 @@ def test_on_the_live_host_systemd_analyze_has_the_last_word(monkeypatch):
     tree = runner.Runner()
     audittimer.check_schedule("Sun..Sat 1:00", "/nonexistent-tree", tree)
     assert tree.calls == []
+
+
+# ---------------------------------------------------------------------------------------
+# numa_pin's revert: never over a cpuset set after the tune
+
+def _gpu_host(root):
+    from fixtures import health, lxc
+    health.gpu_host(root)
+    lxc.write_config(root, 133, health.gpu_container_text(133, [7], cpuset="32-47", mems="1"))
+
+
+def _conf_text(root, vmid):
+    with open(os.path.join(root, "etc/pve/lxc/%d.conf" % vmid)) as handle:
+        return handle.read()
+
+
+def _operator_sets(root, vmid, old, new):
+    from fixtures import lxc
+    text = _conf_text(root, vmid)
+    if old is None:  # a line added to the live section (before any [section])
+        head, sep, tail = text.partition("\n[")
+        lxc.write_config(root, vmid, head.rstrip("\n") + "\n" + new + (sep + tail if sep else ""))
+        return
+    assert old in text
+    lxc.write_config(root, vmid, text.replace(old, new))
+
+
+AFTER_TUNE = [
+    # (container, what the tune left there, what the operator wrote after it)
+    (132, "lxc.cgroup2.cpuset.cpus: 32-63,96-127\n", "lxc.cgroup2.cpuset.cpus: 40-47\n"),
+    (132, "lxc.cgroup2.cpuset.mems: 1\n", "lxc.cgroup2.cpuset.mems: 0-1\n"),
+    (129, None, "lxc.cgroup2.cpuset.cpus: 0-7\n"),        # pinned by hand, never tuned
+    (133, "lxc.cgroup2.cpuset.cpus: 32-47\n", "lxc.cgroup2.cpuset.cpus: 32-39\n"),  # never tuned
+]
+
+
+@pytest.mark.parametrize("vmid,old,new", AFTER_TUNE, ids=["cpus", "mems", "added", "untuned"])
+def test_the_numa_pin_revert_refuses_lines_changed_after_the_tune(tmp_path, vmid, old, new):
+    from ansible_collections.gpuhost.tuning.plugins.modules import host_tune, tuning_snapshot
+    root = str(tmp_path / "host")
+    _gpu_host(root)
+    tuned = run_module(host_tune, {"root": root, "host": "gpu03",
+                                   "parts": ["snapshot", "numa_pin", "verify"]})
+    assert not tuned.get("failed"), tuned.get("msg")
+    _operator_sets(root, vmid, old, new)
+    theirs = _conf_text(root, vmid)
+    for check_mode in (True, False):
+        result = run_module(tuning_snapshot, {"root": root, "state": "restore"},
+                            check_mode=check_mode)
+        assert result["failed"] is True, result
+        assert "lxc %d: not reverted: its cpuset lines" % vmid in result["msg"]
+        assert "were changed after the tune" in result["msg"]
+        assert _conf_text(root, vmid) == theirs
+    rows = dict((r["vmid"], r) for r in result["placement"])
+    assert rows[vmid]["status"] == "failed"
+    assert [v for v, r in rows.items() if r["status"] == "failed"] == [vmid]
+    # the revert is not done: applied.json stays, so the next revert checks again
+    assert os.path.exists(os.path.join(root, "var/lib/gpuhost/applied.json"))
