@@ -61,15 +61,17 @@ def pin_record(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR):
     return out
 
 
-def _write_config(path, config, new, check):
+def _write_config(root, path, config, new, check):
     """Write ``new`` over ``path`` (atomically, mode and owner kept; pmxcfs allows no
-    chmod) unless ``check``, then read it back. Returns the diff, or None when unchanged."""
+    chmod; a linked config where its link leads inside ``root``, so the link stays)
+    unless ``check``, then read it back. Returns the diff, or None when unchanged."""
     before, after = config.render(), new.render()
     if before == after:
         return None
+    target = lxc_write.write_target(root, path)
     if not check:
-        atomic_write(path, new.render_bytes(), chmod=False)
-        if lxc_mod.LxcConfig.read(path).render() != after:
+        atomic_write(target, new.render_bytes(), chmod=False)
+        if lxc_mod.LxcConfig.read(target).render() != after:
             raise lxc_mod.LxcError("%s does not hold what was just written: is /etc/pve "
                                    "read-only (no quorum)?" % path)
     return {"before": before, "after": after}
@@ -174,7 +176,7 @@ def pin_run(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, vmids=None, check_mode=
                 raise PinRefused(why)
             new = lxc_write.with_live_values(config, [(lxc_mod.CPUSET_CPUS_KEY, cpus),
                                                       (lxc_mod.CPUSET_MEMS_KEY, mems)])
-            diff = _write_config(path, config, new, check_mode)
+            diff = _write_config(root, path, config, new, check_mode)
         except (PinRefused, lxc_mod.LxcError, OSError) as exc:
             row["error"] = str(exc)
             failed.append(ct["vmid"])
@@ -241,7 +243,7 @@ def pin_restore(root, recorded, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, check_mod
             row["before"] = [ln for key in PIN_KEYS
                              for ln in lxc_write.live_key_lines(config, key)]
             row["after"] = [ln for key in PIN_KEYS for ln in lxc_write.live_key_lines(new, key)]
-            if _write_config(path, config, new, check_mode) is not None:
+            if _write_config(root, path, config, new, check_mode) is not None:
                 row["status"] = "changed"
                 changed = True
         except (lxc_mod.LxcError, OSError) as exc:

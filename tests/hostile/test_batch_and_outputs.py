@@ -448,3 +448,98 @@ def test_the_numa_pin_revert_refuses_lines_changed_after_the_tune(tmp_path, vmid
     assert [v for v, r in rows.items() if r["status"] == "failed"] == [vmid]
     # the revert is not done: applied.json stays, so the next revert checks again
     assert os.path.exists(os.path.join(root, "var/lib/gpuhost/applied.json"))
+
+
+# ---------------------------------------------------------------------------------------
+# a linked container config stays a link: every lxc config writer writes through it
+
+# (link at etc/pve/lxc/<vmid>.conf or the folder, its target, where the file really is)
+LINKS = [
+    ("file", "../shared/%d.conf", "etc/pve/shared/%d.conf"),
+    ("folder", "nodes/pve1/lxc", "etc/pve/nodes/pve1/lxc/%d.conf"),
+]
+
+
+def _link_config(root, vmid, kind, target, real):
+    folder = os.path.join(root, "etc/pve/lxc")
+    real = os.path.join(root, real % vmid)
+    os.makedirs(os.path.dirname(real), exist_ok=True)
+    if kind == "file":
+        os.rename(os.path.join(folder, "%d.conf" % vmid), real)
+        os.symlink(target % vmid, os.path.join(folder, "%d.conf" % vmid))
+        return os.path.join(folder, "%d.conf" % vmid), real
+    os.rename(folder, os.path.dirname(real))
+    os.symlink(target, folder)
+    return folder, real
+
+
+def _links(root):
+    out = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                out[os.path.relpath(path, root)] = os.readlink(path)
+    return out
+
+
+@pytest.mark.parametrize("kind,target,real", LINKS, ids=[k[0] for k in LINKS])
+def test_lxc_cgroup_devices_writes_through_a_linked_config(tmp_path, kind, target, real):
+    from fixtures import lxc
+
+    from ansible_collections.gpuhost.tuning.plugins.modules import lxc_cgroup_devices
+    root = str(tmp_path / "host")
+    lxc.seed_host(root)
+    _link, real = _link_config(root, 129, kind, target, real)
+    links = _links(root)
+    result = run_module(lxc_cgroup_devices, {"root": root, "vmid": 129})
+    assert result["changed"] is True, result
+    assert _links(root) == links                   # every link as it was
+    with open(real) as handle:
+        assert "lxc.cgroup2.devices.allow: c 509:* rwm" in handle.read()
+    assert run_module(lxc_cgroup_devices, {"root": root, "vmid": 129})["changed"] is False
+
+
+@pytest.mark.parametrize("kind,target,real", LINKS, ids=[k[0] for k in LINKS])
+def test_numa_pin_and_its_revert_write_through_a_linked_config(tmp_path, kind, target, real):
+    from ansible_collections.gpuhost.tuning.plugins.modules import host_tune, tuning_snapshot
+    root = str(tmp_path / "host")
+    _gpu_host(root)
+    _link, real = _link_config(root, 132, kind, target, real)
+    links = _links(root)
+    with open(real, "rb") as handle:
+        original = handle.read()
+    tuned = run_module(host_tune, {"root": root, "host": "gpu03",
+                                   "parts": ["snapshot", "numa_pin", "verify"]})
+    assert not tuned.get("failed"), tuned.get("msg")
+    assert _links(root) == links
+    with open(real, "rb") as handle:
+        assert b"lxc.cgroup2.cpuset.mems: 1" in handle.read()
+    restored = run_module(tuning_snapshot, {"root": root, "state": "restore"})
+    assert not restored.get("failed"), restored.get("msg")
+    assert _links(root) == links
+    with open(real, "rb") as handle:
+        assert handle.read() == original
+
+
+def test_a_config_linked_out_of_the_root_is_refused_and_nothing_outside_changes(tmp_path):
+    from fixtures import lxc
+
+    from ansible_collections.gpuhost.tuning.plugins.modules import lxc_cgroup_devices
+    root = str(tmp_path / "host")
+    lxc.seed_host(root)
+    conf = os.path.join(root, "etc/pve/lxc/129.conf")
+    outside = str(tmp_path / "outside.conf")
+    os.rename(conf, outside)
+    # ../ beyond the root stops at the root: inside the tree this names /outside.conf,
+    # which the tree does not hold; the kernel would follow it to the file outside
+    os.symlink("../../../../outside.conf", conf)
+    with open(outside, "rb") as handle:
+        before = handle.read()
+    result = run_module(lxc_cgroup_devices, {"root": root, "vmid": 129})
+    assert result.get("failed"), result
+    assert "129.conf is a symlink to %s/outside.conf, which is not a regular file" % root \
+        in result["msg"]
+    with open(outside, "rb") as handle:
+        assert handle.read() == before
+    assert os.readlink(conf) == "../../../../outside.conf"
