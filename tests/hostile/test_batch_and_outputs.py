@@ -454,7 +454,7 @@ def test_the_numa_pin_revert_refuses_lines_changed_after_the_tune(tmp_path, vmid
 # a linked container config stays a link: every lxc config writer writes through it
 
 # (link at etc/pve/lxc/<vmid>.conf or the folder, its target, where the file really is)
-LINKS = [
+CONFIG_LINKS = [
     ("file", "../shared/%d.conf", "etc/pve/shared/%d.conf"),
     ("folder", "nodes/pve1/lxc", "etc/pve/nodes/pve1/lxc/%d.conf"),
 ]
@@ -483,7 +483,7 @@ def _links(root):
     return out
 
 
-@pytest.mark.parametrize("kind,target,real", LINKS, ids=[k[0] for k in LINKS])
+@pytest.mark.parametrize("kind,target,real", CONFIG_LINKS, ids=[k[0] for k in CONFIG_LINKS])
 def test_lxc_cgroup_devices_writes_through_a_linked_config(tmp_path, kind, target, real):
     from fixtures import lxc
 
@@ -500,7 +500,7 @@ def test_lxc_cgroup_devices_writes_through_a_linked_config(tmp_path, kind, targe
     assert run_module(lxc_cgroup_devices, {"root": root, "vmid": 129})["changed"] is False
 
 
-@pytest.mark.parametrize("kind,target,real", LINKS, ids=[k[0] for k in LINKS])
+@pytest.mark.parametrize("kind,target,real", CONFIG_LINKS, ids=[k[0] for k in CONFIG_LINKS])
 def test_numa_pin_and_its_revert_write_through_a_linked_config(tmp_path, kind, target, real):
     from ansible_collections.gpuhost.tuning.plugins.modules import host_tune, tuning_snapshot
     root = str(tmp_path / "host")
