@@ -13,8 +13,9 @@ export PATH := $(BIN):$(PATH)
 
 # Debian packages the test tiers need (installed only when missing).
 UNIT_PKGS := pciutils gcc libc6-dev
-# The hostile tier checks a written unit with systemd's own parser (systemd-analyze).
-HOSTILE_PKGS := $(UNIT_PKGS) systemd
+# The hostile tier checks a written unit with systemd's own parser (systemd-analyze) and
+# gpuhost.prom with promtool (prometheus).
+HOSTILE_PKGS := $(UNIT_PKGS) systemd prometheus
 INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium prometheus prometheus-node-exporter \
   lxc lxc-templates busybox-static
 MOLECULE_PKGS := podman runc mmdebstrap

@@ -214,6 +214,128 @@ def remove_installed(root):
 # ---------------------------------------------------------------------------------------
 # the audit_timer pass (module audit_timer)
 
+# ---------------------------------------------------------------------------------------
+# OnCalendar: a timer whose expression systemd cannot parse is loaded and never fires
+
+SHORTHANDS = ("minutely", "hourly", "daily", "weekly", "monthly", "quarterly",
+              "semiannually", "yearly", "annually")
+_DAY = (r"(mon|tue|wed|thu|fri|sat|sun|monday|tuesday|wednesday|thursday|friday|saturday|"
+        r"sunday)")
+_WEEKDAYS = re.compile(r"^%s((\.\.|-)%s)?(,%s((\.\.|-)%s)?)*$" % ((_DAY,) * 4), re.I)
+_TZ = re.compile(r"^(UTC|GMT|[A-Z][A-Za-z_]+(/[A-Za-z0-9_+-]+){1,2})$")
+CALENDAR_EXAMPLES = "hourly, daily, Mon..Fri 06:00, *-*-* 00/4:00:00 or *:0/15"
+
+
+def _component(text, low, high, what, fraction=False):
+    """Why ``text`` is no comma list of ``*``, ``N``, ``N..M``, each with an optional
+    ``/step`` (values from ``low`` to ``high``), or None."""
+    number = r"[0-9]+(?:\.[0-9]{1,6})?" if fraction else r"[0-9]+"
+    for item in text.split(","):
+        match = re.match(r"^(?:\*|(?P<a>%s)(?:\.\.(?P<b>%s))?)(?:/(?P<step>%s))?$"
+                         % (number, number, number), item)
+        if not match:
+            return "%s %r is not *, a number, a range a..b or one of those /step" % (what, item)
+        for value in (match.group("a"), match.group("b")):
+            if value is not None and not low <= float(value) <= high:
+                return "%s %s is outside %d..%d" % (what, value, low, high)
+        if match.group("step") is not None and float(match.group("step")) <= 0:
+            return "%s step %s is not positive" % (what, match.group("step"))
+    return None
+
+
+def _date(text):
+    match = re.match(r"^(?:([^-~]+)-)?([^-~]+)(-|~)([^-~]+)$", text)
+    if not match:
+        return "date %r is not Y-M-D or M-D" % text
+    year, month, _sep, day = match.groups()
+    for value in re.findall(r"[0-9]+", year or ""):
+        if 100 <= int(value) < 1970:
+            return "year %s is before 1970 (two digits, or 1970..2199)" % value
+    return (_component(year, 0, 2199, "year") if year is not None else None) or \
+        _component(month, 1, 12, "month") or _component(day, 1, 31, "day")
+
+
+def _time(text):
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        return "time %r is not H:M or H:M:S" % text
+    return _component(parts[0], 0, 23, "hour") or _component(parts[1], 0, 59, "minute") or \
+        (_component(parts[2], 0, 59, "second", fraction=True) if len(parts) == 3 else None)
+
+
+def _weekdays(text):
+    """Why the weekday list ``text`` has a range that runs backwards (``Sun..Sat``)."""
+    order = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+    for item in text.lower().split(","):
+        ends = [order.index(day[:3]) for day in re.split(r"\.\.|-", item)]
+        if ends != sorted(ends):
+            return "weekday range %r runs backwards (Mon..Sun is the week)" % item
+    return None
+
+
+def _zone(name, root):
+    """Why time zone ``name`` is unknown on the host under ``root``, or None."""
+    if name in ("UTC", "GMT") or os.path.isfile(host_path(root, "/usr/share/zoneinfo/" + name)):
+        return None
+    return "time zone %r is not in %s/usr/share/zoneinfo" % (name, root.rstrip("/"))
+
+
+def calendar_problem(schedule, root="/"):
+    """Why ``schedule`` is no OnCalendar expression (systemd.time(7)), or None. A
+    conservative stdlib check: a shorthand (``hourly``, ...), ``@<epoch>``, or
+    ``[weekdays] [[Y-]M-D] [H:M[:S]] [timezone]`` with every field in range; what it
+    accepts systemd 252 accepts (tests/hostile/test_batch_and_outputs.py compares them)."""
+    if not isinstance(schedule, str) or not schedule.strip():
+        return "it is empty"
+    if re.search(r"[\x00-\x1f\x7f]", schedule):
+        return "it holds a control character (a line break would end the unit's line)"
+    words = schedule.split()
+    if len(words) > 1 and _TZ.match(words[-1]):
+        why = _zone(words[-1], root)
+        if why:
+            return why
+        words = words[:-1]
+    if len(words) == 1 and (words[0].lower() in SHORTHANDS or re.match(r"^@[0-9]+$",
+                                                                       words[0])):
+        return None
+    rest = list(words)
+    if rest and _WEEKDAYS.match(rest[0]):
+        why = _weekdays(rest.pop(0))
+        if why:
+            return why
+    if rest and ":" not in rest[0] and ("-" in rest[0] or "~" in rest[0]):
+        why = _date(rest.pop(0))
+        if why:
+            return why
+    if rest and ":" in rest[0]:
+        why = _time(rest.pop(0))
+        if why:
+            return why
+    if rest:
+        return "%r is no weekday, date (Y-M-D), time (H:M:S) or time zone here" % rest[0]
+    if len(rest) == len(words):
+        return "nothing to schedule"
+    return None
+
+
+def check_schedule(schedule, root="/", runner=None):
+    """Raise ConfigError when systemd could not parse ``schedule`` as ``OnCalendar``: the
+    stdlib check (``calendar_problem``) always, and on the live host (``root`` ``/``) also
+    ``systemd-analyze calendar`` through ``runner`` where it is installed."""
+    why = calendar_problem(schedule, root)
+    tool = None
+    if why is None and runner is not None and os.path.realpath(root) == "/":
+        tool = runner.which("systemd-analyze")
+    if tool:
+        rc, out, err = runner.run([tool, "calendar", "--", schedule], check=False)
+        if rc != 0:
+            why = "systemd-analyze calendar refuses it (%s)" % (
+                (err or out).strip().splitlines() or ["exit %d" % rc])[-1]
+    if why:
+        raise ConfigError("schedule %r: %s, so the timer would never fire; give a systemd "
+                          "OnCalendar expression, e.g. %s" % (schedule, why, CALENDAR_EXAMPLES))
+
+
 def timer_spec():
     """Option spec of module audit_timer (its defaults fill ``timer_run``'s params)."""
     spec = dict(
@@ -271,9 +393,7 @@ def timer_run(params, check_mode=False, runner=None):
                     commands=commands, enabled=False)
     if p["randomized_delay"] < 0:
         raise ConfigError("randomized_delay %s: give 0 or more seconds" % p["randomized_delay"])
-    if not re.match(r"^[\w*:,./~ -]+$", str(p["schedule"])):
-        raise ConfigError("schedule %r: give a systemd OnCalendar expression, e.g. hourly or "
-                          "*-*-* 00/4:00:00" % (p["schedule"],))
+    check_schedule(p["schedule"], root, runner)
     config = make_config(p["host"], p["textfile"], p["wanted"])
     try:  # checked here, where Ansible's validator is: the host's program only fills defaults
         merged = facts.merged_wanted(config["wanted"])

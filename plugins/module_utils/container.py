@@ -28,7 +28,10 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc import (
     config_path,
     list_configs,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc_write import sync_device_rules
+from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc_write import (
+    sync_device_rules,
+    write_target,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.procfs import (
     char_majors,
     read_proc_devices,
@@ -109,20 +112,22 @@ def rules_run(params, check_mode):
     new = plan.apply()
     result["diff"] = unified_diff_dict(path, before,
                                        new.render_bytes().decode("utf-8", "replace"))
+    # a linked config is written where the link leads (inside root): the link stays
+    target = write_target(params["root"], path)
     if check_mode:
         return result
     if params["backup"]:
-        result["backup_file"] = backup_copy(path, config.render_bytes())
+        result["backup_file"] = backup_copy(target, config.render_bytes())
     try:
-        atomic_write(path, new.render_bytes(), chmod=False)
+        atomic_write(target, new.render_bytes(), chmod=False)
     except (IOError, OSError) as exc:
         if result.get("backup_file"):
             os.unlink(result["backup_file"])
         raise LxcError("writing %s failed, nothing changed: %s (is /etc/pve read-only "
-                       "without quorum? check pvecm status)" % (path, exc))
-    with open(path, "rb") as handle:
+                       "without quorum? check pvecm status)" % (target, exc))
+    with open(target, "rb") as handle:
         if handle.read() != new.render_bytes():
-            raise LxcError("%s reads back different from what was written" % path)
+            raise LxcError("%s reads back different from what was written" % target)
     return result
 
 

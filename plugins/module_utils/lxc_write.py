@@ -12,8 +12,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc import (
     FIXED_MAJORS,
     Line,
@@ -22,6 +24,30 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc import (
     driver_majors,
     stale_majors,
 )
+
+
+def write_target(root, path):
+    """The file a write of the container config ``path`` (a full path under ``root``)
+    replaces: ``path`` itself, or where its symlinks lead, resolved inside ``root`` (an
+    absolute target from the root, ``..`` stopping there: the rule the capture and the
+    readers use), so a linked config stays a link to the file that now holds the change
+    and a write never lands outside the tree. LxcError when that is not a regular file."""
+    root = os.path.abspath(root or "/")
+    if root == "/":
+        target = os.path.realpath(path)
+    else:
+        rel = os.path.relpath(os.path.abspath(path), root)
+        if rel == ".." or rel.startswith("../"):
+            raise LxcError("%s is outside root %s: refused" % (path, root))
+        try:
+            target = hostfs.host_path(root, hostfs.resolve_links(root, "/" + rel))
+        except ValueError as exc:  # a link loop
+            raise LxcError("%s: %s" % (path, exc))
+    if target != path and (os.path.islink(target) or not os.path.isfile(target)):
+        raise LxcError("%s is a symlink to %s, which is not a regular file: point it at the "
+                       "container's config file, or replace the link by the file" % (
+                           path, target))
+    return target
 
 
 # What to run when a driver is not registered yet.

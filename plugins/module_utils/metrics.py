@@ -78,16 +78,33 @@ class Family(object):
         return self
 
 
+# Characters a reader may take for a line break or cannot carry: every other C0 control
+# (carriage return, vertical tab, form feed, NUL, ...), DEL, C1 controls (U+0085 is NEL),
+# the Unicode line and paragraph separators, and lone surrogates (a name decoded with
+# surrogateescape: not UTF-8, and promtool refuses invalid UTF-8). The format escapes only
+# backslash, double quote and line feed, so these are written as visible text instead.
+_HIDDEN = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _visible(text):
+    """``text`` with every ``_HIDDEN`` character as the text ``\\xHH`` (``\\uHHHH`` above
+    U+00FF), so the file keeps one sample per line and is valid UTF-8."""
+    return _HIDDEN.sub(lambda m: ("\\\\x%02x" if ord(m.group()) < 0x100 else "\\\\u%04x")
+                       % ord(m.group()), text)
+
+
 def escape_label(value):
     """A label value as the text format wants it: backslash, double quote and line feed
-    escaped."""
-    return (str(value).replace("\\", "\\\\").replace("\"", "\\\"")
-            .replace("\n", "\\n"))
+    escaped; any other control character (a carriage return in a host name), line separator
+    or lone surrogate as the visible text ``\\xHH`` (``_HIDDEN``)."""
+    return _visible(str(value).replace("\\", "\\\\").replace("\"", "\\\"")
+                    .replace("\n", "\\n"))
 
 
 def escape_help(text):
-    """HELP text: backslash and line feed escaped (double quotes stay)."""
-    return str(text).replace("\\", "\\\\").replace("\n", "\\n")
+    """HELP text: backslash and line feed escaped (double quotes stay), other control
+    characters as in ``escape_label``."""
+    return _visible(str(text).replace("\\", "\\\\").replace("\n", "\\n"))
 
 
 def format_value(value):

@@ -61,15 +61,17 @@ def pin_record(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR):
     return out
 
 
-def _write_config(path, config, new, check):
+def _write_config(root, path, config, new, check):
     """Write ``new`` over ``path`` (atomically, mode and owner kept; pmxcfs allows no
-    chmod) unless ``check``, then read it back. Returns the diff, or None when unchanged."""
+    chmod; a linked config where its link leads inside ``root``, so the link stays)
+    unless ``check``, then read it back. Returns the diff, or None when unchanged."""
     before, after = config.render(), new.render()
     if before == after:
         return None
+    target = lxc_write.write_target(root, path)
     if not check:
-        atomic_write(path, new.render_bytes(), chmod=False)
-        if lxc_mod.LxcConfig.read(path).render() != after:
+        atomic_write(target, new.render_bytes(), chmod=False)
+        if lxc_mod.LxcConfig.read(target).render() != after:
             raise lxc_mod.LxcError("%s does not hold what was just written: is /etc/pve "
                                    "read-only (no quorum)?" % path)
     return {"before": before, "after": after}
@@ -174,7 +176,7 @@ def pin_run(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, vmids=None, check_mode=
                 raise PinRefused(why)
             new = lxc_write.with_live_values(config, [(lxc_mod.CPUSET_CPUS_KEY, cpus),
                                                       (lxc_mod.CPUSET_MEMS_KEY, mems)])
-            diff = _write_config(path, config, new, check_mode)
+            diff = _write_config(root, path, config, new, check_mode)
         except (PinRefused, lxc_mod.LxcError, OSError) as exc:
             row["error"] = str(exc)
             failed.append(ct["vmid"])
@@ -188,11 +190,32 @@ def pin_run(root, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, vmids=None, check_mode=
             "message": APPLIED_NOTE % "<vmid>" if changed else None}
 
 
-def pin_restore(root, recorded, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, check_mode=False):
+def _changed_since(vmid, config, want, left):
+    """Why the revert must leave container ``vmid``'s cpuset lines, or None: ``left`` (its
+    lines as the tune left them, :func:`pin_record` in the applied snapshot) differ from
+    the lines now, which are not the recorded ``want`` either, so someone set them after
+    the tune; the revert leaves them as the tune leaves an operator's lines."""
+    now = dict((key, lxc_write.live_key_lines(config, key)) for key in PIN_KEYS)
+    moved = [key for key in PIN_KEYS if key in left and now[key] != list(left[key])]
+    if not moved or all(now[key] == list(want.get(key, now[key])) for key in PIN_KEYS):
+        return None
+    return ("lxc %s: not reverted: its cpuset lines (%s) were changed after the tune, which "
+            "left %s, so they are the operator's; set them by hand (the original: %s), or "
+            "put back what the tune left to let the revert restore the original" % (
+                vmid, _lines_text([ln for key in PIN_KEYS for ln in now[key]]),
+                _lines_text([ln for key in PIN_KEYS for ln in left.get(key, now[key])]),
+                _lines_text([ln for key in PIN_KEYS for ln in want.get(key, now[key])])))
+
+
+def pin_restore(root, recorded, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, check_mode=False,
+                applied=None):
     """Put the recorded cpuset lines (:func:`pin_record`) back, byte for byte: ``{changed,
     containers: [{vmid, before, after, status (ok, changed, skipped, failed), reason}],
     failures}``; ``before``/``after`` are the lines now and as recorded. A container whose
-    config is gone is skipped; every container is tried."""
+    config is gone is skipped; every container is tried. ``applied``: the lines as the tune
+    left them (the applied snapshot's ``placement``); a container whose lines are neither
+    those nor the recorded ones was changed after the tune and is refused (failed, left
+    as it is), as the tune refuses an operator's lines."""
     rows, failures = [], []
     changed = False
     for vmid in sorted(recorded or {}, key=int):
@@ -205,6 +228,14 @@ def pin_restore(root, recorded, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, check_mod
             continue
         try:
             config = lxc_mod.LxcConfig.read(path)
+            why = _changed_since(vmid, config, want, (applied or {}).get(vmid) or {})
+            if why:
+                row.update(status="failed", reason=why,
+                           before=[ln for key in PIN_KEYS
+                                   for ln in lxc_write.live_key_lines(config, key)])
+                row["after"] = row["before"]
+                failures.append(why)
+                continue
             new = config
             for key in PIN_KEYS:
                 if key in want and lxc_write.live_key_lines(new, key) != list(want[key]):
@@ -212,7 +243,7 @@ def pin_restore(root, recorded, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, check_mod
             row["before"] = [ln for key in PIN_KEYS
                              for ln in lxc_write.live_key_lines(config, key)]
             row["after"] = [ln for key in PIN_KEYS for ln in lxc_write.live_key_lines(new, key)]
-            if _write_config(path, config, new, check_mode) is not None:
+            if _write_config(root, path, config, new, check_mode) is not None:
                 row["status"] = "changed"
                 changed = True
         except (lxc_mod.LxcError, OSError) as exc:

@@ -11,10 +11,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import html
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Mapping
 
@@ -49,43 +51,112 @@ def host_document(host, audit):
     }
 
 
-def previous_documents(dest, hosts):
+PREVIOUS_MAX = 64 << 20  # bytes of a previous <host>.json read at most
+
+
+def _previous_path(dest, host):
+    return os.path.join(dest, "%s.json" % safe_name(host))
+
+
+def _fstat_or_close(fd):
+    try:
+        return os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+
+
+def _read_previous(path):
+    """The text of a previous report, or None when there is none; ValueError naming the
+    problem for one that is not a regular file or larger than ``PREVIOUS_MAX`` (opened
+    without blocking: a FIFO there never hangs the report)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except (IOError, OSError) as exc:
+        if not os.path.lexists(path):
+            return None
+        raise ValueError("cannot be read (%s)" % exc)
+    if not stat.S_ISREG(_fstat_or_close(fd).st_mode):
+        os.close(fd)
+        raise ValueError("is not a regular file")
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(PREVIOUS_MAX + 1)
+    if len(data) > PREVIOUS_MAX:
+        raise ValueError("is larger than %d bytes" % PREVIOUS_MAX)
+    return data.decode("utf-8")
+
+
+def _ignored(warnings, path, why):
+    if warnings is not None:
+        warnings.append("previous report %s %s: ignored for the AER comparison (this run's "
+                        "report replaces it)" % (path, why))
+
+
+def previous_documents(dest, hosts, warnings=None):
     """``{host: document}`` of the ``<host>.json`` reports already in ``dest`` (the
-    previous run's); a missing, unreadable or foreign file is left out."""
+    previous run's). A missing file or another host's report is left out; one that cannot
+    be read or parsed, or is no report document, is left out with a line in ``warnings``
+    naming the file: it never fails this run's reports."""
     out = {}
     for host in hosts:
+        path = _previous_path(dest, host)
         try:
-            with open(os.path.join(dest, "%s.json" % safe_name(host)), "r") as handle:
-                doc = json.load(handle)
-        except (IOError, OSError, ValueError):
+            text = _read_previous(path)
+            if text is None:
+                continue
+            doc = json.loads(text)
+        except ValueError as exc:
+            _ignored(warnings, path, "is not a readable JSON report (%s)" % exc)
             continue
-        if isinstance(doc, dict) and doc.get("host") == host and \
-                isinstance(doc.get("facts"), dict):
+        if not isinstance(doc, dict) or not isinstance(doc.get("facts"), dict):
+            _ignored(warnings, path, "is not a report document (no facts mapping)")
+            continue
+        if doc.get("host") == host:
             out[host] = doc
     return out
 
 
-def apply_aer_changes(docs, previous):
+def _aer_change(doc, prev):
+    """The ``aer_change`` of ``doc`` against its previous report ``prev`` (None: nothing
+    to compare). TypeError, KeyError, AttributeError or ValueError when ``prev`` is not
+    what a report writes."""
+    before = prev["facts"].get("pcie_aer")
+    if prev.get("collected_at") == doc.get("collected_at") and \
+            before == doc["facts"].get("pcie_aer"):
+        change = prev.get("aer_change")
+        if change is not None and not (
+                isinstance(change, dict) and isinstance(change.get("devices"), dict) and
+                all(isinstance(v, str) for v in change["devices"].values())):
+            raise ValueError("aer_change is not {since, devices: {address: text}}")
+        return change
+    if before is None:
+        return None
+    if not isinstance(before, list) or not all(isinstance(e, dict) for e in before):
+        raise ValueError("facts.pcie_aer is not a list of devices")
+    deltas = aer.changes(before, doc["facts"].get("pcie_aer"))
+    return {"since": prev.get("collected_at"),
+            "devices": dict((address, aer.change_text(delta))
+                            for address, delta in sorted(deltas.items()))}
+
+
+def apply_aer_changes(docs, previous, warnings=None, dest=None):
     """Give each document with a previous report ``aer_change`` (``{since, devices:
     {address: text}}``: the AER counts' growth since that report, aer.changes) and each of
     its ``pcie_aer_errors`` findings ``change`` (that text). A previous report of the same
     audit (same ``collected_at`` and counters: the reports written again) passes on its own
     comparison, so writing them again changes nothing; one without AER counters (an older
-    report) compares nothing."""
+    report) compares nothing; a malformed one compares nothing, with a line in
+    ``warnings`` naming its file (in ``dest``), and never fails the report."""
     for doc in docs:
         prev = (previous or {}).get(doc["host"])
         if not prev:
             continue
-        if prev.get("collected_at") == doc.get("collected_at") and \
-                (prev.get("facts") or {}).get("pcie_aer") == doc["facts"].get("pcie_aer"):
-            change = prev.get("aer_change")
-        elif (prev.get("facts") or {}).get("pcie_aer") is None:
-            change = None
-        else:
-            deltas = aer.changes(prev["facts"]["pcie_aer"], doc["facts"].get("pcie_aer"))
-            change = {"since": prev.get("collected_at"),
-                      "devices": dict((address, aer.change_text(delta))
-                                      for address, delta in sorted(deltas.items()))}
+        try:
+            change = _aer_change(doc, prev)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            _ignored(warnings, _previous_path(dest or ".", doc["host"]),
+                     "is malformed (%s: %s)" % (type(exc).__name__, exc))
+            continue
         if not isinstance(change, dict) or not isinstance(change.get("devices"), dict):
             continue
         doc["aer_change"] = change
@@ -480,18 +551,50 @@ def render_html(documents, generated_at=None, want_mrrs=4096, title="GPU host au
     return "\n".join(parts) + "\n"
 
 
+# what a host's file name cannot hold: a folder separator, a backslash, NUL or any other
+# control character (a line break in a file name)
+_UNSAFE = re.compile(r"[/\\\x00-\x1f\x7f]")
+_NAME_MAX = 200  # bytes; with the longest suffix (-reboot.json) under NAME_MAX (255)
+
+
 def safe_name(host):
-    """A file name for a host (``/`` and leading dots cannot be part of one)."""
-    name = re.sub(r"[/\\\x00]", "_", str(host)).lstrip(".")
-    return name or "_"
+    """The base of a host's report file names. A name that is already safe (no ``/``,
+    backslash or control character, no leading dot, not too long) is itself; any other
+    gets its unsafe characters as ``_`` and a short hash of the whole name, so two hosts
+    never share a file (``a/b`` and ``a_b`` would)."""
+    host = str(host)
+    name = _UNSAFE.sub("_", host).lstrip(".")
+    if name == host and name and len(name.encode("utf-8", "backslashreplace")) <= _NAME_MAX:
+        return name
+    digest = hashlib.sha256(host.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    while len(name.encode("utf-8", "backslashreplace")) > _NAME_MAX:
+        name = name[:-1]
+    return "%s-%s" % (name or "_", digest)
 
 
-def report_files(audits, generated_at=None, want_mrrs=4096, previous=None):
+def check_file_names(hosts, what="report"):
+    """Raise ReportError when two of ``hosts`` would write one file (a hash collision, or
+    a host named like another's hashed name), naming both: never one report silently
+    over another."""
+    seen = {}
+    for host in hosts:
+        name = safe_name(host)
+        if name in seen and seen[name] != host:
+            raise ReportError("hosts %r and %r would both write the %s %s: rename one of "
+                              "them in the inventory; nothing was written"
+                              % (seen[name], host, what, name))
+        seen[name] = host
+
+
+def report_files(audits, generated_at=None, want_mrrs=4096, previous=None, warnings=None,
+                 dest=None):
     """``{filename: text}`` for ``audits`` (host -> audit result): one JSON per host,
     ``summary.md``, ``index.html`` and ``gpuhost.prom`` (Prometheus text format, every
     host of the run). ``previous`` (host -> its last report document,
-    :func:`previous_documents`) adds the AER change since then (:func:`apply_aer_changes`)."""
-    docs = apply_aer_changes(judged_documents(audits), previous)
+    :func:`previous_documents`) adds the AER change since then (:func:`apply_aer_changes`;
+    a malformed one is a line in ``warnings``)."""
+    check_file_names(audits)
+    docs = apply_aer_changes(judged_documents(audits), previous, warnings, dest)
     files = {}
     for doc in docs:
         files["%s.json" % safe_name(doc["host"])] = render_json(doc)
@@ -579,6 +682,7 @@ def render_tune_markdown(doc):
 def tune_files(results):
     """``{filename: text}`` for ``results`` (host -> host_tune result): ``<host>-tune.md``
     and ``<host>-tune.json`` per host."""
+    check_file_names(results, "tune report")
     files = {}
     for host in sorted(results):
         doc = tune_document(host, results[host])
@@ -586,6 +690,22 @@ def tune_files(results):
         files["%s-tune.json" % safe_name(host)] = json.dumps(doc, indent=4,
                                                              sort_keys=True) + "\n"
     return files
+
+
+def _same_bytes(path, data):
+    """Whether ``path`` is a regular file holding exactly ``data``; opened without blocking
+    and read no further than ``data`` is long, so a FIFO or a huge file there is simply
+    not the same (the atomic write then replaces it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except (IOError, OSError):
+        return False
+    info = _fstat_or_close(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size != len(data):
+        os.close(fd)
+        return False
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(len(data) + 1) == data
 
 
 def write_files(dest, files, check_mode=False):
@@ -598,14 +718,12 @@ def write_files(dest, files, check_mode=False):
     paths, written = [], []
     for name in sorted(files):
         path = os.path.join(dest, name)
-        data = files[name].encode("utf-8")
+        # a lone surrogate (a name decoded with surrogateescape) is written as the text
+        # \udcff: never a failed report, never invalid UTF-8
+        data = files[name].encode("utf-8", "backslashreplace")
         paths.append(path)
-        try:
-            with open(path, "rb") as handle:
-                if handle.read() == data:
-                    continue
-        except (IOError, OSError):
-            pass
+        if _same_bytes(path, data):
+            continue
         written.append(path)
         if not check_mode:
             atomic_write(path, data, mode=0o644)
@@ -685,12 +803,13 @@ def audit_report_run(p, check_mode=False):
     if bad:
         raise ReportError("audit_report: no audit result for %s (pass the 'audit' value "
                           "host_audit returned for each host)" % ", ".join(sorted(bad)))
-    paths, written = [], []
+    paths, written, warnings = [], [], []
     generated = p["generated_at"] or now()
     try:
         # made before anything is written: a malformed audit is a message, no files
         files = report_files(audits, generated, p["mrrs_size"],
-                             previous_documents(p["dest"], audits))
+                             previous_documents(p["dest"], audits, warnings), warnings,
+                             p["dest"])
         judged = judged_audits(audits)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ReportError("audit_report: %s (pass the 'audit' value host_audit returned for "
@@ -705,8 +824,11 @@ def audit_report_run(p, check_mode=False):
         entry["worst"] = worst(audit["findings"])
         summary[host] = entry
     per_host = dict((host, metrics.audit_text({host: audit})) for host, audit in audits.items())
-    return dict(changed=bool(written), files=paths, written=written,
-                index=os.path.join(p["dest"], "index.html"), summary=summary, metrics=per_host)
+    out = dict(changed=bool(written), files=paths, written=written,
+               index=os.path.join(p["dest"], "index.html"), summary=summary, metrics=per_host)
+    if warnings:
+        out["warnings"] = warnings
+    return out
 
 
 def registered_tunes(raw_vars, hosts, result_var):

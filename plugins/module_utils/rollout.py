@@ -14,11 +14,71 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import math
 import os
+import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report
 
 STATUSES = ("done", "stopped", "not reached")
+
+SERIAL_FORMS = ("a positive integer (2, or \"2\" from -e), a percentage from \"1%\" to "
+                "\"100%\", or a non-empty list of those ([1, \"25%\"]: one canary, then "
+                "a quarter of the fleet per batch)")
+MAX_FAIL_FORMS = "a number from 0 to 100 (0, 25, \"25\" or \"25%\")"
+_INT = re.compile(r"^[0-9]+$")
+_PCT = re.compile(r"^([0-9]+)%$")
+
+
+def _batch(value):
+    """One batch size as Ansible's ``serial`` reads it, or None when it is not one of the
+    accepted forms (Ansible reads 0, a negative number or a percentage over 100 as "every
+    host at once", and gives an unexpected exception on other text)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if not isinstance(value, str):
+        return None
+    if _INT.match(value):
+        return int(value) if int(value) > 0 else None
+    match = _PCT.match(value)
+    if match and 1 <= int(match.group(1)) <= 100:
+        return "%d%%" % int(match.group(1))
+    return None
+
+
+def serial_batches(value, name="gpuhost_serial"):
+    """``value`` (a play's ``serial``) as the list Ansible batches by: ints and ``"N%"``
+    strings. Raises ValueError naming the value and the accepted forms (``SERIAL_FORMS``)
+    for anything else, before any host is touched: 0, negative numbers, ``[]``, ``[0]``,
+    ``"150%"``, ``"abc"``, a dict or a bool."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    batches = [_batch(item) for item in items]
+    if not items or None in batches:
+        if not items or not isinstance(value, (list, tuple)):
+            what = repr(value)
+        else:
+            place = batches.index(None)
+            what = "%r (position %d of %r)" % (items[place], place + 1, value)
+        raise ValueError("%s: %s is not a batch size: give %s. Nothing was touched."
+                         % (name, what, SERIAL_FORMS))
+    return batches
+
+
+def max_fail_percentage(value, name="gpuhost_max_fail_percentage"):
+    """``value`` (a play's ``max_fail_percentage``) as a number from 0 to 100. Raises
+    ValueError naming the value and the accepted forms (``MAX_FAIL_FORMS``)."""
+    number = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and re.match(r"^[0-9]+(\.[0-9]+)?%?$", value):
+        number = float(value.rstrip("%"))
+        number = int(number) if number == int(number) else number
+    if number is None or math.isnan(number) or not 0 <= number <= 100:
+        raise ValueError("%s: %r is not a failure percentage: give %s. Nothing was touched."
+                         % (name, value, MAX_FAIL_FORMS))
+    return number
 
 
 def summarize(hosts, results, title="rollout"):

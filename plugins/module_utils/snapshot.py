@@ -654,6 +654,18 @@ def _placement_to_restore(root, folder, path, state):
     return pins
 
 
+def _applied_placement(root, folder):
+    """The cpuset lines per container as the last tune left them (``applied.json``), so
+    the revert can tell the tune's lines from an operator's later ones: ``{}`` without it."""
+    path = os.path.join(snapshot_dir(root, folder), APPLIED)
+    if not os.path.isfile(path):
+        return {}
+    try:
+        return load(path, root)["state"].get("placement") or {}
+    except SnapshotError:
+        return {}
+
+
 def revert_placement(root, folder=SNAPSHOT_DIR):
     """``(cpuset lines per container, snapshot path)`` that a revert to the original
     (the role's default) puts back: ``({}, path)`` when there is no snapshot yet."""
@@ -702,7 +714,8 @@ def restore(root, name="original", folder=SNAPSHOT_DIR, check_mode=False, parts=
         _restore_files(root, state.get("files") or {}, check_mode, result["files"], failures)
     if "placement" in parts:
         pins = _placement_to_restore(root, folder, path, state)
-        done = placement_write.pin_restore(root, pins, lxc_config_dir, check_mode)
+        done = placement_write.pin_restore(root, pins, lxc_config_dir, check_mode,
+                                           _applied_placement(root, folder))
         result["placement"] = done["containers"]
         failures.extend(done["failures"])
     changed = any(item["status"] == "changed" for key in PARTS for item in result[key])

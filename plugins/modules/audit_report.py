@@ -26,7 +26,12 @@ description:
     C(no change); C(counters restarted since) after a reboot or reset), C(index.html) the
     same per host, each C(pcie_aer_errors) finding its change (C(change) in the JSON) and
     C(<host>.json) the comparison as C(aer_change) C({since, devices}). Writing the
-    reports of the same audit again keeps that comparison."
+    reports of the same audit again keeps that comparison. A previous file that is not a
+    readable report (bad JSON, wrong shape, not a regular file) is ignored for the
+    comparison with a warning naming it, and replaced by this run's report."
+  - "A host name with a C(/), backslash, control character or leading dot, or too long for
+    a file name, gets its report files under that name made safe plus a short hash of it,
+    so two hosts never write one file; names already safe keep their file names."
   - "In C(summary.md) and C(index.html), findings of one host with the same id, severity,
     current and expected value are one row listing their subjects (in HTML a count, the
     list under a C(details) element); C(<host>.json) keeps one entry per finding."

@@ -41,7 +41,12 @@ options:
       folder; must end in C(.prom). Required with O(state=present).
     type: str
   schedule:
-    description: systemd C(OnCalendar) expression of the timer.
+    description:
+      - systemd C(OnCalendar) expression of the timer (systemd.time(7)), e.g. C(hourly),
+        C(daily), C(Mon..Fri 06:00), C(*-*-* 00/4:00:00).
+      - One systemd could not parse (the timer would load and never fire) is refused with
+        the reason before anything is written; on the live host C(systemd-analyze calendar)
+        has the last word.
     type: str
     default: hourly
   randomized_delay:

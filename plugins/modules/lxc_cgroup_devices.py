@@ -29,7 +29,9 @@ description:
   - The file is written through a temporary file in the same folder and a rename, without
     chmod (pmxcfs refuses it; it keeps mode 0640 root:www-data by itself). The temporary
     file gets the old file's mode; on a plain filesystem the old owner and group are put
-    back after the rename (pmxcfs refuses that too, harmlessly).
+    back after the rename (pmxcfs refuses that too, harmlessly). A config that is a
+    symlink is written where its links lead (resolved inside O(root)), so the link stays;
+    one that leads out of the tree, or to something that is not a regular file, is refused.
   - A listed driver that C(/proc/devices) does not register (right after boot nvidia-uvm is
     often not loaded yet) fails by default and nothing is written - rewriting the rules then
     would drop the container's access for good. Load it first, or set O(missing=skip).

@@ -121,3 +121,28 @@ def test_report_files_include_the_run_metrics(audits):
     assert files["gpuhost.prom"] == metrics.audit_text(report.judged_audits(audits))
     assert files["gpuhost.prom"] != metrics.audit_text(audits)
     assert 'id="fleet_drift"' in files["gpuhost.prom"]
+
+
+def test_control_characters_and_surrogates_keep_one_sample_per_line():
+    """A carriage return (or any control character, line separator or lone surrogate) in a
+    host name or finding subject stays on its sample's line, as visible text, and the
+    text is UTF-8: a reader that splits lines on any line break reads every sample."""
+    odd = [chr(c) for c in list(range(0x00, 0x20)) + list(range(0x7f, 0xa0))]
+    odd += [u"\u2028", u"\u2029", u"\udcff", u"\ud800"]
+    audits = dict(("gpu%02d%s" % (n, ch), {"findings": [
+        {"id": "audit_error", "severity": "low", "subject": "a%sb" % ch}], "checks": {}})
+        for n, ch in enumerate(odd))
+    text = metrics.audit_text(audits)
+    text.encode("utf-8")  # strict: no surrogate left
+    lines = text.split("\n")[:-1]
+    assert text.splitlines() == lines
+    assert all(re.match(r"^(# (HELP|TYPE) )?gpuhost_\w+", line) for line in lines), lines
+    assert 'gpuhost_finding{host="gpu13\\\\x0d",id="audit_error",severity="low",' \
+        'subject="a\\\\x0db"} 1' in lines
+    assert 'subject="a\\nb"' in text  # a line feed keeps the format's own escape
+    assert 'host="gpu%02d\\\\u2028"' % odd.index(u"\u2028") in text
+    assert 'host="gpu%02d\\\\udcff"' % odd.index(u"\udcff") in text
+    assert len([ln for ln in lines if ln.startswith("gpuhost_finding{")]) == len(odd)
+    family = metrics.Family("gpuhost_x", "help\rwith a return")
+    family.add({"host": "h"}, 1)
+    assert "# HELP gpuhost_x help\\\\x0dwith a return\n" in metrics.render([family])

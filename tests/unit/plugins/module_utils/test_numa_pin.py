@@ -200,3 +200,27 @@ def test_a_cpuset_set_after_the_original_snapshot_is_the_operators(host):
     assert _rows(done)["lxc 132"]["status"] == "changed"
     assert not snapshot.restore(host)["failures"]
     assert b"cpuset" not in _read(host, 132)
+
+
+def test_the_revert_leaves_a_cpuset_set_after_the_tune_and_says_so(host):
+    assert not _tune(host).get("failed")                  # pins 131 and 132
+    pinned_131 = _read(host, 131)
+    text = _read(host, 132).decode().replace("cpuset.cpus: 32-63,96-127", "cpuset.cpus: 40-47")
+    assert text != _read(host, 132).decode()
+    lxc.write_config(host, 132, text)                     # the operator's, after the tune
+    restored = run_module(tuning_snapshot, {"root": host, "state": "restore"})
+    assert restored["failed"] is True
+    assert ("lxc 132: not reverted: its cpuset lines (lxc.cgroup2.cpuset.cpus: 40-47 | "
+            "lxc.cgroup2.cpuset.mems: 1) were changed after the tune, which left "
+            "lxc.cgroup2.cpuset.cpus: 32-63,96-127 | lxc.cgroup2.cpuset.mems: 1, so they are "
+            "the operator's; set them by hand (the original: none)") in restored["msg"]
+    assert _read(host, 132).decode() == text              # left as the operator set it
+    rows = dict((r["vmid"], r) for r in restored["placement"])
+    assert rows[132]["status"] == "failed" and rows[131]["status"] == "changed"
+    assert _read(host, 131) != pinned_131                 # the tune's own lines reverted
+    assert b"32-63" not in _read(host, 131)
+    # the operator drops the line: the container is as the original was, nothing refused
+    lxc.write_config(host, 132, text.replace("lxc.cgroup2.cpuset.cpus: 40-47\n", "")
+                     .replace("lxc.cgroup2.cpuset.mems: 1\n", ""))
+    again = run_module(tuning_snapshot, {"root": host, "state": "restore"})
+    assert not again.get("failed"), again.get("msg")

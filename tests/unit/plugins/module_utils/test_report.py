@@ -133,7 +133,20 @@ def test_report_files_names(fleet):
     # the JSON keeps one entry per finding
     doc = json.loads(files["pve-gpu01.json"])
     assert len([f for f in doc["findings"] if f["id"] == "pcie_mrrs"]) == 16
-    assert report.safe_name("../evil/host") == "_evil_host"
+    # a name that had to change carries a hash of the whole name; a safe one is itself
+    assert re.match(r"^_evil_host-[0-9a-f]{10}$", report.safe_name("../evil/host"))
+    assert report.safe_name("pve-gpu01.lab_2") == "pve-gpu01.lab_2"
+
+
+@pytest.mark.parametrize("names", [
+    ("a/b", "a_b", "a\\b", "a\x00b", "a\nb"), (".x", "x", "..x"), ("", "_", "."),
+    ("h" * 300, "h" * 301), ("gpu\udcff", "gpu\udcfe")])
+def test_host_names_that_had_to_change_never_share_a_file(names):
+    files = [report.safe_name(n) for n in names]
+    assert len(set(files)) == len(names), files
+    for name in files:
+        assert "/" not in name and not name.startswith(".") and len(name.encode(
+            "utf-8", "backslashreplace")) <= 211
 
 
 # --- modules

@@ -126,3 +126,36 @@ def test_units_pass_systemd_analyze_verify(tmp_path):
     proc = subprocess.run(["systemd-analyze", "verify", str(bad)], capture_output=True,
                           text=True, check=False, timeout=60)
     assert proc.returncode != 0 and "Failed to parse calendar" in proc.stderr  # can fail
+
+
+@pytest.mark.parametrize("schedule,why", [
+    ("*-*-* 25:00", "hour 25 is outside 0..23"),
+    ("2026-13-01", "month 13 is outside 1..12"),
+    ("Sat *-*-32", "day 32 is outside 1..31"),
+    ("*:0/0", "minute step 0 is not positive"),
+    ("Sun..Sat 1:00", "weekday range 'sun..sat' runs backwards"),
+    ("0 * * * *", "'0' is no weekday, date"),
+    ("every hour", "'every' is no weekday"),
+    ("hourly\nExecStart=/bin/sh", "control character"),
+    ("daily Nowhere/Atlantis", "time zone 'Nowhere/Atlantis' is not in"),
+    ("1969-01-01", "year 1969 is before 1970"),
+    ("", "it is empty"),
+])
+def test_a_calendar_systemd_cannot_parse_is_refused_before_writing(seed, snapshot_tree,
+                                                                   schedule, why):
+    before = snapshot_tree(seed)
+    result = run_module(audit_timer, args(seed, schedule=schedule))
+    assert result["failed"] is True, result
+    assert "schedule %r: %s" % (schedule, why) in result["msg"] or (
+        why in result["msg"] and "schedule %r" % schedule in result["msg"]), result["msg"]
+    assert "the timer would never fire" in result["msg"] and "Mon..Fri 06:00" in result["msg"]
+    assert snapshot_tree(seed) == before
+
+
+def test_named_time_zones_are_looked_up_in_the_root(seed):
+    assert audittimer.calendar_problem("daily Europe/Berlin", seed) is not None
+    os.makedirs(seed + "/usr/share/zoneinfo/Europe")
+    with open(seed + "/usr/share/zoneinfo/Europe/Berlin", "wb") as handle:
+        handle.write(b"TZif2")
+    assert audittimer.calendar_problem("daily Europe/Berlin", seed) is None
+    assert audittimer.calendar_problem("daily UTC", seed) is None

@@ -253,3 +253,20 @@ def test_pmxcfs_refusing_chown_is_not_a_failure(tmp_path, monkeypatch):
     os.lchown(path, 0, 0)
     assert run(tmp_path, vmid=129)["changed"] is True
     assert calls == []  # owner unchanged: no chown at all
+
+
+def test_a_linked_config_is_written_through_its_link(tmp_path):
+    lxcfix.seed_host(tmp_path)
+    conf = os.path.join(str(tmp_path), "etc/pve/lxc/129.conf")
+    others = sorted(os.listdir(os.path.dirname(conf)))
+    real = os.path.join(str(tmp_path), "etc/pve/shared/gpu-ct.conf")
+    os.makedirs(os.path.dirname(real))
+    os.rename(conf, real)
+    os.symlink("../shared/gpu-ct.conf", conf)
+    result = run(tmp_path, vmid=129)
+    assert result["changed"] is True and result["added"] == ["c 509:* rwm", "c 238:* rwm"]
+    assert os.readlink(conf) == "../shared/gpu-ct.conf"  # still the operator's link
+    with open(real) as handle:
+        assert "c 509:* rwm" in handle.read()
+    assert sorted(os.listdir(os.path.dirname(conf))) == others  # no file beside the link
+    assert run(tmp_path, vmid=129)["changed"] is False
