@@ -53,10 +53,13 @@ ERROR_NAMES = {
     34: "CUDA_ERROR_STUB_LIBRARY", 46: "CUDA_ERROR_DEVICE_UNAVAILABLE",
     100: "CUDA_ERROR_NO_DEVICE", 101: "CUDA_ERROR_INVALID_DEVICE",
     102: "CUDA_ERROR_DEVICE_NOT_LICENSED", 201: "CUDA_ERROR_INVALID_CONTEXT",
+    209: "CUDA_ERROR_NO_BINARY_FOR_GPU",
     214: "CUDA_ERROR_ECC_UNCORRECTABLE", 216: "CUDA_ERROR_CONTEXT_ALREADY_IN_USE",
-    217: "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", 220: "CUDA_ERROR_NVLINK_UNCORRECTABLE",
+    217: "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", 218: "CUDA_ERROR_INVALID_PTX",
+    220: "CUDA_ERROR_NVLINK_UNCORRECTABLE", 222: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
     304: "CUDA_ERROR_OPERATING_SYSTEM", 400: "CUDA_ERROR_INVALID_HANDLE",
-    700: "CUDA_ERROR_ILLEGAL_ADDRESS", 704: "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+    500: "CUDA_ERROR_NOT_FOUND", 700: "CUDA_ERROR_ILLEGAL_ADDRESS",
+    704: "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
     719: "CUDA_ERROR_LAUNCH_FAILED", 800: "CUDA_ERROR_NOT_PERMITTED",
     801: "CUDA_ERROR_NOT_SUPPORTED", 802: "CUDA_ERROR_SYSTEM_NOT_READY",
     803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", 804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
@@ -91,7 +94,21 @@ SIGNATURES = {
     "cuDeviceCanAccessPeer": [_p(_c.c_int), _c.c_int, _c.c_int],
     "cuCtxEnablePeerAccess": [_c.c_void_p, _c.c_uint],
     "cuMemcpyPeer": [_c.c_uint64, _c.c_void_p, _c.c_uint64, _c.c_void_p, _c.c_size_t],
+    "cuModuleLoadData": [_p(_c.c_void_p), _c.c_char_p],
+    "cuModuleGetFunction": [_p(_c.c_void_p), _c.c_void_p, _c.c_char_p],
+    "cuModuleUnload": [_c.c_void_p],
+    "cuLaunchKernel": [_c.c_void_p, _c.c_uint, _c.c_uint, _c.c_uint, _c.c_uint, _c.c_uint,
+                       _c.c_uint, _c.c_uint, _c.c_void_p, _c.c_void_p, _c.c_void_p],
 }
+
+# The launch-latency kernel: an entry point that returns. PTX ISA 6.0 for sm_50 is the
+# oldest pair that the JIT of every driver branch the probe supports accepts (Maxwell and
+# newer: CUDA 12 and 13 drivers); the driver compiles it for the GPU at load time, so one
+# text serves every architecture. A driver that refuses it leaves the GPU "skipped" with
+# the code (218 CUDA_ERROR_INVALID_PTX, 222 CUDA_ERROR_UNSUPPORTED_PTX_VERSION).
+LATENCY_KERNEL = "gpuhost_empty"
+LATENCY_PTX = (".version 6.0\n.target sm_50\n.address_size 64\n\n"
+               ".visible .entry %s()\n{\n\tret;\n}\n" % LATENCY_KERNEL)
 
 
 class CudaError(Exception):
@@ -405,8 +422,69 @@ def measure_peers(drv, gpus, nbytes, repeats):
     return peers
 
 
+def latency_stats(seconds):
+    """``{p50_us, p99_us, max_us}`` of round trips given in seconds (nearest rank)."""
+    ordered = sorted(seconds)
+    if not ordered:
+        return {"p50_us": None, "p99_us": None, "max_us": None}
+
+    def rank(pct):
+        return ordered[max(0, min(len(ordered) - 1, int(-(-pct * len(ordered) // 100)) - 1))]
+
+    return {"p50_us": round(rank(50) * 1e6, 1), "p99_us": round(rank(99) * 1e6, 1),
+            "max_us": round(ordered[-1] * 1e6, 1)}
+
+
+def measure_latency(drv, count, gap_us, warmup=None):
+    """Round trips of an empty kernel launch plus ``cuCtxSynchronize`` on the current
+    context, timed on the host: ``count`` back to back, then ``count`` with the thread
+    sleeping ``gap_us`` before each (what a serving loop does between steps: where a core's
+    idle state and frequency show). ``{count, gap_us, back_to_back, sleeping}``, each
+    :func:`latency_stats`; ``skipped`` names the code when the driver refuses the kernel.
+    The module is unloaded again; nothing stays allocated."""
+    out = {"count": count, "gap_us": gap_us, "back_to_back": None, "sleeping": None,
+           "skipped": None}
+    module = ctypes.c_void_p()
+    code = drv.raw("cuModuleLoadData", ctypes.byref(module), LATENCY_PTX.encode("ascii"))
+    if code != SUCCESS:
+        described = drv.describe(code)
+        out["skipped"] = ("the driver refused the probe's empty PTX kernel: cuModuleLoadData "
+                          "returned %d %s (%s): latency not measured"
+                          % (code, described["name"], described["text"]))
+        return out
+    try:
+        fn = ctypes.c_void_p()
+        drv.call("cuModuleGetFunction", ctypes.byref(fn), module,
+                 LATENCY_KERNEL.encode("ascii"))
+        launch, sync = drv.func("cuLaunchKernel"), drv.func("cuCtxSynchronize")
+        clock = time.perf_counter
+
+        def once():
+            start = clock()
+            code = launch(fn, 1, 1, 1, 1, 1, 1, 0, None, None, None)
+            if code != SUCCESS:
+                raise drv.error("cuLaunchKernel", code)
+            code = sync()
+            if code != SUCCESS:
+                raise drv.error("cuCtxSynchronize", code)
+            return clock() - start
+
+        for _attempt in range(count // 10 + 5 if warmup is None else warmup):
+            once()
+        out["back_to_back"] = latency_stats([once() for _attempt in range(count)])
+        gap = gap_us / 1e6
+        sleeping = []
+        for _attempt in range(count):
+            time.sleep(gap)
+            sleeping.append(once())
+        out["sleeping"] = latency_stats(sleeping)
+    finally:
+        drv.raw("cuModuleUnload", module)
+    return out
+
+
 def probe(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer=False,
-          root="/"):
+          root="/", latency=False, latency_count=200, latency_gap_us=1000, latency_gpus=None):
     """Run the probe; return the result dict (``error`` is None when CUDA works)."""
     started = time.perf_counter()
     result = {"library": library, "init": None, "driver_version": None, "devices": [],
@@ -446,6 +524,19 @@ def probe(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer
             result["devices"].append(dev)
             try:
                 probe_device(drv, dev, gpus, index, bandwidth, nbytes, repeats, root)
+                chosen = not latency_gpus or dev["pci_bus_id"] in [
+                    normalize_bus_id(g) for g in latency_gpus]
+                if latency and not chosen:
+                    dev["latency"] = {"count": latency_count, "gap_us": latency_gap_us,
+                                      "back_to_back": None, "sleeping": None,
+                                      "skipped": "not among the GPUs asked for"}
+                elif latency and gpus and gpus[-1]["index"] == index:
+                    drv.call("cuCtxSetCurrent", gpus[-1]["ctx"])
+                    dev["latency"] = measure_latency(drv, latency_count, latency_gap_us)
+                elif latency:
+                    dev["latency"] = {"count": latency_count, "gap_us": latency_gap_us,
+                                      "back_to_back": None, "sleeping": None,
+                                      "skipped": dev["skipped"] or "no context"}
             except CudaError as exc:
                 dev["error"] = exc.as_dict()
                 if result["error"] is None:
@@ -522,13 +613,19 @@ def own_source():
     return inspect.getsource(sys.modules[__name__])
 
 
-def probe_argv(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer=False):
+def probe_argv(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer=False,
+               latency=False, latency_count=200, latency_gap_us=1000, latency_gpus=None):
     """Command-line options of :func:`main` for these settings."""
     argv = ["--library", library, "--size-mb", str(size_mb), "--repeats", str(repeats)]
     if bandwidth:
         argv.append("--bandwidth")
     if peer:
         argv.append("--peer")
+    if latency:
+        argv += ["--latency", "--latency-count", str(latency_count),
+                 "--latency-gap-us", str(latency_gap_us)]
+        if latency_gpus:
+            argv += ["--latency-gpus", ",".join(latency_gpus)]
     return argv
 
 
@@ -624,11 +721,19 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--peer", action="store_true")
     parser.add_argument("--root", default="/")
+    parser.add_argument("--latency", action="store_true")
+    parser.add_argument("--latency-count", type=int, default=200)
+    parser.add_argument("--latency-gap-us", type=int, default=1000)
+    parser.add_argument("--latency-gpus", default="")
     args = parser.parse_args(argv)
     if args.size_mb < 1 or args.repeats < 1:
         parser.error("--size-mb and --repeats must be at least 1")
+    if args.latency_count < 1 or args.latency_gap_us < 0:
+        parser.error("--latency-count must be at least 1 and --latency-gap-us at least 0")
     result = probe(library=args.library, bandwidth=args.bandwidth, size_mb=args.size_mb,
-                   repeats=args.repeats, peer=args.peer, root=args.root)
+                   repeats=args.repeats, peer=args.peer, root=args.root, latency=args.latency,
+                   latency_count=args.latency_count, latency_gap_us=args.latency_gap_us,
+                   latency_gpus=[g for g in args.latency_gpus.split(",") if g])
     sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
     return 1 if result["error"] else 0
 
