@@ -341,6 +341,7 @@ def _host_tune(p):
     for vmid in p.get("numa_pin_vmids") or []:
         int_range("numa_pin_vmids", vmid, *VMID_RANGE)
     bandwidth_options(p)
+    latency_options(p)
     _gpu(p, "gpu_vendor", "gpu_classes")
 
 
@@ -430,6 +431,17 @@ def _initramfs_check(p):
                 _fail(option, path, "absolute paths as inside the initramfs")
     for release in p.get("kernels") or []:
         inside(dict(p, image=p["image"].replace("{kernel}", release)), "image")
+
+
+def latency_options(p):
+    """The latency measurement (host_tune's latency part, cuda_probe's latency): round
+    trips per mode and the sleep before each, a library."""
+    if "latency_count" in p:
+        int_range("latency_count", p.get("latency_count"), 1, 100000)
+    if "latency_gap_us" in p:
+        int_range("latency_gap_us", p.get("latency_gap_us"), 0, 1000000)
+    if "cuda_library" in p and not p["cuda_library"]:
+        _fail("cuda_library", p["cuda_library"], "a library name like libcuda.so.1 or a path")
 
 
 def bandwidth_options(p):
