@@ -630,13 +630,13 @@ def probe_argv(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5,
 
 
 def probe_container(runner, pct, vmid, library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256,
-                    repeats=5, peer=False, source=None):
+                    repeats=5, peer=False, source=None, **latency):
     """Run this file inside a Proxmox container: ``pct exec <vmid> -- python3 - <options>``
     with the source on stdin. ``runner.run(argv, check=False, data=...)`` returns
     ``(rc, stdout, stderr)``. The result is the probe's, plus ``vmid``; a container that
     cannot run it gives a result with ``error`` saying why."""
     argv = [pct, "exec", str(vmid), "--", "python3", "-"] + probe_argv(
-        library, bandwidth, size_mb, repeats, peer)
+        library, bandwidth, size_mb, repeats, peer, **latency)
     rc, out, err = runner.run(argv, check=False, data=source or own_source())
     result = None
     for line in reversed((out or "").strip().splitlines()):

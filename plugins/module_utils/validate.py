@@ -48,6 +48,7 @@ NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,200}$")
 RELEASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,200}$")
 SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@:+-]{0,200}$")
 CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+PCI_ADDRESS = re.compile(r"^([0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
 
 MAX_CPU = 65535           # highest CPU number accepted in a CPU list (kernel NR_CPUS <= 8192)
 MAX_LATENCY_US = 10000000  # 10 s: larger is no idle state any kernel has
@@ -460,6 +461,10 @@ def _cuda_probe(p):
     int_range("repeats", p.get("repeats"), 1, 1000)
     if not p.get("library"):
         _fail("library", p.get("library"), "a library name like libcuda.so.1 or a path")
+    latency_options(p)
+    for bdf in p.get("latency_gpus") or []:
+        if not PCI_ADDRESS.match(bdf or ""):
+            _fail("latency_gpus", bdf, "PCI addresses like 0000:c1:00.0")
 
 
 def _post_boot_verify(p):

