@@ -15,7 +15,8 @@ export PATH := $(BIN):$(PATH)
 UNIT_PKGS := pciutils gcc libc6-dev
 # The hostile tier checks a written unit with systemd's own parser (systemd-analyze).
 HOSTILE_PKGS := $(UNIT_PKGS) systemd
-INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium prometheus prometheus-node-exporter
+INTEGRATION_PKGS := dkms linux-headers-amd64 build-essential kmod chromium prometheus prometheus-node-exporter \
+  lxc lxc-templates busybox-static
 MOLECULE_PKGS := podman runc mmdebstrap
 # shellcheck: without it ansible-test sanity skips its shellcheck test. python3-venv:
 # ansible-test makes a virtualenv per sanity test (ensurepip, on Debian's python3).
@@ -29,6 +30,8 @@ BENCH_PKGS := openssh-server openssh-client iproute2
 PYTEST_N ?= auto
 XDIST = -n $(PYTEST_N) --durations=10
 LAB_PKGS := qemu-system-x86 qemu-utils ovmf mtools dosfstools mmdebstrap e2fsprogs fdisk openssh-client
+# The cgroup guest (lab/cgroup-real.sh): Debian's kernel, LXC and busybox in an initramfs.
+LAB_CGROUP_PKGS := qemu-system-x86 lxc busybox-static cpio build-essential kmod
 
 .PHONY: help setup venv collection audit test unit packaging integration molecule lint sanity build clean
 
@@ -118,11 +121,17 @@ clean:
 # VM lab: a real reboot into a new kernel under QEMU/TCG; see lab/README.md.
 # lab: the lab's own upgrade playbook; lab-collection: the collection's audit, tune and
 # reboot_verify (real reboot, trial boot, containers) and the headers gate.
-.PHONY: lab lab-collection
+# lab-cgroup: lxc_cgroup_devices in a small guest with a real dynamic major (about 1 min).
+.PHONY: lab lab-collection lab-cgroup
 lab: setup
-	@scripts/apt-ensure.sh $(LAB_PKGS)
+	@scripts/apt-ensure.sh $(LAB_PKGS) $(LAB_CGROUP_PKGS)
 	$(BIN)/pytest -q tests/lab
+	lab/cgroup-real.sh
 	lab/run.sh
+
+lab-cgroup: setup
+	@scripts/apt-ensure.sh $(LAB_CGROUP_PKGS)
+	lab/cgroup-real.sh
 
 lab-collection: setup
 	@scripts/apt-ensure.sh $(LAB_PKGS)

@@ -29,6 +29,7 @@ DIRECTIONS = (("h2d", "host->GPU"), ("d2h", "GPU->host"))
 OPTIONS = dict(
     bandwidth_size_mb=dict(type="int", default=256),
     bandwidth_repeats=dict(type="int", default=5),
+    bandwidth_timeout=dict(type="int", default=cuda.DEFAULT_TIMEOUT),
     cuda_library=dict(type="str", default=cuda.DEFAULT_LIBRARY),
 )
 
@@ -48,16 +49,20 @@ def check_options(params):
     return None
 
 
-def measure(params):
-    """One probe run with copies, as the part's options say (never raises)."""
-    return cuda.probe(library=params["cuda_library"] or cuda.DEFAULT_LIBRARY, bandwidth=True,
-                      size_mb=params["bandwidth_size_mb"], repeats=params["bandwidth_repeats"],
-                      root=params["root"])
+def measure(params, runner):
+    """One probe run with copies, as the part's options say, in a child process bounded by
+    ``bandwidth_timeout`` plus the copies' share (``cuda.time_limit``); never raises."""
+    return cuda.probe_host(runner, library=params["cuda_library"] or cuda.DEFAULT_LIBRARY,
+                           bandwidth=True, size_mb=params["bandwidth_size_mb"],
+                           repeats=params["bandwidth_repeats"], root=params["root"],
+                           timeout=params.get("bandwidth_timeout") or cuda.DEFAULT_TIMEOUT)
 
 
 def library_missing(result):
-    """True when the probe could not load the driver library at all (no NVIDIA driver)."""
-    return bool(result and result.get("error") and result.get("init") is None)
+    """True when the probe could not load the driver library at all (no NVIDIA driver); a
+    probe that hung or crashed before cuInit answered is a failure, not this."""
+    return bool(result and result.get("error") and result.get("init") is None
+                and not result.get("timed_out") and not result.get("signal"))
 
 
 def cell(dev, direction):
@@ -155,7 +160,7 @@ class BandwidthBefore(object):
                     "rows": [("bandwidth", None, None, "failed", problem)]}
         if not is_live(ctx.root) or ctx.check_mode:
             return {}
-        ctx.bandwidth_before = measure(ctx.params)
+        ctx.bandwidth_before = measure(ctx.params, ctx.runner)
         return {"detail": {"bandwidth_before": ctx.bandwidth_before}}
 
     def not_run(self, ctx, status):
@@ -186,7 +191,7 @@ class BandwidthAfter(object):
             return {}
         if library_missing(before):
             return {"rows": [("bandwidth", None, None, "skipped", before["error"])]}
-        after = measure(ctx.params)
+        after = measure(ctx.params, ctx.runner)
         out = {"detail": {"bandwidth_after": after}, "failures": [], "rows": []}
         for when, result, step in (("before", before, "bandwidth_before"),
                                    ("after", after, "bandwidth_after")):

@@ -33,6 +33,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.procfs import (
     char_majors,
     read_proc_devices,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import CommandTimeout
 
 RULE_KEYS = ("added", "removed", "moved")
 
@@ -136,26 +137,45 @@ def _exec_problem(argv, rc, out, err):
     return "%s exited %s: %s" % (" ".join(argv), rc, ("%s %s" % (out, err)).strip())
 
 
+def _bounded_exec(runner, argv, timeout):
+    """``(rc, out, err, problem)`` of an in-container command killed after ``timeout`` s
+    (``problem`` then says so; rc None)."""
+    try:
+        rc, out, err = runner.run(argv, check=False, timeout=timeout)
+    except CommandTimeout as exc:
+        return None, exc.out or "", exc.err or "", str(exc)
+    return rc, out, err, None
+
+
 def in_container_checks(params, runner, vmid, record):
     """Run the checks inside a running container through ``pct exec``: the GPU listing
     (``gpu_check``, must exit 0; its ``GPU n:`` lines are counted), the built-in CUDA
     probe (``cuda_probe``, on unless false: CUDA must initialise, which ``nvidia-smi`` cannot
-    show) and the optional user check (``cuda_check``, must print ``cuda_expect``). Fills
-    ``record``."""
+    show) and the optional user check (``cuda_check``, must print ``cuda_expect``), each
+    killed after ``cuda_timeout`` s (a driver that hangs cuInit hangs nvidia-smi too), which
+    is a problem naming the command. Fills ``record``."""
     prefix = ["pct", "exec", str(vmid), "--"]
     probe = params.get("cuda_probe", True)
+    timeout = params.get("cuda_timeout") or cuda.DEFAULT_TIMEOUT
     if not params["gpu_check"] and not probe:
         return False
     if params["gpu_check"]:
-        rc, out, err = runner.run(prefix + list(params["gpu_check"]), check=False)
+        rc, out, err, hung = _bounded_exec(runner, prefix + list(params["gpu_check"]), timeout)
+        if hung:
+            record["problems"].append(hung)
+            return True             # the driver does not answer: CUDA would hang the same
         record["gpu_check"] = rc
         record["gpus"] = len([x for x in out.splitlines() if x.startswith("GPU ")])
         if rc != 0:
             record["problems"].append(_exec_problem(params["gpu_check"], rc, out, err))
     if probe:
-        cuda_probe(runner, vmid, record)
+        cuda_probe(runner, vmid, record, timeout, params["root"])
     if params["gpu_check"] and params["cuda_check"]:
-        rc, out, err = runner.run(prefix + list(params["cuda_check"]), check=False)
+        rc, out, err, hung = _bounded_exec(runner, prefix + list(params["cuda_check"]),
+                                           timeout)
+        if hung:
+            record["problems"].append(hung)
+            return True
         record["cuda_check"] = out
         if out.strip() != params["cuda_expect"]:
             record["problems"].append("%s printed %s, want %s: %s" % (
@@ -164,15 +184,18 @@ def in_container_checks(params, runner, vmid, record):
     return True
 
 
-def cuda_probe(runner, vmid, record):
+def cuda_probe(runner, vmid, record, timeout=cuda.DEFAULT_TIMEOUT, root="/"):
     """CUDA initialises inside the container (``cuda_probe`` through ``pct exec -- python3
-    -``): ``record["cuda"]`` gets the code, its name, the cause and the GPUs CUDA sees; a
-    failure is a problem naming the code, its name and the cause."""
-    result = cuda.probe_container(runner, "pct", vmid)
+    -``, killed after ``timeout`` s): ``record["cuda"]`` gets the code, its name, the cause
+    and the GPUs CUDA sees; a failure (a hang or a crash too) is a problem naming the code,
+    its name and the cause, or the limit or signal and the step."""
+    result = cuda.probe_container(runner, "pct", vmid, timeout=timeout, root=root)
     init = result.get("init") or {}
     record["cuda"] = {"code": init.get("code"), "name": init.get("name"),
                       "text": init.get("text"), "devices": len(result.get("devices") or []),
-                      "error": result.get("error"), "cause": result.get("cause")}
+                      "error": result.get("error"), "cause": result.get("cause"),
+                      "timed_out": result.get("timed_out"), "signal": result.get("signal"),
+                      "step": result.get("step")}
     if result.get("error"):
         problem = "CUDA: %s" % result["error"]
         if result.get("cause"):

@@ -3,9 +3,19 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Prove that CUDA works and measure the PCIe path: the CUDA driver API through ctypes.
 
-Standard library only and free of Ansible imports, so the same source runs in the module,
-inside a container as ``pct exec <vmid> -- python3 - [options]`` with this file on stdin,
+Standard library only and free of Ansible imports, so the same source runs as a child
+process of the module (``python3 - [options]`` with this file on stdin, ``probe_host``),
+inside a container as ``pct exec <vmid> -- python3 - [options]`` (``probe_container``),
 and as a plain script (``python3 cuda.py --bandwidth``). It prints one JSON document.
+
+The driver is never called in the caller's process: a library whose ``cuInit`` never
+returns, or that crashes, takes only the child with it. The child gets a time limit
+(``time_limit``: ``timeout`` seconds for loading, ``cuInit`` and the device listing, plus
+what the asked copies take at ``MIN_COPY_GBS``) and is killed with its process group when it
+has not answered by then (the runner's ``timeout``). With ``--progress`` it names each step
+on stderr before taking it (``STEP_PREFIX``), so a child killed at the limit or by a signal
+is reported with the step it was in; ``faulthandler`` names a fatal signal on stderr where
+the exit status cannot (``pct exec``).
 
 What it does: loads the driver library (``libcuda.so.1``: no toolkit, no framework), calls
 ``cuInit(0)``, and for every GPU reads name, PCI bus id and total memory and creates a
@@ -28,13 +38,31 @@ __metaclass__ = type
 import ctypes
 import errno
 import json
+import math
 import os
 import re
+import signal
 import sys
 import time
 
 DEFAULT_LIBRARY = "libcuda.so.1"
 MIB = 1 << 20
+# Seconds for loading the library, cuInit and the device listing (contexts included).
+DEFAULT_TIMEOUT = 30
+# The copy rate the time limit allows for, in GB/s: below a PCIe Gen1 x4 link's, so a GPU
+# copying this slowly is broken, and a probe copying slower is killed and reported.
+MIN_COPY_GBS = 1.0
+# GPUs the limit assumes when the PCI tree lists none (a container's or an odd sysfs).
+ASSUMED_GPUS = 8
+# A progress line on the child's stderr: ``gpuhost-cuda-step: cuInit``.
+STEP_PREFIX = "gpuhost-cuda-step: "
+# The last lines of a child's stderr shown in a failure.
+DETAIL_LINES = 5
+# A bound on what is read of a sysfs or /proc file.
+READ_LIMIT = 1 << 16
+NVIDIA_VENDOR = "0x10de"
+GPU_CLASSES = ("0x0300", "0x0302")      # VGA and 3D controllers (class 0x0300xx, 0x0302xx)
+PASSTHROUGH_DRIVERS = ("vfio-pci", "pci-stub")
 
 SUCCESS = 0
 OUT_OF_MEMORY = 2
@@ -107,6 +135,10 @@ SIGNATURES = {
 # text serves every architecture. A driver that refuses it leaves the GPU "skipped" with
 # the code (218 CUDA_ERROR_INVALID_PTX, 222 CUDA_ERROR_UNSUPPORTED_PTX_VERSION).
 LATENCY_KERNEL = "gpuhost_empty"
+# The slowest launch round trip a time limit allows for (a healthy one takes 5-20 us).
+MAX_LAUNCH_US = 1000
+# Round trips per mode the audit's CUDA pass times per GPU (about 0.1 s each at 1 ms sleeps).
+AUDIT_LATENCY_COUNT = 100
 LATENCY_PTX = (".version 6.0\n.target sm_50\n.address_size 64\n\n"
                ".visible .entry %s()\n{\n\tret;\n}\n" % LATENCY_KERNEL)
 
@@ -183,11 +215,40 @@ def _under(root, path):
 
 
 def _read(root, path):
+    """The text of a small file (the first READ_LIMIT bytes), or None when unreadable."""
     try:
-        with open(_under(root, path)) as handle:
-            return handle.read().strip()
+        with open(_under(root, path), "rb") as handle:
+            return handle.read(READ_LIMIT).decode("utf-8", "replace").strip()
     except (IOError, OSError):
         return None
+
+
+def nvidia_gpus(root, passthrough=True):
+    """PCI addresses (sysfs form, sorted) of the NVIDIA display and 3D controllers (vendor
+    0x10de, class 0x0300xx or 0x0302xx) in ``/sys/bus/pci/devices`` under ``root``; without
+    ``passthrough`` those bound to a passthrough driver (PASSTHROUGH_DRIVERS: a VM's GPU,
+    which CUDA on the host never sees) are left out."""
+    base = "/sys/bus/pci/devices"
+    try:
+        names = sorted(os.listdir(_under(root, base)))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        if (_read(root, "%s/%s/vendor" % (base, name)) or "").lower() != NVIDIA_VENDOR:
+            continue
+        if (_read(root, "%s/%s/class" % (base, name)) or "").lower()[:6] not in GPU_CLASSES:
+            continue
+        if not passthrough:
+            try:
+                driver = os.path.basename(os.readlink(
+                    _under(root, "%s/%s/driver" % (base, name))))
+            except OSError:
+                driver = None           # no driver bound: CUDA should see it, and does not
+            if driver in PASSTHROUGH_DRIVERS:
+                continue
+        out.append(name)
+    return out
 
 
 def normalize_bus_id(text):
@@ -312,7 +373,29 @@ def cause_for(code, root):
     return None
 
 
-# --- the probe -----------------------------------------------------------------------------
+# --- the probe (in the child process) -----------------------------------------------------
+
+class Steps(object):
+    """The probe's steps: ``steps(name)`` before each one keeps it as ``last`` and passes it
+    to ``report`` (the child's stderr line, see ``main``), so whoever waits on the child
+    knows where it stopped. A new measurement names its steps the same way."""
+
+    def __init__(self, report=None):
+        self.report = report
+        self.last = None
+
+    def __call__(self, name):
+        self.last = name
+        if self.report is not None:
+            self.report(name)
+
+
+def _gpu(dev):
+    """``GPU 0 (0000:a1:00.0)``, the bus id once known."""
+    if dev.get("pci_bus_id"):
+        return "GPU %d (%s)" % (dev["index"], dev["pci_bus_id"])
+    return "GPU %d" % dev["index"]
+
 
 def _best_gbs(seconds, nbytes):
     best = min(seconds)
@@ -336,8 +419,9 @@ def _pct(gbs, ceiling):
     return round(100.0 * gbs / ceiling, 1) if gbs and ceiling else None
 
 
-def measure_copies(drv, dev, nbytes, repeats):
+def measure_copies(drv, dev, nbytes, repeats, steps=None):
     """Pinned H2D and D2H of ``nbytes`` on the current context; frees what it allocates."""
+    steps = steps or Steps()
     host = ctypes.c_void_p()
     dptr = ctypes.c_uint64()
     try:
@@ -355,9 +439,11 @@ def measure_copies(drv, dev, nbytes, repeats):
         pattern = os.urandom(edge) + os.urandom(edge)
         ctypes.memmove(host.value, pattern[:edge], edge)
         ctypes.memmove(host.value + nbytes - edge, pattern[edge:], edge)
+        steps("%s: host-to-device copies" % _gpu(dev))
         h2d = _timed(drv, "cuMemcpyHtoD_v2", (dptr.value, host.value, nbytes), repeats)
         ctypes.memset(host.value, 0, edge)
         ctypes.memset(host.value + nbytes - edge, 0, edge)
+        steps("%s: device-to-host copies" % _gpu(dev))
         d2h = _timed(drv, "cuMemcpyDtoH_v2", (host.value, dptr.value, nbytes), repeats)
         back = ctypes.string_at(host.value, edge) + \
             ctypes.string_at(host.value + nbytes - edge, edge)
@@ -373,8 +459,10 @@ def measure_copies(drv, dev, nbytes, repeats):
             drv.raw("cuMemFreeHost", host.value)
 
 
-def measure_peers(drv, gpus, nbytes, repeats):
+def measure_peers(drv, gpus, nbytes, repeats, steps=None):
     """Ordered pairs: ``{from, to, access, gbs}``; copies only where peer access exists."""
+    steps = steps or Steps()
+    steps("peer matrix: allocating")
     peers = []
     bufs = {}
     try:
@@ -396,6 +484,8 @@ def measure_peers(drv, gpus, nbytes, repeats):
                         "from_bus_id": src["pci_bus_id"], "to_bus_id": dst["pci_bus_id"],
                         "access": bool(can.value), "gbs": None}
                 if can.value and src["index"] in bufs and dst["index"] in bufs:
+                    steps("peer copies GPU %d (%s) -> GPU %d (%s)" % (
+                        src["index"], src["pci_bus_id"], dst["index"], dst["pci_bus_id"]))
                     drv.call("cuCtxSetCurrent", src["ctx"])
                     code = drv.raw("cuCtxEnablePeerAccess", dst["ctx"], 0)
                     if code not in (SUCCESS, PEER_ACCESS_ALREADY_ENABLED):
@@ -484,15 +574,21 @@ def measure_latency(drv, count, gap_us, warmup=None):
 
 
 def probe(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer=False,
-          root="/", latency=False, latency_count=200, latency_gap_us=1000, latency_gpus=None):
-    """Run the probe; return the result dict (``error`` is None when CUDA works)."""
+          root="/", progress=None, latency=False, latency_count=200, latency_gap_us=1000,
+          latency_gpus=None):
+    """Run the probe in this process; return the result dict (``error`` is None when CUDA
+    works). Only the child process calls this (``main``): callers use ``probe_host`` or
+    ``probe_container``. ``progress(step)`` is called before each step; ``step`` in the
+    result is the last one (``done`` when it finished)."""
     started = time.perf_counter()
+    steps = Steps(progress)
     result = {"library": library, "init": None, "driver_version": None, "devices": [],
-              "cause": None, "error": None}
+              "cause": None, "error": None, "step": None}
     if peer:
         result["peers"] = []
     nbytes = int(size_mb) * MIB
     try:
+        steps("loading %s" % library)
         drv = Driver(library)
     except OSError as exc:
         result["error"] = ("cannot load the CUDA driver library %s (%s): the NVIDIA driver is "
@@ -501,21 +597,36 @@ def probe(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer
                            "NVIDIA driver; in a container install the host's exact driver "
                            "version without its kernel module, or mount its libraries")
         result["seconds"] = round(time.perf_counter() - started, 3)
+        result["step"] = steps.last
         return result
     gpus = []
     try:
+        steps("cuDriverGetVersion")
         version = ctypes.c_int()
         if drv.raw("cuDriverGetVersion", ctypes.byref(version)) == SUCCESS:
             result["driver_version"] = version.value
+        steps("cuInit")
         code = drv.raw("cuInit", 0)
         result["init"] = drv.describe(code)
         if code != SUCCESS:
             result["error"] = "cuInit(0) returned %d %s (%s)" % (
                 code, result["init"]["name"], result["init"]["text"])
             result["cause"] = cause_for(code, root)
+            if code == NO_DEVICE:
+                listed = nvidia_gpus(root, passthrough=False)
+                if listed:
+                    result["error"] += ", although the PCI tree lists %s" % _listed(listed)
             return result
+        steps("cuDeviceGetCount")
         count = ctypes.c_int()
         drv.call("cuDeviceGetCount", ctypes.byref(count))
+        if count.value == 0:
+            listed = nvidia_gpus(root, passthrough=False)
+            if listed:
+                result["error"] = ("cuInit(0) succeeded but CUDA sees 0 devices "
+                                   "(cuDeviceGetCount), although the PCI tree lists %s"
+                                   % _listed(listed))
+                result["cause"] = cause_for(NO_DEVICE, root)
         for index in range(count.value):
             dev = {"index": index, "name": None, "pci_bus_id": None, "memory_total_mb": None,
                    "link": None, "link_gbs": None, "h2d_gbs": None, "d2h_gbs": None,
@@ -523,7 +634,7 @@ def probe(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer
                    "error": None}
             result["devices"].append(dev)
             try:
-                probe_device(drv, dev, gpus, index, bandwidth, nbytes, repeats, root)
+                probe_device(drv, dev, gpus, index, bandwidth, nbytes, repeats, root, steps)
                 chosen = not latency_gpus or dev["pci_bus_id"] in [
                     normalize_bus_id(g) for g in latency_gpus]
                 if latency and not chosen:
@@ -531,6 +642,7 @@ def probe(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer
                                       "back_to_back": None, "sleeping": None,
                                       "skipped": "not among the GPUs asked for"}
                 elif latency and gpus and gpus[-1]["index"] == index:
+                    steps("%s: launch latency" % _gpu(dev))
                     drv.call("cuCtxSetCurrent", gpus[-1]["ctx"])
                     dev["latency"] = measure_latency(drv, latency_count, latency_gap_us)
                 elif latency:
@@ -543,19 +655,31 @@ def probe(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer
                     result["error"] = "GPU %d (%s): %s" % (index, dev["pci_bus_id"], exc)
                     result["cause"] = cause_for(exc.code, root)
         if peer and len(gpus) >= 2:
-            result["peers"] = measure_peers(drv, gpus, nbytes, repeats)
+            result["peers"] = measure_peers(drv, gpus, nbytes, repeats, steps)
     except CudaError as exc:
         if result["error"] is None:
             result["error"] = str(exc)
             result["cause"] = cause_for(exc.code, root)
     finally:
+        if gpus:
+            steps("destroying the contexts")
         for g in gpus:
             drv.raw("cuCtxDestroy_v2", g["ctx"])
         result["seconds"] = round(time.perf_counter() - started, 3)
+        result["step"] = steps.last
+    steps("done")       # not reached by an early return: ``step`` names where it stopped
+    result["step"] = steps.last
     return result
 
 
-def probe_device(drv, dev, gpus, index, bandwidth, nbytes, repeats, root):
+def _listed(addresses):
+    return "%d NVIDIA GPU%s: %s" % (len(addresses), "" if len(addresses) == 1 else "s",
+                                    ", ".join(addresses))
+
+
+def probe_device(drv, dev, gpus, index, bandwidth, nbytes, repeats, root, steps=None):
+    steps = steps or Steps()
+    steps("%s: cuDeviceGet" % _gpu(dev))
     handle = ctypes.c_int()
     drv.call("cuDeviceGet", ctypes.byref(handle), index)
     buf = ctypes.create_string_buffer(256)
@@ -570,6 +694,7 @@ def probe_device(drv, dev, gpus, index, bandwidth, nbytes, repeats, root):
     link = read_link(root, dev["pci_bus_id"])
     dev["link"] = link["speed"] and "%s x%s" % (link["speed"], link["width"])
     dev["link_gbs"] = link["gbs"]
+    steps("%s: cuCtxCreate" % _gpu(dev))
     ctx = ctypes.c_void_p()
     code = drv.raw("cuCtxCreate_v2", ctypes.byref(ctx), 0, handle.value)
     if code == DEVICE_UNAVAILABLE:
@@ -597,7 +722,7 @@ def probe_device(drv, dev, gpus, index, bandwidth, nbytes, repeats, root):
         dev["skipped"] = ("only %d MiB of GPU memory free, the copy needs %d MiB: not measured"
                           % (free.value // MIB, need // MIB))
         return
-    measure_copies(drv, dev, nbytes, repeats)
+    measure_copies(drv, dev, nbytes, repeats, steps)
     if dev.get("h2d_gbs"):
         # Read the link again while it is up at speed: an idle GPU trains down to 2.5 GT/s.
         link = read_link(root, dev["pci_bus_id"])
@@ -615,8 +740,9 @@ def own_source():
 
 def probe_argv(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer=False,
                latency=False, latency_count=200, latency_gap_us=1000, latency_gpus=None):
-    """Command-line options of :func:`main` for these settings."""
-    argv = ["--library", library, "--size-mb", str(size_mb), "--repeats", str(repeats)]
+    """Command-line options of :func:`main` for these settings (progress lines on)."""
+    argv = ["--library", library, "--size-mb", str(size_mb), "--repeats", str(repeats),
+            "--progress"]
     if bandwidth:
         argv.append("--bandwidth")
     if peer:
@@ -629,15 +755,112 @@ def probe_argv(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5,
     return argv
 
 
+def time_limit(timeout=DEFAULT_TIMEOUT, bandwidth=False, size_mb=256, repeats=5, peer=False,
+               gpus=0, latency=False, latency_count=200, latency_gap_us=1000,
+               latency_gpus=None):
+    """Seconds a probe child gets: ``timeout`` for loading, cuInit and the device listing,
+    plus every asked copy (a warm-up and ``repeats`` per direction and GPU, the same per
+    ordered GPU pair with ``peer``) at MIN_COPY_GBS, plus with ``latency`` every round trip
+    (a tenth more for the warm-up, twice ``latency_count`` per GPU) at its sleep plus
+    MAX_LAUNCH_US. ``gpus``: how many the PCI tree lists (0: ASSUMED_GPUS)."""
+    n = gpus or ASSUMED_GPUS
+    copies = 0
+    if bandwidth:
+        copies += n * 2 * (repeats + 1)
+    if peer:
+        copies += n * (n - 1) * (repeats + 1)
+    seconds = copies * size_mb * MIB / (MIN_COPY_GBS * 1e9)
+    if latency:
+        timed = len(latency_gpus) if latency_gpus else n
+        trips = timed * (2 * latency_count + latency_count // 10 + 5)
+        seconds += trips * (latency_gap_us + MAX_LAUNCH_US) / 1e6
+    return int(timeout + math.ceil(seconds))
+
+
+def probe_host(runner, library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5,
+               peer=False, root="/", timeout=DEFAULT_TIMEOUT, python=None, source=None,
+               **latency):
+    """The probe in a child process on this host: ``python3 - <options>`` (this Python,
+    ``sys.executable``) with the source on stdin, through ``runner.run`` with the limit of
+    ``time_limit``. Never raises for what the child does: a child that hangs, crashes or
+    prints no result gives a result with ``error`` saying so and the step it was in."""
+    limit = time_limit(timeout, bandwidth, size_mb, repeats, peer, len(nvidia_gpus(root)),
+                       **latency)
+    argv = [python or sys.executable, "-"] + probe_argv(
+        library, bandwidth, size_mb, repeats, peer, **latency) + ["--root", root or "/"]
+    return _run_child(runner, argv, source, limit, library, "the CUDA probe")
+
+
 def probe_container(runner, pct, vmid, library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256,
-                    repeats=5, peer=False, source=None, **latency):
+                    repeats=5, peer=False, source=None, timeout=DEFAULT_TIMEOUT, root="/",
+                    **latency):
     """Run this file inside a Proxmox container: ``pct exec <vmid> -- python3 - <options>``
-    with the source on stdin. ``runner.run(argv, check=False, data=...)`` returns
-    ``(rc, stdout, stderr)``. The result is the probe's, plus ``vmid``; a container that
-    cannot run it gives a result with ``error`` saying why."""
+    with the source on stdin, bounded as ``probe_host`` (``root``: the host's, whose PCI
+    tree says how many GPUs the copies may involve). ``runner.run(argv, check=False,
+    data=..., timeout=...)`` returns ``(rc, stdout, stderr)``. The result is the probe's,
+    plus ``vmid``; a container that cannot run it gives a result with ``error`` saying
+    why."""
+    limit = time_limit(timeout, bandwidth, size_mb, repeats, peer, len(nvidia_gpus(root)),
+                       **latency)
     argv = [pct, "exec", str(vmid), "--", "python3", "-"] + probe_argv(
         library, bandwidth, size_mb, repeats, peer, **latency)
-    rc, out, err = runner.run(argv, check=False, data=source or own_source())
+    result = _run_child(runner, argv, source, limit, library,
+                        "pct exec %s -- python3 -" % vmid, vmid=vmid)
+    result["vmid"] = int(vmid)
+    return result
+
+
+def _run_child(runner, argv, source, limit, library, what, vmid=None):
+    timed_out = False
+    try:
+        rc, out, err = runner.run(argv, check=False, data=source or own_source(),
+                                  timeout=limit)
+    except Exception as exc:        # the runner's CommandTimeout (cuda.py imports no Ansible)
+        if getattr(exc, "seconds", None) is None:
+            raise
+        rc, out, err, timed_out = None, exc.out, exc.err, True
+    return child_result(rc, out, err, library, what, limit, timed_out, vmid)
+
+
+def last_step(err):
+    """The last progress step on a child's stderr, or None."""
+    step = None
+    for line in (err or "").splitlines():
+        if line.startswith(STEP_PREFIX):
+            step = line[len(STEP_PREFIX):].strip()
+    return step
+
+
+# faulthandler's names of the fatal signals it reports ("Fatal Python error: Aborted").
+FAULT_NAMES = {"Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Bus error": "SIGBUS",
+               "Floating point exception": "SIGFPE", "Illegal instruction": "SIGILL"}
+
+
+def crash_signal(rc, err):
+    """The name of the signal that ended the child, from faulthandler's line on stderr or a
+    negative return code; None when it exited."""
+    m = re.search(r"^Fatal Python error: (%s)" % "|".join(FAULT_NAMES), err or "", re.M)
+    if m:
+        return FAULT_NAMES[m.group(1)]
+    if rc is not None and rc < 0:
+        try:
+            return signal.Signals(-rc).name
+        except ValueError:
+            return "signal %d" % -rc
+    return None
+
+
+def _detail(text):
+    lines = [line for line in (text or "").strip().splitlines()
+             if not line.startswith(STEP_PREFIX)]
+    return "\n".join(lines[-DETAIL_LINES:])
+
+
+def child_result(rc, out, err, library, what, limit, timed_out=False, vmid=None):
+    """A probe child's result from its return code and output: its JSON document when it
+    printed one (with ``time_limit``, ``timed_out`` false, ``signal`` null), else a result
+    whose ``error`` says it did not return in ``limit`` s, was killed by a signal, or
+    exited without a result, naming the last step it reported."""
     result = None
     for line in reversed((out or "").strip().splitlines()):
         try:
@@ -647,20 +870,46 @@ def probe_container(runner, pct, vmid, library=DEFAULT_LIBRARY, bandwidth=False,
         if isinstance(result, dict) and "init" in result:
             break
         result = None
-    if result is None:
-        result = {"library": library, "init": None, "driver_version": None, "devices": [],
-                  "cause": None}
-        detail = (err or out or "").strip()
-        detail = "\n".join(detail.splitlines()[-5:])
-        if rc == 127 or re.search(r"python3.*(not found|No such file)|"
-                                  r"(No such file|not found).*python3", detail):
-            result["error"] = ("container %s has no python3, which the CUDA probe needs: "
-                               "install it there (apt-get install python3-minimal) (pct exec "
-                               "exited %s: %s)" % (vmid, rc, detail))
-        else:
-            result["error"] = "pct exec %s -- python3 - exited %s: %s" % (vmid, rc, detail)
-    result["vmid"] = int(vmid)
+    step = last_step(err)
+    sig = None if timed_out else crash_signal(rc, err)
+    if result is not None and not timed_out and sig is None:
+        result.update(time_limit=limit, timed_out=False, signal=None)
+        return result
+    result = {"library": library, "init": None, "driver_version": None, "devices": [],
+              "cause": None, "step": step, "time_limit": limit, "timed_out": timed_out,
+              "signal": sig}
+    at = " (in step: %s)" % step if step else ""
+    detail = _detail(err) or _detail(out)
+    if timed_out:
+        result["error"] = "%s did not return in %d s%s: killed" % (what, limit, at)
+        result["cause"] = hang_cause(step)
+    elif sig:
+        result["error"] = "%s was killed by %s%s" % (what, sig, at)
+        result["cause"] = ("the CUDA driver library crashed the process: check that the "
+                           "user-space driver matches the kernel module (/proc/driver/nvidia/"
+                           "version), and dmesg for NVRM/Xid lines")
+    elif vmid is not None and (rc == 127 or re.search(r"python3.*(not found|No such file)|"
+                                                      r"(No such file|not found).*python3",
+                                                      detail)):
+        result["error"] = ("container %s has no python3, which the CUDA probe needs: "
+                           "install it there (apt-get install python3-minimal) (pct exec "
+                           "exited %s: %s)" % (vmid, rc, detail))
+    else:
+        result["error"] = "%s exited %s%s: %s" % (what, rc, at, detail or "no output")
     return result
+
+
+def hang_cause(step):
+    """What a probe stuck in ``step`` usually means."""
+    if step and "copies" in step:
+        return ("the copies ran slower than %g GB/s, the rate the time limit allows for: "
+                "check this GPU's link (pcie_link_degraded), AER errors (pcie_aer_errors) "
+                "and dmesg for NVRM/Xid lines; a larger timeout only waits longer"
+                % MIN_COPY_GBS)
+    return ("the driver did not answer: a GPU that fell off the bus or is stuck in a reset "
+            "(dmesg: NVRM Xid 79 or 119), a hung nvidia-persistenced or fabric manager, or a "
+            "process stuck in the driver (D state in ps); check dmesg for NVRM/Xid lines and "
+            "whether nvidia-smi answers; a GPU reset or reboot usually clears it")
 
 
 def running_vmids(pct_list):
@@ -684,20 +933,32 @@ def as_result(result):
     return result
 
 
-def audit_pass(runner, pct, containers, size_mb=256, library=DEFAULT_LIBRARY):
-    """The audit's opt-in CUDA pass on a live host: the host probed with pinned copy rates,
-    then each running container of ``containers`` (the audit's ``lxc`` facts) that has a
-    GPU, by ``pct exec`` (``pct`` None: no Proxmox, the host alone). A probe that fails is a
-    result with ``msg``, judged as a finding, never an error of the audit."""
-    results = [as_result(probe(library=library, bandwidth=True, size_mb=size_mb))]
+def audit_pass(runner, pct, containers, size_mb=256, library=DEFAULT_LIBRARY,
+               timeout=DEFAULT_TIMEOUT, root="/"):
+    """The audit's opt-in CUDA pass on a live host: the host probed with pinned copy rates
+    and the launch latency (AUDIT_LATENCY_COUNT round trips each way), then each running
+    container of ``containers`` (the audit's ``lxc`` facts) that has a GPU, by ``pct exec``
+    (``pct`` None: no Proxmox, the host alone); each probe a child
+    bounded by ``timeout`` (``time_limit``). A probe that fails, hangs or crashes is a result
+    with ``msg``, judged as a finding, never an error of the audit. ``root``: where the PCI
+    tree is read (host_audit's, always ``/``: CUDA acts on the running system)."""
+    results = [as_result(probe_host(runner, library=library, bandwidth=True, size_mb=size_mb,
+                                    timeout=timeout, root=root, latency=True,
+                                    latency_count=AUDIT_LATENCY_COUNT))]
     if not pct:
         return results
-    rc, out, unused = runner.run([pct, "list"], check=False)
+    try:
+        rc, out, unused = runner.run([pct, "list"], check=False, timeout=timeout)
+    except Exception as exc:        # the runner's CommandTimeout: no container is probed
+        if getattr(exc, "seconds", None) is None:
+            raise
+        rc, out = None, ""
     running = running_vmids(out) if rc == 0 else set()
     for ct in containers or []:
         vmid = ct.get("vmid")
         if ct.get("gpu") and vmid is not None and int(vmid) in running:
-            results.append(as_result(probe_container(runner, pct, vmid, library=library)))
+            results.append(as_result(probe_container(runner, pct, vmid, library=library,
+                                                     timeout=timeout, root=root)))
     return results
 
 
@@ -721,6 +982,9 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--peer", action="store_true")
     parser.add_argument("--root", default="/")
+    parser.add_argument("--progress", action="store_true",
+                        help="name each step on stderr (%r lines) before taking it"
+                        % STEP_PREFIX.strip())
     parser.add_argument("--latency", action="store_true")
     parser.add_argument("--latency-count", type=int, default=200)
     parser.add_argument("--latency-gap-us", type=int, default=1000)
@@ -730,12 +994,20 @@ def main(argv=None):
         parser.error("--size-mb and --repeats must be at least 1")
     if args.latency_count < 1 or args.latency_gap_us < 0:
         parser.error("--latency-count must be at least 1 and --latency-gap-us at least 0")
+    import faulthandler
+    faulthandler.enable()       # a fatal signal is named on stderr, even through pct exec
     result = probe(library=args.library, bandwidth=args.bandwidth, size_mb=args.size_mb,
-                   repeats=args.repeats, peer=args.peer, root=args.root, latency=args.latency,
+                   repeats=args.repeats, peer=args.peer, root=args.root,
+                   progress=_stderr_step if args.progress else None, latency=args.latency,
                    latency_count=args.latency_count, latency_gap_us=args.latency_gap_us,
                    latency_gpus=[g for g in args.latency_gpus.split(",") if g])
     sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
     return 1 if result["error"] else 0
+
+
+def _stderr_step(step):
+    sys.stderr.write(STEP_PREFIX + step + "\n")
+    sys.stderr.flush()
 
 
 if __name__ == "__main__":

@@ -197,7 +197,7 @@ def write_in_place(path, text):
         handle.write(text)
 
 
-def atomic_write(path, data, mode=None, preserve=True, chmod=True):
+def atomic_write(path, data, mode=None, preserve=True, chmod=True, root=None):
     """Write ``data`` (bytes or text) to ``path`` atomically.
 
     A temporary file is created in the same folder and renamed over ``path``, so a reader
@@ -207,10 +207,16 @@ def atomic_write(path, data, mode=None, preserve=True, chmod=True):
     are put back only when they differ, a refusal ignored (pmxcfs shows root:www-data by
     itself; a plain filesystem would otherwise leave the writer's owner). ``mode`` applies
     to new files (and to existing ones when ``preserve`` is off).
+
+    With ``root`` (other than ``/``), the folder must resolve inside it (``folder_in_root``):
+    a folder that is a link out of the root is refused (PathError naming the link) before
+    the temporary file is made.
     """
     if isinstance(data, str):
         data = data.encode("utf-8")
     folder = os.path.dirname(os.path.abspath(path)) or "."
+    if root is not None:
+        folder_in_root(root, folder, "the folder of %s" % path)
     old = None
     try:
         old = os.stat(path)
@@ -262,10 +268,13 @@ def _restore_owner(path, old):
 
 
 def _create_temp(folder, name, create_mode):
+    """A new temporary file in ``folder``: O_EXCL and O_NOFOLLOW, so a name planted there
+    (a link, a FIFO) is never opened, only skipped."""
     for attempt in range(100):
         tmp = os.path.join(folder, ".%s.%d.%d.tmp" % (name, os.getpid(), attempt))
         try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, create_mode), tmp
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                           create_mode), tmp
         except OSError as exc:
             if exc.errno != errno.EEXIST:
                 raise
@@ -392,6 +401,37 @@ def under_root(root, path, what="path", follow=True):
 LOCK_PATH = "/run/gpuhost-tuning.lock"
 
 
+def folder_in_root(root, folder, what="folder"):
+    """Refuse (PathError) a ``folder`` (a path on this machine, ``root`` or below it) that
+    resolves outside ``root``: the first folder on the way that is a symlink leading out
+    is named with its target. ``root`` ``/`` (the live host) takes any folder. Locks and
+    temporary files are created only where this passes, so a tree whose ``run`` links to
+    this machine's ``/run`` never puts a lock there."""
+    root = root or "/"
+    if root == "/":
+        return folder
+    base = os.path.abspath(root)
+    full = os.path.abspath(folder)
+    if full != base and not full.startswith(base.rstrip("/") + "/"):
+        raise PathError("%s: %s is not under root %s: refused (locks and temporary files "
+                        "are created inside the root only)" % (what, folder, root))
+    step = base
+    for name in os.path.relpath(full, base).split("/"):
+        if name in ("", "."):
+            continue
+        step = os.path.join(step, name)
+        if os.path.islink(step) and not inside_root(root, step):
+            raise PathError(
+                "%s: %s is a symbolic link to %s, out of root %s: refused (locks and "
+                "temporary files are created inside the root only; make %s a folder of the "
+                "tree or a link inside it)" % (what, step, os.readlink(step), root, step))
+    if not inside_root(root, full):
+        raise PathError("%s: %s resolves to %s, outside root %s: refused (locks and "
+                        "temporary files are created inside the root only)"
+                        % (what, folder, os.path.realpath(full), root))
+    return folder
+
+
 class LockError(Exception):
     """Another run holds the root's lock; the message names the holder."""
 
@@ -415,12 +455,39 @@ class RootLock(object):
         import fcntl
         import socket
         import time
+        import stat as stat_mod
         folder = os.path.dirname(self.path)
+        folder_in_root(self.root, folder, "lock %s" % self.path)
         if not os.path.isdir(folder):
             os.makedirs(folder, 0o755)
             self.made_dir = True
         for _attempt in range(20):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            # no link followed, no FIFO or device opened: the lock is a plain file of the tree
+            try:
+                kind = os.lstat(self.path).st_mode
+            except OSError:
+                kind = None
+            if kind is not None and not stat_mod.S_ISREG(kind):
+                self._undo_dir()
+                raise LockError("%s is %s, not a regular file: refused (the lock is a plain "
+                                "file; remove what is there)" % (
+                                    self.path, "a symbolic link to %s" % os.readlink(self.path)
+                                    if stat_mod.S_ISLNK(kind) else "a special file"))
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                             0o644)
+            except OSError as exc:
+                self._undo_dir()
+                if exc.errno == errno.ELOOP:
+                    raise LockError("%s is a symbolic link to %s: refused (the lock is a plain "
+                                    "file; remove the link)" % (self.path,
+                                                                os.readlink(self.path)))
+                raise
+            if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                self._undo_dir()
+                raise LockError("%s is not a regular file: refused (the lock is a plain file; "
+                                "remove what is there)" % self.path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except (IOError, OSError):

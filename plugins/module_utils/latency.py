@@ -46,12 +46,13 @@ def check_options(params):
     return None
 
 
-def measure(params):
-    """One probe run with the latency measurement, as the part's options say (never
-    raises)."""
-    return cuda.probe(library=params["cuda_library"] or cuda.DEFAULT_LIBRARY, latency=True,
-                      latency_count=params["latency_count"],
-                      latency_gap_us=params["latency_gap_us"], root=params["root"])
+def measure(params, runner):
+    """One probe run with the latency measurement, as the part's options say, in a child
+    process bounded by the probe's default limit plus every round trip at its sleep and
+    ``cuda.MAX_LAUNCH_US`` (``cuda.time_limit``); never raises."""
+    return cuda.probe_host(runner, library=params["cuda_library"] or cuda.DEFAULT_LIBRARY,
+                           latency=True, latency_count=params["latency_count"],
+                           latency_gap_us=params["latency_gap_us"], root=params["root"])
 
 
 def cell(stats):
@@ -148,7 +149,7 @@ class LatencyBefore(object):
                     "rows": [("latency", None, None, "failed", problem)]}
         if not bandwidth.is_live(ctx.root) or ctx.check_mode:
             return {}
-        ctx.latency_before = measure(ctx.params)
+        ctx.latency_before = measure(ctx.params, ctx.runner)
         return {"detail": {"latency_before": ctx.latency_before}}
 
     def not_run(self, ctx, status):
@@ -179,7 +180,7 @@ class LatencyAfter(object):
             return {}
         if bandwidth.library_missing(before):
             return {"rows": [("latency", None, None, "skipped", before["error"])]}
-        after = measure(ctx.params)
+        after = measure(ctx.params, ctx.runner)
         out = {"detail": {"latency_after": after}, "failures": [], "rows": []}
         for when, result, step in (("before", before, "latency_before"),
                                    ("after", after, "latency_after")):

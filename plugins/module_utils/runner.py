@@ -9,8 +9,16 @@ __metaclass__ = type
 
 import os
 import subprocess
+import time
 
 C_LOCALE = {"LC_ALL": "C", "LANG": "C", "LANGUAGE": "C"}
+# A command given ``timeout=`` runs under coreutils ``timeout --kill-after=KILL_AFTER_S N``:
+# at N s its whole process group gets SIGTERM (what it started too, ``pct exec``'s
+# lxc-attach included), KILL_AFTER_S s later SIGKILL.
+KILL_AFTER_S = 5
+# What ``timeout`` exits with when it stopped the command: 124 after SIGTERM, 137 or killed
+# by SIGKILL itself (it is in the process group it kills) when SIGKILL was needed.
+TIMED_OUT_RCS = (124, 137, -9)
 
 
 class CommandError(Exception):
@@ -28,6 +36,27 @@ class CommandError(Exception):
         if hint:
             msg += " (%s)" % hint
         super(CommandError, self).__init__(msg)
+
+
+class CommandTimeout(CommandError):
+    """A command given ``timeout`` did not return in time and was killed (its whole process
+    group). ``out`` and ``err`` hold what it wrote before; ``seconds`` is the limit."""
+
+    def __init__(self, args, seconds, out, err, hint=None):
+        CommandError.__init__(self, args, None, out, err)
+        self.seconds = seconds
+        msg = "%s did not return in %s s (killed)" % (" ".join(self.cmd), _secs(seconds))
+        if hint:
+            msg += " (%s)" % hint
+        self.args = (msg,)
+
+    def __str__(self):
+        return self.args[0]
+
+
+def _secs(seconds):
+    """``30`` for 30.0, ``2.5`` for 2.5."""
+    return ("%d" % seconds) if float(seconds).is_integer() else ("%g" % seconds)
 
 
 class Runner:
@@ -55,22 +84,58 @@ class Runner:
                 return candidate
         return None
 
-    def run(self, args, check=True, ok_rcs=(0,), hint=None, data=None):
+    def run(self, args, check=True, ok_rcs=(0,), hint=None, data=None, timeout=None):
         """Run ``args`` (a list). Return ``(rc, stdout, stderr)``.
 
-        With ``check`` a return code outside ``ok_rcs`` raises CommandError.
+        With ``check`` a return code outside ``ok_rcs`` raises CommandError. With
+        ``timeout`` (seconds, > 0) the command is killed, with everything it started in its
+        process group, when it has not returned by then, and CommandTimeout is raised
+        whatever ``check`` says (``calls`` records the command as given).
         """
         args = [str(a) for a in args]
         self.calls.append(args)
+        argv = args
+        if timeout is not None:
+            argv = self._bounded(args, timeout)
+        started = time.monotonic()
         if self.module is not None:
-            rc, out, err = self.module.run_command(args, environ_update=self.environ, data=data,
+            rc, out, err = self.module.run_command(argv, environ_update=self.environ, data=data,
                                                    binary_data=data is not None)
         else:
             env = dict(os.environ)
             env.update(self.environ)
-            proc = subprocess.run(args, input=data, capture_output=True, text=True, env=env,
-                                  check=False)
-            rc, out, err = proc.returncode, proc.stdout, proc.stderr
+            # A backstop only: ``timeout`` itself has stopped the command by then.
+            backstop = timeout + KILL_AFTER_S + 30 if timeout is not None else None
+            try:
+                proc = subprocess.run(argv, input=data, capture_output=True, text=True,
+                                      env=env, check=False, timeout=backstop)
+                rc, out, err = proc.returncode, proc.stdout, proc.stderr
+            except subprocess.TimeoutExpired as exc:
+                raise CommandTimeout(args, timeout, _text(exc.stdout), _text(exc.stderr),
+                                     hint=hint)
+        if timeout is not None and rc in TIMED_OUT_RCS and \
+                time.monotonic() - started >= timeout * 0.99:
+            raise CommandTimeout(args, timeout, out, err, hint=hint)
         if check and rc not in ok_rcs:
             raise CommandError(args, rc, out, err, hint=hint)
         return rc, out, err
+
+    def _bounded(self, args, timeout):
+        """``args`` under coreutils ``timeout`` (which the command's rc passes through)."""
+        try:
+            seconds = float(timeout)
+        except (TypeError, ValueError):
+            seconds = -1.0
+        if not seconds > 0:
+            raise ValueError("timeout must be a number of seconds above 0, got %r" % (timeout,))
+        wrapper = self.which("timeout")
+        if not wrapper:
+            raise CommandError(args, None, "", "", hint="coreutils' timeout is not on the PATH, "
+                               "which bounds this command in time: install coreutils")
+        return [wrapper, "--kill-after=%d" % KILL_AFTER_S, _secs(seconds)] + args
+
+
+def _text(data):
+    if isinstance(data, bytes):
+        return data.decode("utf-8", "replace")
+    return data or ""

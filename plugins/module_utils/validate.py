@@ -348,8 +348,16 @@ def _host_tune(p):
 
 def _host_audit(p):
     _common(p, skip=("cuda",))   # probe results carry the driver's own messages
+    if p.get("capture") and ((p.get("root") or "/") != "/" or p.get("cuda_probe")):
+        _fail("capture", p["capture"], "a capture tarball audited instead of root, so root "
+              "stays / and cuda_probe off (got root %s%s)" % (
+                  p.get("root"), ", cuda_probe true" if p.get("cuda_probe") else ""))
+    if p.get("capture") and not p["capture"].startswith("/"):
+        _fail("capture", p["capture"], "an absolute path of the tarball (e.g. $PWD/%s)"
+              % p["capture"])
     int_range("bandwidth_min_pct", p.get("bandwidth_min_pct"), 1, 100)
     int_range("cuda_size_mb", p.get("cuda_size_mb"), 1, 65536)
+    int_range("cuda_timeout", p.get("cuda_timeout"), 1, 3600)
     if not isinstance(p.get("cuda") or [], list) or \
             not all(isinstance(item, dict) for item in p.get("cuda") or []):
         _fail("cuda", p.get("cuda"), "a list of cuda_probe results")
@@ -449,6 +457,7 @@ def bandwidth_options(p):
     """host_tune's bandwidth part: the copy size and count the probe can use, a library."""
     int_range("bandwidth_size_mb", p.get("bandwidth_size_mb"), 1, 65536)
     int_range("bandwidth_repeats", p.get("bandwidth_repeats"), 1, 1000)
+    int_range("bandwidth_timeout", p.get("bandwidth_timeout"), 1, 3600)
     if "cuda_library" in p and not p["cuda_library"]:
         _fail("cuda_library", p["cuda_library"], "a library name like libcuda.so.1 or a path")
 
@@ -459,6 +468,7 @@ def _cuda_probe(p):
         int_range("vmid", p["vmid"], *VMID_RANGE)
     int_range("size_mb", p.get("size_mb"), 1, 65536)
     int_range("repeats", p.get("repeats"), 1, 1000)
+    int_range("timeout", p.get("timeout"), 1, 3600)
     if not p.get("library"):
         _fail("library", p.get("library"), "a library name like libcuda.so.1 or a path")
     latency_options(p)
@@ -493,6 +503,7 @@ def _container_verify(p):
                                             "(letters, digits, _ . + -)")
     for major in p.get("previous_majors") or []:
         int_range("previous_majors", major, 0, MAX_MAJOR)
+    int_range("cuda_timeout", p.get("cuda_timeout"), 1, 3600)
 
 
 def _reboot_report(p):
@@ -595,25 +606,33 @@ def check(name, params):
 
 
 # Modules that change the host take the root's lock (not in check mode), per state that
-# changes something.
+# changes something. tests/hostile/test_locks_everywhere.py runs every module of the
+# collection and fails when one with a changing side is not refused under another run's
+# lock (a new module must be listed there as changing or read-only).
 LOCKING = {
     "host_tune": None, "sysctl_settings": None, "cpuidle_state": None, "boot_service": None,
     "kernel_cmdline": None, "lxc_cgroup_devices": None, "container_verify": None,
-    "dkms_build": None,
+    "dkms_build": None, "audit_timer": None,
     "setpci_maxreadreq": ("present",), "tuning_snapshot": ("present", "restore"),
 }
 
 
 def check_module(module, name):
     """``check`` for an AnsibleModule: a bad value fails the task before anything runs.
-    A module that changes the host then takes the root's lock (``hostfs.RootLock``) until
-    it exits; a lock held by another run fails the task naming the holder, and so does a
-    run lock (``runlock``) whose token is not the one this task was given."""
+    A module that changes the host then takes the root's lock (``hold_locks``)."""
     try:
         check(name, module.params)
     except ValidationError as exc:
         module.fail_json(msg="%s: %s (nothing was read or written)" % (name, exc),
                          changed=False)
+    return hold_locks(module, name)
+
+
+def hold_locks(module, name):
+    """For a module of LOCKING (outside check mode): take the root's lock
+    (``hostfs.RootLock``) until the module exits; a lock held by another run fails the task
+    naming the holder, and so does a run lock (``runlock``) whose token is not the one this
+    task was given, or a lock folder that leads out of the root."""
     if name not in LOCKING or module.check_mode:
         return None
     states = LOCKING[name]
@@ -624,9 +643,10 @@ def check_module(module, name):
 
     lock = RootLock(module.params.get("root") or "/", name)
     try:
+        check_root(module.params.get("root") or "/")
         lock.acquire()
         foreign = runlock.refuse_foreign(module.params.get("root") or "/")
-    except (LockError, OSError) as exc:
+    except (LockError, OSError, PathError) as exc:
         lock.release()
         module.fail_json(msg="%s: %s (nothing was changed)" % (name, exc), changed=False)
     if foreign:

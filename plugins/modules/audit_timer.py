@@ -124,6 +124,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # 
     CommandError,
     Runner,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    hold_locks,
+)
 
 
 def main():
@@ -132,6 +135,8 @@ def main():
         required_if=[("state", "present", ("host", "textfile"))],
         supports_check_mode=True,
     )
+    # it changes the host: refused while another run holds the root's or the run lock
+    hold_locks(module, "audit_timer")
     try:
         result = audittimer.timer_run(module.params, module.check_mode, Runner(module))
     except (audittimer.ConfigError, ValueError, OSError, CommandError) as exc:

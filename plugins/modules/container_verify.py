@@ -97,6 +97,15 @@ options:
     description: What O(cuda_check) must print (stripped).
     type: str
     default: "True"
+  cuda_timeout:
+    description:
+      - Seconds each check inside the container (O(gpu_check), the CUDA probe, O(cuda_check))
+        may take (1 to 3600). One that has not returned by then is killed with its process
+        group (C(pct exec) and what it started) and is a problem naming it and the limit
+        (the CUDA probe's also the step it was in); a hanging O(gpu_check) skips the checks
+        after it, which would hang on the same driver.
+    type: int
+    default: 30
   root:
     description: Root under which host paths are read and written.
     type: path
@@ -177,7 +186,9 @@ container:
     cuda:
       description: What the CUDA probe found (null when it did not run) - C(code), C(name)
         and C(text) of C(cuInit), C(devices) (GPUs CUDA sees), C(error) and C(cause) (null
-        when CUDA works).
+        when CUDA works), C(timed_out) (it did not return in O(cuda_timeout) and was
+        killed), C(signal) (the signal that killed it, else null) and C(step) (the last
+        step it reached, C(done) when it finished).
       type: dict
       sample: {code: 999, name: CUDA_ERROR_UNKNOWN, text: unknown error, devices: 0}
     cuda_check:
@@ -227,6 +238,7 @@ def main():
             cuda_probe=dict(type="bool", default=True),
             cuda_check=dict(type="list", elements="str", default=[]),
             cuda_expect=dict(type="str", default="True"),
+            cuda_timeout=dict(type="int", default=30),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,

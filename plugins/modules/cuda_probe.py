@@ -40,9 +40,15 @@ description:
   - With O(vmid), the same probe runs inside that Proxmox container through
     C(pct exec <vmid> -- python3 -) with its source on stdin; the container needs
     C(python3) (standard library only) and the NVIDIA user-space driver.
+  - The probe always runs in a child process (C(python3 -) with its source on stdin), never
+    in the module's own, bounded by O(timeout) - a driver whose C(cuInit) never returns is
+    killed with its process group at the limit, and a crash takes only the child.
   - Fails, with the result still returned, when the library cannot be loaded, when
-    C(cuInit) fails or when a device step fails; the message names the code, its name and
-    the usual cause.
+    C(cuInit) fails or when a device step fails (the message names the code, its name and
+    the usual cause); when C(cuInit) succeeds with 0 devices while the PCI tree under
+    O(root) lists NVIDIA GPUs (naming their addresses); when the probe did not return in
+    its limit (C(did not return in N s), with the step it was in); and when it was killed
+    by a signal (its name and the step).
 options:
   library:
     description: The CUDA driver library, a name the dynamic loader finds or a path.
@@ -86,15 +92,26 @@ options:
     type: list
     elements: str
     default: []
+  timeout:
+    description:
+      - Seconds the probe may take to load the library, initialise CUDA and list the
+        devices (1 to 3600). With O(bandwidth) or O(peer) the time every asked copy takes at
+        1 GB/s is added (for as many GPUs as the PCI tree under O(root) lists, 8 when it
+        lists none), so a healthy GPU never hits the limit and a copy slower than that is
+        reported, not waited for.
+      - At the limit the probe is killed (SIGTERM, SIGKILL 5 s later, to its whole process
+        group, a C(pct exec) included) and the module fails with RV(timed_out) true.
+    type: int
+    default: 30
   vmid:
     description: Run the probe inside this Proxmox container (C(pct exec)) instead of on
       the host. The container's own C(/sys) gives the links there.
     type: int
   root:
     description: Host root under which each GPU's link (C(/sys/bus/pci/devices/<bdf>/
-      current_link_speed), C(current_link_width)) and, for a failure's cause, C(/proc/devices)
-      and C(/dev/nvidia-uvm) are read. The CUDA calls themselves always act on the running
-      system.
+      current_link_speed), C(current_link_width)), the NVIDIA GPUs the PCI tree lists and,
+      for a failure's cause, C(/proc/devices) and C(/dev/nvidia-uvm) are read. The CUDA calls
+      themselves always act on the running system.
     type: path
     default: /
 notes:
@@ -263,9 +280,32 @@ cause:
   sample: "/dev/nvidia-uvm is char 1:3, but nvidia-uvm's major is 238 (/proc/devices) ..."
 seconds:
   description: Wall time of the probe itself.
-  returned: when the probe ran
+  returned: when the probe returned a result
   type: float
   sample: 0.43
+step:
+  description: The last step the probe reached - C(done) when it finished; else where it
+    stopped, for example C(cuInit), or a GPU's C(cuCtxCreate) or host-to-device copies
+    (named with the GPU's index and PCI address).
+  returned: always
+  type: str
+  sample: done
+time_limit:
+  description: The seconds the probe was given (O(timeout) plus the copies' share).
+  returned: always
+  type: int
+  sample: 30
+timed_out:
+  description: The probe did not return in RV(time_limit) and was killed.
+  returned: always
+  type: bool
+  sample: false
+signal:
+  description: The signal that killed the probe (a crash in the driver library), for
+    example C(SIGSEGV); null when it exited.
+  returned: always
+  type: str
+  sample: SIGSEGV
 vmid:
   description: The container probed.
   returned: when O(vmid) is set
@@ -290,6 +330,7 @@ def main():
             latency_count=dict(type="int", default=200),
             latency_gap_us=dict(type="int", default=1000),
             latency_gpus=dict(type="list", elements="str", default=[]),
+            timeout=dict(type="int", default=cuda.DEFAULT_TIMEOUT),
             vmid=dict(type="int"),
             root=dict(type="path", default="/"),
         ),
@@ -298,16 +339,17 @@ def main():
     check_module(module, "cuda_probe")
     p = module.params
     options = dict(library=p["library"], bandwidth=p["bandwidth"], size_mb=p["size_mb"],
-                   repeats=p["repeats"], peer=p["peer"], latency=p["latency"],
-                   latency_count=p["latency_count"], latency_gap_us=p["latency_gap_us"],
-                   latency_gpus=p["latency_gpus"])
+                   repeats=p["repeats"], peer=p["peer"], timeout=p["timeout"], root=p["root"],
+                   latency=p["latency"], latency_count=p["latency_count"],
+                   latency_gap_us=p["latency_gap_us"], latency_gpus=p["latency_gpus"])
+    runner = Runner(module)
     if p["vmid"] is not None:
         pct = module.get_bin_path("pct")
         if not pct:
             module.fail_json(msg="pct not found on the PATH: vmid needs a Proxmox VE host")
-        result = cuda.probe_container(Runner(module), pct, p["vmid"], **options)
+        result = cuda.probe_container(runner, pct, p["vmid"], **options)
     else:
-        result = cuda.probe(root=p["root"], **options)
+        result = cuda.probe_host(runner, **options)
     result = cuda.as_result(result)
     if "msg" in result:
         module.fail_json(**result)

@@ -118,6 +118,15 @@ options:
     description: Size of each timed copy of the O(cuda_probe) pass, in MiB.
     type: int
     default: 256
+  cuda_timeout:
+    description:
+      - Seconds each probe of the O(cuda_probe) pass may take to initialise CUDA and list
+        the devices (1 to 3600); the host's copies get the time they take at 1 GB/s on top.
+        Each probe runs in a child process, killed at its limit (process group, C(pct exec)
+        included); a probe that did not return, or that a signal killed, is
+        C(cuda_init_failed) naming that and the step it was in, and the audit goes on.
+    type: int
+    default: 30
   bandwidth_min_pct:
     description: A GPU whose measured pinned copy rate is below this percentage of its
       link's ceiling, either way, is C(pcie_bandwidth_low).
@@ -129,6 +138,18 @@ options:
         checked (what a capture must hold).
     type: bool
     default: false
+  capture:
+    description:
+      - Audit this capture tarball (playbook C(gpuhost.tuning.capture), a file on the machine
+        the task runs on) instead of O(root), which then stays C(/). It is unpacked into a
+        private temporary folder, audited there and removed again.
+      - Only folders, plain files and symlinks inside the tree are unpacked. A tarball with a
+        device node, a FIFO, a hard link, an absolute name, a name with C(..), a member
+        inside a link or a link that leads out of the tree is refused naming each such
+        member, and nothing is written. An absolute link target is taken from the tree's
+        root, as on the host.
+      - Not with O(cuda_probe).
+    type: path
 notes:
   - Check mode is the same read-only run; C(changed) is always false.
   - Run as root (C(become)) on a live host; without root, PCI config space is only 64 bytes
@@ -149,6 +170,11 @@ EXAMPLES = r"""
   gpuhost.tuning.host_audit:
     root: /srv/captures/gpu07
     mrrs_size: 4096
+  delegate_to: localhost
+
+- name: Audit a capture tarball as it is (unpacked safely, then removed)
+  gpuhost.tuning.host_audit:
+    capture: gpuhost-reports/gpu07-capture.tar.gz
   delegate_to: localhost
 
 - name: Show the worst finding
@@ -421,7 +447,7 @@ audit:
       type: float
       returned: always
     root:
-      description: The O(root) audited.
+      description: The O(root) audited, or the O(capture) tarball.
       type: str
       returned: always
 worst:
@@ -470,7 +496,9 @@ def argument_spec():
     spec["cuda"] = dict(type="list", elements="dict")
     spec["cuda_probe"] = dict(type="bool", default=False)
     spec["cuda_size_mb"] = dict(type="int", default=256)
+    spec["cuda_timeout"] = dict(type="int", default=30)
     spec["record_files"] = dict(type="bool", default=False)
+    spec["capture"] = dict(type="path")
     return spec
 
 
@@ -485,6 +513,27 @@ def main():
     if params["cuda_probe"] and (params["root"] != "/" or params["cuda"] is not None):
         module.fail_json(msg="host_audit: cuda_probe runs CUDA on the live host: it needs root "
                              "/ and no cuda results given (got root %s)" % params["root"])
+    scratch = None
+    if params["capture"]:
+        # imported only for a capture: one module less to compile on every live audit
+        from ansible_collections.gpuhost.tuning.plugins.module_utils import unpack
+
+        try:
+            scratch, _count = unpack.unpack(params["capture"])
+        except unpack.UnpackError as exc:
+            module.fail_json(msg="host_audit: %s" % exc)
+        params["root"] = scratch
+    try:
+        out = _audit(module, params, wanted)
+    finally:
+        if scratch is not None:
+            unpack.remove_scratch(scratch)
+    if scratch is not None:
+        out["audit"]["root"] = params["capture"]
+    module.exit_json(**out)
+
+
+def _audit(module, params, wanted):
     recorder = None
     if params["record_files"]:
         # imported only for host_capture's list: one module less to compile on every audit
@@ -500,7 +549,7 @@ def main():
 
         def probe(facts):
             return cuda.audit_pass(runner, module.get_bin_path("pct"), facts.get("lxc"),
-                                   params["cuda_size_mb"])
+                                   params["cuda_size_mb"], timeout=params["cuda_timeout"])
     result = audit_mod.audit(params["root"], wanted, recorder=recorder, outputs=outputs,
                              cuda=params["cuda"], cuda_probe=probe)
     counts, worst = text.summary(result["findings"])
@@ -509,7 +558,7 @@ def main():
                headline=text.headline(result["findings"]))
     if recorder is not None:
         out["files_read"] = recorder.paths
-    module.exit_json(**out)
+    return out
 
 
 if __name__ == "__main__":

@@ -134,8 +134,8 @@ def collect(module):
         "collected_at": result["collected_at"],
         "recorded": recorded,
         "skipped": builder.skipped,
-        "how": "gpuhost.tuning.capture; unpack and run gpuhost.tuning.audit "
-               "-e gpuhost_root=<folder>",
+        "how": "gpuhost.tuning.capture; audit it with gpuhost.tuning.audit "
+               "-e gpuhost_audit_capture=<this tarball> (not tar -x)",
     }, indent=1, sort_keys=True)
     buf = io.BytesIO()
     builder.write(buf, manifest)

@@ -180,6 +180,13 @@ options:
       residency of every idle state an EPYC offers, so a core that may enter them does.
     type: int
     default: 1000
+  bandwidth_timeout:
+    description: Seconds each measurement of the C(bandwidth) part may take to initialise
+      CUDA and list the GPUs (1 to 3600); the copies get the time they take at 1 GB/s on
+      top. The measurement runs in a child process, killed at its limit; one that did not
+      return (or that a signal killed) fails the part naming the limit and the step.
+    type: int
+    default: 30
   cuda_library:
     description: The CUDA driver library the C(bandwidth) and C(latency) parts load (a name
       on the library path or a file path).

@@ -29,6 +29,12 @@ description:
     hand.
   - A reboot empties C(/run) and so drops the lock; O(state=acquired) with the O(token) of
     the run takes it again.
+  - Without O(token), a task that runs with C(GPUHOST_TUNING_RUN_LOCK) set (a role
+    included by a role that holds the lock, such as C(boot_config) inside
+    C(reboot_verify)) joins that run's lock instead of waiting on it, RV(inherited) true;
+    such a task must not release it (its owner does).
+  - The lock's folder C(<root>/run) must resolve inside O(root); a link out of the root is
+    refused naming it. Each recorded text field is cut to 256 characters.
   - In check mode nothing is written; a lock held by another run still fails the task.
 options:
   state:
@@ -114,6 +120,13 @@ held:
   returned: success
   type: bool
   sample: true
+inherited:
+  description:
+    - True when the token came from C(GPUHOST_TUNING_RUN_LOCK) (the task belongs to a run
+      that holds the lock); leave the release to that run.
+  returned: state is acquired
+  type: bool
+  sample: false
 path:
   description: The lock file.
   returned: success
@@ -138,7 +151,7 @@ holder:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import runlock
-from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import LockError
+from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import LockError, PathError
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module
 
 
@@ -168,7 +181,7 @@ def main():
             result = runlock.acquire(params["root"], params, params["token"], module.check_mode)
         else:
             result = runlock.release(params["root"], params["token"], module.check_mode)
-    except (LockError, OSError) as exc:
+    except (LockError, OSError, PathError) as exc:
         module.fail_json(msg="run_lock: %s (nothing was changed)" % exc, changed=False)
     module.exit_json(**result)
 

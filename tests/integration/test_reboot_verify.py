@@ -215,15 +215,16 @@ def test_check_mode_leaves_the_tree_byte_identical(tmp_path, snapshot_tree):
     assert report["boot_config"]["cmdline_changed"] is True  # what it would do
 
 
-def _ct129_running(root, config_text=None):
-    """129 ran before the reboot, its containers see the stand-in libcuda.so.1."""
+def _ct129_running(root, config_text=None, **cuda):
+    """129 ran before the reboot, its containers see the stand-in libcuda.so.1 (behaving as
+    ``cuda`` says: fakecuda settings)."""
     if config_text is not None:
         lxc.write_config(root, 129, config_text)
     state = os.path.join(root, "var/lib/gpuhost-doubles")
     os.makedirs(state, exist_ok=True)
     with open(os.path.join(state, "pct.json"), "w") as handle:
         json.dump({"containers": {"129": {"status": "running"}},
-                   "cuda_env": fakecuda.pct_cuda_env()}, handle)
+                   "cuda_env": fakecuda.pct_cuda_env(**cuda)}, handle)
 
 
 UPGRADE = {"gpuhost_reboot_verify_kernel_upgrade": True, "gpuhost_kernel_version": NEW,
@@ -269,3 +270,22 @@ def test_container_whose_cuda_fails_fails_the_host_naming_container_code_and_cau
     proc, _calls, report = play(tmp_path, root, dict(UPGRADE, gpuhost_reboot_verify_cuda=False))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert [c for c in report["containers"] if c["vmid"] == 129][0]["cuda"] is None
+
+
+def test_container_whose_cuinit_never_returns_fails_the_host_within_the_limit(tmp_path):
+    """A driver whose cuInit hangs inside 129 (a GPU fallen off the bus): the probe is
+    killed at gpuhost_reboot_verify_cuda_timeout and the host fails naming the container,
+    the limit and the step, with its report written; before issue 22 the play hung."""
+    root = ready(tmp_path)
+    _ct129_running(root, hang="cuInit")
+    proc, _calls, report = play(tmp_path, root, dict(
+        UPGRADE, gpuhost_reboot_verify_cuda_timeout=2))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-4000:]
+    assert report["result"] == "failed"
+    assert report["failure"].startswith(
+        "Gate: every GPU container is right: containers failed: 129: CUDA: pct exec 129 -- "
+        "python3 - did not return in 2 s (in step: cuInit): killed; cause: the driver did not "
+        "answer")
+    ct129 = [c for c in report["containers"] if c["vmid"] == 129][0]
+    assert ct129["cuda"]["timed_out"] is True and ct129["cuda"]["step"] == "cuInit"

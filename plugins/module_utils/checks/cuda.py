@@ -36,17 +36,25 @@ def _where(result):
 
 @check("cuda_init_failed", gpu_driver.COLUMN, severity="critical", order=56)
 def cuda_init_failed(facts, wanted):
-    """Critical: CUDA does not initialise on the host or in a running GPU container."""
+    """Critical: CUDA does not initialise on the host or in a running GPU container (the
+    probe failed, did not return in its time limit, or was killed by a signal)."""
     for res in facts.get("cuda") or []:
         # The module's failure message: present exactly when the probe failed (the role
         # registers the results with failed_when false).
         if not res.get("msg"):
             continue
         init = res.get("init") or {}
-        if init.get("code"):
+        step = " (in step: %s)" % res["step"] if res.get("step") else ""
+        if res.get("timed_out"):
+            current = "no answer in %s s%s: killed" % (res.get("time_limit"), step)
+        elif res.get("signal"):
+            current = "killed by %s%s" % (res["signal"], step)
+        elif init.get("code"):
             current = "cuInit %s %s" % (init["code"], init.get("name"))
         else:
             current = (res.get("msg") or "CUDA probe failed").split(": ", 1)[-1]
+            if res.get("cause"):
+                current = current.split("; cause: ")[0]     # the cause is the remedy
         remedy = res.get("cause") or "see the probe's message"
         if res.get("vmid") is not None:
             remedy += ("; ansible-playbook %s%s repairs the containers' device rules and "

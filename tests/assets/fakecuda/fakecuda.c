@@ -15,6 +15,13 @@
  *                               per GPU, comma-separated (the last value repeats)
  *   FAKECUDA_PEER=all | 0-1,1-0 pairs with peer access; FAKECUDA_PEER_GBS their rate
  *   FAKECUDA_FAIL=cuMemcpyDtoH_v2:700,...   make an entry point return a code
+ *   FAKECUDA_HANG=cuInit,...    the entry point never returns (sleeps until a signal kills
+ *                               the process), as a driver with a GPU fallen off the bus does
+ *   FAKECUDA_CRASH=cuInit:segv  the entry point crashes the process: segv (a write through
+ *                               a null pointer, SIGSEGV) or abort (abort(), SIGABRT)
+ *   FAKECUDA_COUNT=0            cuDeviceGetCount's answer while cuInit succeeds (default:
+ *                               the listed GPUs), as a driver that sees none of them
+ *   FAKECUDA_H2D_GBS=0.000001   (or D2H, PEER) absurdly slow copies: 256 MiB take 3 days
  *   FAKECUDA_CORRUPT=1          device-to-host copies return altered data
  *   FAKECUDA_LAUNCH_US=20       per GPU: how long a launched kernel runs until a synchronise
  *                               returns (default 8 us, about an empty kernel's round trip)
@@ -34,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -102,10 +110,41 @@ static int gpu_count(void)
     return n > MAX_GPUS ? MAX_GPUS : n;
 }
 
+/* The entry in a comma-separated list of ``name`` or ``name:value`` items naming this entry
+ * point, else NULL. */
+static const char *listed(const char *var, const char *name)
+{
+    const char *v = getenv(var);
+    size_t len = strlen(name);
+    while (v && *v) {
+        if (strncmp(v, name, len) == 0 && (v[len] == ':' || v[len] == ',' || v[len] == 0))
+            return v + len;
+        v = strchr(v, ',');
+        if (v)
+            v++;
+    }
+    return NULL;
+}
+
+/* FAKECUDA_HANG and FAKECUDA_CRASH for this entry point. */
+static void misbehave(const char *name)
+{
+    const char *crash = listed("FAKECUDA_CRASH", name);
+    if (crash && *crash == ':') {
+        if (strncmp(crash + 1, "abort", 5) == 0)
+            abort();
+        *(volatile int *)(uintptr_t)0 = 1;      /* SIGSEGV */
+    }
+    if (listed("FAKECUDA_HANG", name))
+        for (;;)
+            pause();
+}
+
 /* A configured failure for this entry point, else 0. */
 static CUresult failure(const char *name)
 {
     note(name);
+    misbehave(name);
     const char *v = getenv("FAKECUDA_FAIL");
     size_t len = strlen(name);
     while (v && *v) {
@@ -209,7 +248,7 @@ CUresult cuDeviceGetCount(int *count)
     CUresult f = failure("cuDeviceGetCount");
     if (f)
         return f;
-    *count = gpu_count();
+    *count = (int)number("FAKECUDA_COUNT", 0, gpu_count());
     return 0;
 }
 

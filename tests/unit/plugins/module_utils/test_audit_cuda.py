@@ -132,13 +132,14 @@ class Recorder:
 
 def test_pass_probes_the_host_then_only_running_gpu_containers(monkeypatch):
     probed = []
-    monkeypatch.setattr(cuda, "probe", lambda **kw: probed.append(kw) or
+    monkeypatch.setattr(cuda, "probe_host", lambda runner, **kw: probed.append(kw) or
                         {"init": {"code": 0}, "devices": [], "error": None})
     runner = Recorder()
     cts = [{"vmid": 129, "gpu": True}, {"vmid": 130, "gpu": False},
            {"vmid": 131, "gpu": True}]
-    results = cuda.audit_pass(runner, "/usr/sbin/pct", cts, size_mb=64)
-    assert probed == [{"library": cuda.DEFAULT_LIBRARY, "bandwidth": True, "size_mb": 64}]
+    results = cuda.audit_pass(runner, "/usr/sbin/pct", cts, size_mb=64, timeout=7)
+    assert probed == [{"library": cuda.DEFAULT_LIBRARY, "bandwidth": True, "size_mb": 64,
+                       "timeout": 7, "root": "/"}]
     assert [c[:3] for c in runner.calls] == [
         ["/usr/sbin/pct", "list"], ["/usr/sbin/pct", "exec", "129"]]
     assert [r.get("vmid") for r in results] == [None, 129]
@@ -147,8 +148,8 @@ def test_pass_probes_the_host_then_only_running_gpu_containers(monkeypatch):
 
 
 def test_pass_without_pct_or_with_pct_list_failing_probes_the_host_alone(monkeypatch):
-    monkeypatch.setattr(cuda, "probe", lambda **kw: {"init": None, "devices": [],
-                                                     "error": "cannot load"})
+    monkeypatch.setattr(cuda, "probe_host", lambda runner, **kw: {
+        "init": None, "devices": [], "error": "cannot load"})
     cts = [{"vmid": 129, "gpu": True}]
     alone = cuda.audit_pass(Recorder(), None, cts)
     assert len(alone) == 1 and alone[0]["msg"] == "CUDA check failed on host: cannot load"

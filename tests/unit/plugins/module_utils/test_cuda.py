@@ -215,9 +215,10 @@ def test_link_ceiling_per_direction(gts, width, want):
 
 def test_container_without_python3_says_so():
     class Runner:
-        def run(self, argv, check=False, data=None):
+        def run(self, argv, check=False, data=None, timeout=None):
             assert argv[:6] == ["pct", "exec", "129", "--", "python3", "-"]
             assert "def probe(" in data
+            assert timeout == cuda.DEFAULT_TIMEOUT
             return 255, "", ('lxc-attach: 129: ../src/lxc/attach.c: lxc_attach_run_command: '
                              '1841 No such file or directory - Failed to exec "python3"\n')
     res = cuda.probe_container(Runner(), "pct", 129)

@@ -50,6 +50,22 @@ def loaded(path):
 
 
 @pytest.fixture
+def probe_log(fake, tmp_path):
+    """The stand-in's log: a probe child that loaded it appends a line when it exits, so the
+    file's absence says no probe ran (the library never loads in this process)."""
+    log = str(tmp_path / "fakecuda.log")
+    fake(log=log)
+    return log
+
+
+def probes_run(log):
+    if not os.path.exists(log):
+        return 0
+    with open(log) as handle:
+        return len(handle.read().splitlines())
+
+
+@pytest.fixture
 def fake(monkeypatch):
     return fakecuda.configurer(monkeypatch)
 
@@ -85,7 +101,7 @@ def rate(text):
 
 
 def test_rates_before_and_after_the_pcie_change_per_gpu_with_the_link_share(
-        seed, live, lib, fake, monkeypatch):
+        seed, live, lib, fake, monkeypatch, probe_log):
     root, built = seed
     first, second = built["gpus"][:2]
     # The driver prints the bus id with an 8-digit upper-case domain.
@@ -120,6 +136,10 @@ def test_rates_before_and_after_the_pcie_change_per_gpu_with_the_link_share(
             if r["part"] == "pcie" and r["item"] == second + " endpoint MRRS"] == [4096]
     assert "bandwidth: lower after tuning: %s GPU->host 0.2 -> 0.1 GB/s" % first in str(
         result["warnings"])
+    # two probe children (before, after), each freed everything
+    with open(probe_log) as handle:
+        assert [line.split(" calls=")[0] for line in handle.read().splitlines()] == [
+            "contexts=0 device_allocs=0 host_allocs=0"] * 2
     probe_before = result["parts"]["bandwidth_before"]["devices"]
     assert [d["pci_bus_id"] for d in probe_before] == [first, second]
     assert result["parts"]["bandwidth_after"]["devices"][0]["link_gbs"] == 63.0
@@ -129,17 +149,18 @@ def test_rates_before_and_after_the_pcie_change_per_gpu_with_the_link_share(
     assert len(line) == 1 and "% of link) | higher | +" in line[0], page
 
 
-def test_off_by_default_loads_no_cuda_library_and_adds_no_row(seed, live, private_lib):
+def test_off_by_default_loads_no_cuda_library_and_adds_no_row(seed, live, private_lib,
+                                                              probe_log):
     root, _built = seed
     result = run(root, cuda_library=private_lib)
     assert result.get("failed") is not True, result.get("msg")
     assert "bandwidth" not in result["parts_on"]
     assert bandwidth_rows(result) == {}
     assert not [k for k in result["parts"] if k.startswith("bandwidth")]
-    assert not loaded(private_lib)
+    assert not loaded(private_lib) and probes_run(probe_log) == 0
 
 
-def test_another_root_is_skipped_with_the_reason(seed, private_lib):
+def test_another_root_is_skipped_with_the_reason(seed, private_lib, probe_log):
     root, _built = seed
     result = run(root, parts=["bandwidth"], cuda_library=private_lib)
     assert result.get("failed") is not True, result.get("msg")
@@ -147,17 +168,17 @@ def test_another_root_is_skipped_with_the_reason(seed, private_lib):
         "part": "bandwidth", "item": "bandwidth", "before": None, "after": None,
         "status": "skipped",
         "note": "root %s is not the live host: no GPU to measure there" % root}}
-    assert not loaded(private_lib)
+    assert not loaded(private_lib) and probes_run(probe_log) == 0
 
 
-def test_check_mode_measures_nothing_and_says_so(seed, live, private_lib, fake):
+def test_check_mode_measures_nothing_and_says_so(seed, live, private_lib, fake, probe_log):
     root, _built = seed
     fake(devices="0000:00:10.0")
     result = run(root, check_mode=True, parts=WITH_BANDWIDTH, cuda_library=private_lib)
     assert result.get("failed") is not True, result.get("msg")
     row = bandwidth_rows(result)["bandwidth"]
     assert row["status"] == "not measured" and row["note"].startswith("check mode: no copies")
-    assert not loaded(private_lib)
+    assert not loaded(private_lib) and probes_run(probe_log) == 0
 
 
 def test_no_driver_library_is_skipped_and_the_tune_still_passes(seed, live, tmp_path):

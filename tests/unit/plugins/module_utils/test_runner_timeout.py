@@ -1,0 +1,106 @@
+"""The runner's ``timeout``: the command and everything in its process group killed at the
+limit (coreutils ``timeout``), a clear CommandTimeout naming the command and the limit, on
+both paths (plain subprocess and AnsibleModule.run_command); no timeout, no wrapper."""
+
+import os
+import time
+import uuid
+
+import pytest
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import runner as runner_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (
+    CommandTimeout,
+    Runner,
+)
+
+
+def alive_with(marker):
+    """PIDs of this user's processes whose environment holds ``marker``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as handle:
+                if marker.encode() in handle.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture
+def marker(monkeypatch):
+    """An environment variable only the commands of this test carry."""
+    value = "GPUHOST_TEST_MARK=%s" % uuid.uuid4().hex
+    monkeypatch.setenv(*value.split("=", 1))
+    return value
+
+
+@pytest.fixture
+def module_runner():
+    """A Runner on a real AnsibleModule: commands go through run_command."""
+    with patch_module_args({}):
+        module = AnsibleModule(argument_spec={})
+    return Runner(module)
+
+
+@pytest.fixture(params=["subprocess", "run_command"])
+def any_runner(request, module_runner):
+    return Runner() if request.param == "subprocess" else module_runner
+
+
+def test_a_command_past_its_limit_is_killed_with_its_group_and_named(any_runner, marker):
+    started = time.monotonic()
+    with pytest.raises(CommandTimeout) as caught:
+        any_runner.run(["sh", "-c", "echo started; echo on-stderr >&2; sleep 60 & sleep 60"],
+                       timeout=1)
+    elapsed = time.monotonic() - started
+    assert 1.0 <= elapsed < 3.0
+    assert str(caught.value) == ("sh -c echo started; echo on-stderr >&2; sleep 60 & sleep 60 "
+                                 "did not return in 1 s (killed)")
+    assert (caught.value.out, caught.value.err, caught.value.seconds) == (
+        "started\n", "on-stderr\n", 1)
+    assert caught.value.rc is None
+    # the background sleep was in the command's process group: gone too
+    assert alive_with(marker) == []
+
+
+def test_a_command_ignoring_sigterm_gets_sigkill(any_runner, marker, monkeypatch):
+    monkeypatch.setattr(runner_mod, "KILL_AFTER_S", 1)
+    started = time.monotonic()
+    with pytest.raises(CommandTimeout):
+        any_runner.run(["sh", "-c", "trap '' TERM; sleep 60"], timeout=1)
+    assert 2.0 <= time.monotonic() - started < 4.0
+    assert alive_with(marker) == []
+
+
+def test_check_false_still_raises_on_timeout():
+    with pytest.raises(CommandTimeout):
+        Runner().run(["sleep", "60"], check=False, timeout=0.5)
+
+
+def test_a_command_that_exits_124_in_time_is_not_a_timeout(any_runner):
+    assert any_runner.run(["sh", "-c", "echo out; exit 124"], check=False, timeout=20) == (
+        124, "out\n", "")
+
+
+def test_within_the_limit_the_result_is_the_command_s_own(any_runner):
+    rc, out, err = any_runner.run(["sh", "-c", "cat /proc/$PPID/comm; exit 3"], check=False,
+                                  timeout=20)
+    assert (rc, out, err) == (3, "timeout\n", "")       # it ran under coreutils timeout
+    assert any_runner.calls[-1] == ["sh", "-c", "cat /proc/$PPID/comm; exit 3"]
+
+
+def test_without_timeout_nothing_wraps_the_command(any_runner):
+    rc, out, _err = any_runner.run(["sh", "-c", "cat /proc/$PPID/comm"])
+    assert rc == 0 and out.strip() != "timeout"
+
+
+@pytest.mark.parametrize("bad", [0, -1, "abc"])
+def test_a_bad_limit_is_refused(bad):
+    with pytest.raises(ValueError, match="timeout must be a number of seconds above 0"):
+        Runner().run(["true"], timeout=bad)
