@@ -81,10 +81,13 @@ ERROR_NAMES = {
     34: "CUDA_ERROR_STUB_LIBRARY", 46: "CUDA_ERROR_DEVICE_UNAVAILABLE",
     100: "CUDA_ERROR_NO_DEVICE", 101: "CUDA_ERROR_INVALID_DEVICE",
     102: "CUDA_ERROR_DEVICE_NOT_LICENSED", 201: "CUDA_ERROR_INVALID_CONTEXT",
+    209: "CUDA_ERROR_NO_BINARY_FOR_GPU",
     214: "CUDA_ERROR_ECC_UNCORRECTABLE", 216: "CUDA_ERROR_CONTEXT_ALREADY_IN_USE",
-    217: "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", 220: "CUDA_ERROR_NVLINK_UNCORRECTABLE",
+    217: "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", 218: "CUDA_ERROR_INVALID_PTX",
+    220: "CUDA_ERROR_NVLINK_UNCORRECTABLE", 222: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
     304: "CUDA_ERROR_OPERATING_SYSTEM", 400: "CUDA_ERROR_INVALID_HANDLE",
-    700: "CUDA_ERROR_ILLEGAL_ADDRESS", 704: "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+    500: "CUDA_ERROR_NOT_FOUND", 700: "CUDA_ERROR_ILLEGAL_ADDRESS",
+    704: "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
     719: "CUDA_ERROR_LAUNCH_FAILED", 800: "CUDA_ERROR_NOT_PERMITTED",
     801: "CUDA_ERROR_NOT_SUPPORTED", 802: "CUDA_ERROR_SYSTEM_NOT_READY",
     803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", 804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
@@ -119,7 +122,26 @@ SIGNATURES = {
     "cuDeviceCanAccessPeer": [_p(_c.c_int), _c.c_int, _c.c_int],
     "cuCtxEnablePeerAccess": [_c.c_void_p, _c.c_uint],
     "cuMemcpyPeer": [_c.c_uint64, _c.c_void_p, _c.c_uint64, _c.c_void_p, _c.c_size_t],
+    "cuModuleLoadData": [_p(_c.c_void_p), _c.c_char_p],
+    "cuModuleGetFunction": [_p(_c.c_void_p), _c.c_void_p, _c.c_char_p],
+    "cuModuleUnload": [_c.c_void_p],
+    "cuLaunchKernel": [_c.c_void_p, _c.c_uint, _c.c_uint, _c.c_uint, _c.c_uint, _c.c_uint,
+                       _c.c_uint, _c.c_uint, _c.c_void_p, _c.c_void_p, _c.c_void_p],
 }
+
+# The launch-latency kernel: an entry point that returns. PTX ISA 6.0 for sm_50 is the
+# oldest pair that the JIT of every driver branch the probe supports accepts (Maxwell and
+# newer: CUDA 12 and 13 drivers); the driver compiles it for the GPU at load time, so one
+# text serves every architecture. A driver that refuses it leaves the GPU "skipped" with
+# the code (218 CUDA_ERROR_INVALID_PTX, 222 CUDA_ERROR_UNSUPPORTED_PTX_VERSION).
+LATENCY_KERNEL = "gpuhost_empty"
+# What a time limit allows per launch round trip on top of its sleep (a healthy one takes
+# 5-20 us; the init share of the limit absorbs slower ones).
+MAX_LAUNCH_US = 250
+# Round trips per mode the audit's CUDA pass times per GPU (about 0.1 s each at 1 ms sleeps).
+AUDIT_LATENCY_COUNT = 100
+LATENCY_PTX = (".version 6.0\n.target sm_50\n.address_size 64\n\n"
+               ".visible .entry %s()\n{\n\tret;\n}\n" % LATENCY_KERNEL)
 
 
 class CudaError(Exception):
@@ -491,8 +513,70 @@ def measure_peers(drv, gpus, nbytes, repeats, steps=None):
     return peers
 
 
+def latency_stats(seconds):
+    """``{p50_us, p99_us, max_us}`` of round trips given in seconds (nearest rank)."""
+    ordered = sorted(seconds)
+    if not ordered:
+        return {"p50_us": None, "p99_us": None, "max_us": None}
+
+    def rank(pct):
+        return ordered[max(0, min(len(ordered) - 1, int(-(-pct * len(ordered) // 100)) - 1))]
+
+    return {"p50_us": round(rank(50) * 1e6, 1), "p99_us": round(rank(99) * 1e6, 1),
+            "max_us": round(ordered[-1] * 1e6, 1)}
+
+
+def measure_latency(drv, count, gap_us, warmup=None):
+    """Round trips of an empty kernel launch plus ``cuCtxSynchronize`` on the current
+    context, timed on the host: ``count`` back to back, then ``count`` with the thread
+    sleeping ``gap_us`` before each (what a serving loop does between steps: where a core's
+    idle state and frequency show). ``{count, gap_us, back_to_back, sleeping}``, each
+    :func:`latency_stats`; ``skipped`` names the code when the driver refuses the kernel.
+    The module is unloaded again; nothing stays allocated."""
+    out = {"count": count, "gap_us": gap_us, "back_to_back": None, "sleeping": None,
+           "skipped": None}
+    module = ctypes.c_void_p()
+    code = drv.raw("cuModuleLoadData", ctypes.byref(module), LATENCY_PTX.encode("ascii"))
+    if code != SUCCESS:
+        described = drv.describe(code)
+        out["skipped"] = ("the driver refused the probe's empty PTX kernel: cuModuleLoadData "
+                          "returned %d %s (%s): latency not measured"
+                          % (code, described["name"], described["text"]))
+        return out
+    try:
+        fn = ctypes.c_void_p()
+        drv.call("cuModuleGetFunction", ctypes.byref(fn), module,
+                 LATENCY_KERNEL.encode("ascii"))
+        launch, sync = drv.func("cuLaunchKernel"), drv.func("cuCtxSynchronize")
+        clock = time.perf_counter
+
+        def once():
+            start = clock()
+            code = launch(fn, 1, 1, 1, 1, 1, 1, 0, None, None, None)
+            if code != SUCCESS:
+                raise drv.error("cuLaunchKernel", code)
+            code = sync()
+            if code != SUCCESS:
+                raise drv.error("cuCtxSynchronize", code)
+            return clock() - start
+
+        for _attempt in range(count // 10 + 5 if warmup is None else warmup):
+            once()
+        out["back_to_back"] = latency_stats([once() for _attempt in range(count)])
+        gap = gap_us / 1e6
+        sleeping = []
+        for _attempt in range(count):
+            time.sleep(gap)
+            sleeping.append(once())
+        out["sleeping"] = latency_stats(sleeping)
+    finally:
+        drv.raw("cuModuleUnload", module)
+    return out
+
+
 def probe(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer=False,
-          root="/", progress=None):
+          root="/", progress=None, latency=False, latency_count=200, latency_gap_us=1000,
+          latency_gpus=None):
     """Run the probe in this process; return the result dict (``error`` is None when CUDA
     works). Only the child process calls this (``main``): callers use ``probe_host`` or
     ``probe_container``. ``progress(step)`` is called before each step; ``step`` in the
@@ -552,6 +636,20 @@ def probe(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer
             result["devices"].append(dev)
             try:
                 probe_device(drv, dev, gpus, index, bandwidth, nbytes, repeats, root, steps)
+                chosen = not latency_gpus or dev["pci_bus_id"] in [
+                    normalize_bus_id(g) for g in latency_gpus]
+                if latency and not chosen:
+                    dev["latency"] = {"count": latency_count, "gap_us": latency_gap_us,
+                                      "back_to_back": None, "sleeping": None,
+                                      "skipped": "not among the GPUs asked for"}
+                elif latency and gpus and gpus[-1]["index"] == index:
+                    steps("%s: launch latency" % _gpu(dev))
+                    drv.call("cuCtxSetCurrent", gpus[-1]["ctx"])
+                    dev["latency"] = measure_latency(drv, latency_count, latency_gap_us)
+                elif latency:
+                    dev["latency"] = {"count": latency_count, "gap_us": latency_gap_us,
+                                      "back_to_back": None, "sleeping": None,
+                                      "skipped": dev["skipped"] or "no context"}
             except CudaError as exc:
                 dev["error"] = exc.as_dict()
                 if result["error"] is None:
@@ -641,7 +739,8 @@ def own_source():
     return inspect.getsource(sys.modules[__name__])
 
 
-def probe_argv(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer=False):
+def probe_argv(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer=False,
+               latency=False, latency_count=200, latency_gap_us=1000, latency_gpus=None):
     """Command-line options of :func:`main` for these settings (progress lines on)."""
     argv = ["--library", library, "--size-mb", str(size_mb), "--repeats", str(repeats),
             "--progress"]
@@ -649,15 +748,22 @@ def probe_argv(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5,
         argv.append("--bandwidth")
     if peer:
         argv.append("--peer")
+    if latency:
+        argv += ["--latency", "--latency-count", str(latency_count),
+                 "--latency-gap-us", str(latency_gap_us)]
+        if latency_gpus:
+            argv += ["--latency-gpus", ",".join(latency_gpus)]
     return argv
 
 
 def time_limit(timeout=DEFAULT_TIMEOUT, bandwidth=False, size_mb=256, repeats=5, peer=False,
-               gpus=0):
+               gpus=0, latency=False, latency_count=200, latency_gap_us=1000,
+               latency_gpus=None):
     """Seconds a probe child gets: ``timeout`` for loading, cuInit and the device listing,
     plus every asked copy (a warm-up and ``repeats`` per direction and GPU, the same per
-    ordered GPU pair with ``peer``) at MIN_COPY_GBS. ``gpus``: how many the PCI tree lists
-    (0: ASSUMED_GPUS)."""
+    ordered GPU pair with ``peer``) at MIN_COPY_GBS, plus with ``latency`` every round trip
+    (a tenth more for the warm-up, twice ``latency_count`` per GPU) at its sleep plus
+    MAX_LAUNCH_US. ``gpus``: how many the PCI tree lists (0: ASSUMED_GPUS)."""
     n = gpus or ASSUMED_GPUS
     copies = 0
     if bandwidth:
@@ -665,32 +771,40 @@ def time_limit(timeout=DEFAULT_TIMEOUT, bandwidth=False, size_mb=256, repeats=5,
     if peer:
         copies += n * (n - 1) * (repeats + 1)
     seconds = copies * size_mb * MIB / (MIN_COPY_GBS * 1e9)
+    if latency:
+        timed = len(latency_gpus) if latency_gpus else n
+        trips = timed * (2 * latency_count + latency_count // 10 + 5)
+        seconds += trips * (latency_gap_us + MAX_LAUNCH_US) / 1e6
     return int(timeout + math.ceil(seconds))
 
 
 def probe_host(runner, library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5,
-               peer=False, root="/", timeout=DEFAULT_TIMEOUT, python=None, source=None):
+               peer=False, root="/", timeout=DEFAULT_TIMEOUT, python=None, source=None,
+               **latency):
     """The probe in a child process on this host: ``python3 - <options>`` (this Python,
     ``sys.executable``) with the source on stdin, through ``runner.run`` with the limit of
     ``time_limit``. Never raises for what the child does: a child that hangs, crashes or
     prints no result gives a result with ``error`` saying so and the step it was in."""
-    limit = time_limit(timeout, bandwidth, size_mb, repeats, peer, len(nvidia_gpus(root)))
+    limit = time_limit(timeout, bandwidth, size_mb, repeats, peer, len(nvidia_gpus(root)),
+                       **latency)
     argv = [python or sys.executable, "-"] + probe_argv(
-        library, bandwidth, size_mb, repeats, peer) + ["--root", root or "/"]
+        library, bandwidth, size_mb, repeats, peer, **latency) + ["--root", root or "/"]
     return _run_child(runner, argv, source, limit, library, "the CUDA probe")
 
 
 def probe_container(runner, pct, vmid, library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256,
-                    repeats=5, peer=False, source=None, timeout=DEFAULT_TIMEOUT, root="/"):
+                    repeats=5, peer=False, source=None, timeout=DEFAULT_TIMEOUT, root="/",
+                    **latency):
     """Run this file inside a Proxmox container: ``pct exec <vmid> -- python3 - <options>``
     with the source on stdin, bounded as ``probe_host`` (``root``: the host's, whose PCI
     tree says how many GPUs the copies may involve). ``runner.run(argv, check=False,
     data=..., timeout=...)`` returns ``(rc, stdout, stderr)``. The result is the probe's,
     plus ``vmid``; a container that cannot run it gives a result with ``error`` saying
     why."""
-    limit = time_limit(timeout, bandwidth, size_mb, repeats, peer, len(nvidia_gpus(root)))
+    limit = time_limit(timeout, bandwidth, size_mb, repeats, peer, len(nvidia_gpus(root)),
+                       **latency)
     argv = [pct, "exec", str(vmid), "--", "python3", "-"] + probe_argv(
-        library, bandwidth, size_mb, repeats, peer)
+        library, bandwidth, size_mb, repeats, peer, **latency)
     result = _run_child(runner, argv, source, limit, library,
                         "pct exec %s -- python3 -" % vmid, vmid=vmid)
     result["vmid"] = int(vmid)
@@ -822,14 +936,16 @@ def as_result(result):
 
 def audit_pass(runner, pct, containers, size_mb=256, library=DEFAULT_LIBRARY,
                timeout=DEFAULT_TIMEOUT, root="/"):
-    """The audit's opt-in CUDA pass on a live host: the host probed with pinned copy rates,
-    then each running container of ``containers`` (the audit's ``lxc`` facts) that has a
-    GPU, by ``pct exec`` (``pct`` None: no Proxmox, the host alone); each probe a child
+    """The audit's opt-in CUDA pass on a live host: the host probed with pinned copy rates
+    and the launch latency (AUDIT_LATENCY_COUNT round trips each way), then each running
+    container of ``containers`` (the audit's ``lxc`` facts) that has a GPU, by ``pct exec``
+    (``pct`` None: no Proxmox, the host alone); each probe a child
     bounded by ``timeout`` (``time_limit``). A probe that fails, hangs or crashes is a result
     with ``msg``, judged as a finding, never an error of the audit. ``root``: where the PCI
     tree is read (host_audit's, always ``/``: CUDA acts on the running system)."""
     results = [as_result(probe_host(runner, library=library, bandwidth=True, size_mb=size_mb,
-                                    timeout=timeout, root=root))]
+                                    timeout=timeout, root=root, latency=True,
+                                    latency_count=AUDIT_LATENCY_COUNT))]
     if not pct:
         return results
     try:
@@ -870,14 +986,22 @@ def main(argv=None):
     parser.add_argument("--progress", action="store_true",
                         help="name each step on stderr (%r lines) before taking it"
                         % STEP_PREFIX.strip())
+    parser.add_argument("--latency", action="store_true")
+    parser.add_argument("--latency-count", type=int, default=200)
+    parser.add_argument("--latency-gap-us", type=int, default=1000)
+    parser.add_argument("--latency-gpus", default="")
     args = parser.parse_args(argv)
     if args.size_mb < 1 or args.repeats < 1:
         parser.error("--size-mb and --repeats must be at least 1")
+    if args.latency_count < 1 or args.latency_gap_us < 0:
+        parser.error("--latency-count must be at least 1 and --latency-gap-us at least 0")
     import faulthandler
     faulthandler.enable()       # a fatal signal is named on stderr, even through pct exec
     result = probe(library=args.library, bandwidth=args.bandwidth, size_mb=args.size_mb,
                    repeats=args.repeats, peer=args.peer, root=args.root,
-                   progress=_stderr_step if args.progress else None)
+                   progress=_stderr_step if args.progress else None, latency=args.latency,
+                   latency_count=args.latency_count, latency_gap_us=args.latency_gap_us,
+                   latency_gpus=[g for g in args.latency_gpus.split(",") if g])
     sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
     return 1 if result["error"] else 0
 

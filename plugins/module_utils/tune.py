@@ -50,6 +50,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bandwidth
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils import latency
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import peermem
 from ansible_collections.gpuhost.tuning.plugins.module_utils import placement_write
@@ -98,6 +99,7 @@ VERIFY_PART = VerifyPart()
 REGISTRY = (
     snap.BEFORE_PART,
     bandwidth.BEFORE_PART,
+    latency.BEFORE_PART,
     sysctl_write.TUNE_PART,
     cpu_write.TUNE_PART,
     pci_write.TUNE_PART,
@@ -107,6 +109,7 @@ REGISTRY = (
     snap.APPLIED_PART,
     VERIFY_PART,
     bandwidth.AFTER_PART,
+    latency.AFTER_PART,
 )
 
 
@@ -189,8 +192,9 @@ class Context(object):
     ``root``, ``check_mode``, ``runner`` (runner.Runner: systemctl, setpci, modprobe),
     ``warn(text)``, ``on`` (the part names switched on), ``before`` (the audit taken
     before), ``selection`` (the GPU selection as the subject functions name it),
-    ``changed`` (a tune part changed the host so far) and ``skipped`` (part name -> the
-    finding subjects it left)."""
+    ``changed`` (a tune part changed the host so far), ``ran`` (``(name, changed)`` of each
+    tune-stage part that ran so far, in order) and ``skipped`` (part name -> the finding
+    subjects it left)."""
 
     def __init__(self, params, check_mode, runner, warn):
         self.params = params
@@ -202,6 +206,7 @@ class Context(object):
         self.selection = {"vendor": params["gpu_vendor"], "classes": params["gpu_classes"],
                           "include_upstream": params["mrrs_include_upstream"]}
         self.changed = False
+        self.ran = []
         self.skipped = {}
         self.before = self.audit()
 
@@ -244,6 +249,8 @@ def tune_run(params, check_mode=False, runner=None, warn=None):
         result["changed"] = result["changed"] or changed
         if part.stage == "tune":
             ctx.changed = ctx.changed or changed
+            if part.name in ctx.on and not stopped:
+                ctx.ran.append((part.name, changed))
         if out.get("skipped"):
             ctx.skipped.setdefault(part.name, set()).update(out["skipped"])
         result["parts"].update(out.get("detail") or {})

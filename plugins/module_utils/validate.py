@@ -48,6 +48,7 @@ NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,200}$")
 RELEASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,200}$")
 SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@:+-]{0,200}$")
 CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+PCI_ADDRESS = re.compile(r"^([0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
 
 MAX_CPU = 65535           # highest CPU number accepted in a CPU list (kernel NR_CPUS <= 8192)
 MAX_LATENCY_US = 10000000  # 10 s: larger is no idle state any kernel has
@@ -341,6 +342,7 @@ def _host_tune(p):
     for vmid in p.get("numa_pin_vmids") or []:
         int_range("numa_pin_vmids", vmid, *VMID_RANGE)
     bandwidth_options(p)
+    latency_options(p)
     _gpu(p, "gpu_vendor", "gpu_classes")
 
 
@@ -440,6 +442,17 @@ def _initramfs_check(p):
         inside(dict(p, image=p["image"].replace("{kernel}", release)), "image")
 
 
+def latency_options(p):
+    """The latency measurement (host_tune's latency part, cuda_probe's latency): round
+    trips per mode and the sleep before each, a library."""
+    if "latency_count" in p:
+        int_range("latency_count", p.get("latency_count"), 1, 100000)
+    if "latency_gap_us" in p:
+        int_range("latency_gap_us", p.get("latency_gap_us"), 0, 1000000)
+    if "cuda_library" in p and not p["cuda_library"]:
+        _fail("cuda_library", p["cuda_library"], "a library name like libcuda.so.1 or a path")
+
+
 def bandwidth_options(p):
     """host_tune's bandwidth part: the copy size and count the probe can use, a library."""
     int_range("bandwidth_size_mb", p.get("bandwidth_size_mb"), 1, 65536)
@@ -458,6 +471,10 @@ def _cuda_probe(p):
     int_range("timeout", p.get("timeout"), 1, 3600)
     if not p.get("library"):
         _fail("library", p.get("library"), "a library name like libcuda.so.1 or a path")
+    latency_options(p)
+    for bdf in p.get("latency_gpus") or []:
+        if not PCI_ADDRESS.match(bdf or ""):
+            _fail("latency_gpus", bdf, "PCI addresses like 0000:c1:00.0")
 
 
 def _post_boot_verify(p):

@@ -24,6 +24,15 @@ description:
     current PCIe link read from sysfs.
   - With O(peer) and two or more GPUs, the peer-to-peer matrix (C(cuDeviceCanAccessPeer),
     and the copy rate where peer access exists).
+  - With O(latency), the round trip of an empty kernel launch plus synchronise per GPU
+    (C(cuModuleLoadData) of a PTX kernel that only returns, C(cuLaunchKernel),
+    C(cuCtxSynchronize), timed on the host): O(latency_count) times back to back and
+    O(latency_count) times with the thread sleeping O(latency_gap_us) before each launch
+    (what a serving loop does between steps: a core that may enter a deep idle state wakes
+    from it before it can launch), each after a warm-up, as p50, p99 and max in
+    microseconds. The PTX (ISA 6.0, C(sm_50)) is compiled by the driver for the GPU, so one
+    text serves every architecture from Maxwell on; a driver that refuses it leaves the GPU's
+    RV(devices[].latency.skipped) naming the code. The module is unloaded afterwards.
   - Plain device memory and pinned host memory only, never managed memory; everything
     allocated is freed. No GPU setting is changed. A GPU without enough free memory for the
     copy is reported as skipped; a GPU in exclusive-process compute mode held by another
@@ -62,6 +71,27 @@ options:
     description: Measure the peer-to-peer matrix between GPUs (two or more GPUs).
     type: bool
     default: false
+  latency:
+    description: Measure each GPU's launch-and-synchronise round trip, after a sleep and back
+      to back.
+    type: bool
+    default: false
+  latency_count:
+    description: Round trips per mode of O(latency) (1 to 100000), after a warm-up of a tenth
+      as many.
+    type: int
+    default: 200
+  latency_gap_us:
+    description: How long the thread sleeps before each launch of the "sleeping" mode of
+      O(latency), in microseconds (0 to 1000000).
+    type: int
+    default: 1000
+  latency_gpus:
+    description: Time only these GPUs (PCI addresses as sysfs or the driver print them);
+      empty times every GPU. The others get RV(devices[].latency.skipped).
+    type: list
+    elements: str
+    default: []
   timeout:
     description:
       - Seconds the probe may take to load the library, initialise CUDA and list the
@@ -107,6 +137,10 @@ EXAMPLES = r"""
     peer: true
   register: cuda
 
+- name: Launch latency of every GPU, after a 1 ms sleep and back to back
+  gpuhost.tuning.cuda_probe:
+    latency: true
+  register: lat
 - name: Show each GPU's rate against its link
   ansible.builtin.debug:
     msg: "{{ item.pci_bus_id }}: {{ item.h2d_gbs }} GB/s, {{ item.h2d_pct }} % of the link"
@@ -204,6 +238,33 @@ devices:
     error:
       description: The failed step, C({step, code, name, text}), else null.
       type: dict
+    latency:
+      description: The launch round trip, with O(latency).
+      type: dict
+      returned: when O(latency) is true
+      contains:
+        count:
+          description: Round trips per mode.
+          type: int
+          sample: 200
+        gap_us:
+          description: The sleep before each launch of RV(devices[].latency.sleeping), us.
+          type: int
+          sample: 1000
+        sleeping:
+          description: C({p50_us, p99_us, max_us}) with the thread sleeping before each
+            launch; null when not measured.
+          type: dict
+          sample: {"p50_us": 11.2, "p99_us": 15.9, "max_us": 31.0}
+        back_to_back:
+          description: C({p50_us, p99_us, max_us}) of launches back to back; null when not
+            measured.
+          type: dict
+          sample: {"p50_us": 8.1, "p99_us": 9.4, "max_us": 20.3}
+        skipped:
+          description: Why this GPU was not timed (the driver refused the kernel, with the
+            code; not among O(latency_gpus); busy), else null.
+          type: str
 peers:
   description: Ordered GPU pairs C({from, to, from_bus_id, to_bus_id, access, gbs}) -
     C(access) from C(cuDeviceCanAccessPeer), C(gbs) the best peer copy rate where access
@@ -265,6 +326,10 @@ def main():
             size_mb=dict(type="int", default=256),
             repeats=dict(type="int", default=5),
             peer=dict(type="bool", default=False),
+            latency=dict(type="bool", default=False),
+            latency_count=dict(type="int", default=200),
+            latency_gap_us=dict(type="int", default=1000),
+            latency_gpus=dict(type="list", elements="str", default=[]),
             timeout=dict(type="int", default=cuda.DEFAULT_TIMEOUT),
             vmid=dict(type="int"),
             root=dict(type="path", default="/"),
@@ -274,7 +339,9 @@ def main():
     check_module(module, "cuda_probe")
     p = module.params
     options = dict(library=p["library"], bandwidth=p["bandwidth"], size_mb=p["size_mb"],
-                   repeats=p["repeats"], peer=p["peer"], timeout=p["timeout"], root=p["root"])
+                   repeats=p["repeats"], peer=p["peer"], timeout=p["timeout"], root=p["root"],
+                   latency=p["latency"], latency_count=p["latency_count"],
+                   latency_gap_us=p["latency_gap_us"], latency_gpus=p["latency_gpus"])
     runner = Runner(module)
     if p["vmid"] is not None:
         pct = module.get_bin_path("pct")

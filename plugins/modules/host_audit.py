@@ -36,7 +36,8 @@ description:
     C(gpu_numa_mismatch), C(pcie_bandwidth_low) (high),
     C(gpu_ecc_pending), C(cpufreq_driver), C(sysctl), C(nvidia_uvm_hmm), C(reboot_pending),
     C(gpu_power_capped), C(gpu_persistence_off), C(fleet_drift), C(audit_error),
-    C(p2p_acs_redirect), C(gpu_bar1_small), C(gpu_container_unpinned) (medium),
+    C(p2p_acs_redirect), C(gpu_bar1_small), C(gpu_container_unpinned),
+    C(gpu_launch_latency_high) (medium),
     C(boot_param), C(lxc_onboot), C(nvidia_peermem_not_loaded) (low),
     C(pcie_unreadable), C(nvidia_peermem_unavailable) (info).
     Some ids take another severity by context; see RV(audit.findings)."
@@ -95,17 +96,19 @@ options:
     description:
       - Results of M(gpuhost.tuning.cuda_probe) on this live host and in its running GPU
         containers (each the registered result, with C(vmid) for a container), judged as
-        C(cuda_init_failed) (a failed probe) and C(pcie_bandwidth_low) (the host's measured
-        copy rates). Results gathered some other way; O(cuda_probe) gathers them in
-        the same call. Without either the audit runs no CUDA code, so an audit of a
-        capture has none.
+        C(cuda_init_failed) (a failed probe), C(pcie_bandwidth_low) (the host's measured
+        copy rates) and C(gpu_launch_latency_high) (each GPU's launch round trip after a
+        sleep against back to back, C(devices[].latency)). Results gathered some other way;
+        O(cuda_probe) gathers them in the same call. Without either the audit runs no CUDA
+        code, so an audit of a capture has none.
     type: list
     elements: dict
   cuda_probe:
     description:
       - The CUDA pass of a live host (O(root) C(/)), in this same call - CUDA initialised
-        and the pinned copy rates measured on the host (as M(gpuhost.tuning.cuda_probe)
-        with C(bandwidth)), then CUDA initialised in each running container with a GPU
+        and the pinned copy rates and launch latency measured on the host (as
+        M(gpuhost.tuning.cuda_probe) with C(bandwidth) and C(latency), 100 round trips each
+        way), then CUDA initialised in each running container with a GPU
         (C(pct exec); without C(pct) the host alone); the results judged as with O(cuda).
       - Takes about a second and O(cuda_size_mb) of GPU memory per GPU; reads and memory
         copies only. Role audit sets it with C(gpuhost_audit_cuda=true).

@@ -68,6 +68,17 @@ description:
     another root, without the driver library (O(cuda_library)) and in check mode its row
     says so and nothing is measured. A CUDA error (C(cuInit), a copy) fails the part with
     the code, its name and the usual cause."
+  - "C(latency), off unless listed in O(parts) and switchable apart from C(bandwidth): the
+    round trip of an empty kernel launch plus synchronise on every GPU (as
+    M(gpuhost.tuning.cuda_probe) measures it with C(latency)), O(latency_count) times back
+    to back and O(latency_count) times with the thread sleeping O(latency_gap_us) before each
+    launch, once before any change and again after verify; two rows per GPU (after a sleep,
+    back to back), C(before -> after) as p50 and p99 in microseconds, status C(better),
+    C(worse) or C(same) by the median (within 10 % or 2 us; the note gives the p50 and p99
+    changes: one preempted round trip moves a p99, every woken core the median), and the
+    note names the parts that ran between the two measurements and whether each changed
+    the host, so a change is attributed to what changed. Slower is a warning, not a
+    failure; live host only, as for C(bandwidth)."
 extends_documentation_fragment:
   - gpuhost.tuning.gpu_selection
 author:
@@ -83,13 +94,13 @@ options:
   parts:
     description:
       - The parts to run. C(snapshot) also records the applied state; C(verify) audits
-        again afterwards and fails on managed findings that remain. C(numa_pin) and
-        C(bandwidth) are opt-in (not in the default).
+        again afterwards and fails on managed findings that remain. C(numa_pin),
+        C(bandwidth) and C(latency) are opt-in (not in the default).
       - Role C(gpuhost.tuning.tune) builds this from its C(gpuhost_tune_*) switches and tags.
     type: list
     elements: str
-    choices: [snapshot, bandwidth, sysctl, cpuidle, pcie, boot_service, nvidia_peermem,
-              numa_pin, verify]
+    choices: [snapshot, bandwidth, latency, sysctl, cpuidle, pcie, boot_service,
+              nvidia_peermem, numa_pin, verify]
     default: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, verify]
   mrrs_size:
     description: Wanted PCIe Max Read Request Size (bytes) of GPUs and their bridges.
@@ -158,6 +169,17 @@ options:
     description: Copies per direction of the C(bandwidth) part (1 to 1000); the best counts.
     type: int
     default: 5
+  latency_count:
+    description: Round trips per mode (after a sleep, back to back) of the C(latency) part
+      (1 to 100000), after a warm-up of a tenth as many.
+    type: int
+    default: 200
+  latency_gap_us:
+    description: How long the C(latency) part's thread sleeps before each launch of the
+      "after a sleep" mode, in microseconds (0 to 1000000); 1 ms is longer than the target
+      residency of every idle state an EPYC offers, so a core that may enter them does.
+    type: int
+    default: 1000
   bandwidth_timeout:
     description: Seconds each measurement of the C(bandwidth) part may take to initialise
       CUDA and list the GPUs (1 to 3600); the copies get the time they take at 1 GB/s on
@@ -166,8 +188,8 @@ options:
     type: int
     default: 30
   cuda_library:
-    description: The CUDA driver library the C(bandwidth) part loads (a name on the library
-      path or a file path).
+    description: The CUDA driver library the C(bandwidth) and C(latency) parts load (a name
+      on the library path or a file path).
     type: str
     default: libcuda.so.1
 notes:
@@ -236,8 +258,9 @@ parts:
       C(modules_load_dir) and C(nvidia_peermem_at_boot) (the modules-load.d file),
       C(numa_pin) (C({changed, containers, failed, diff, message}); per container
       C({vmid, path, before, after, changed, skipped_reason, error}), C(before)/C(after)
-      its C({cpus, mems})), C(bandwidth_before) and C(bandwidth_after) (as
-      M(gpuhost.tuning.cuda_probe) returns, with C(error) and C(cause) when CUDA failed).
+      its C({cpus, mems})), C(bandwidth_before) and C(bandwidth_after), C(latency_before)
+      and C(latency_after) (as M(gpuhost.tuning.cuda_probe) returns, with C(error) and
+      C(cause) when CUDA failed).
     - A step that did not run is absent; a failed step has C(failed) and C(msg). Diffs are
       moved to RV(diff).
   returned: always
@@ -259,11 +282,13 @@ rows:
   contains:
     part:
       description: C(sysctl), C(cpuidle), C(pcie), C(boot_service), C(nvidia_peermem) or
-        C(numa_pin) or C(bandwidth).
+        C(numa_pin), C(bandwidth) or C(latency).
       type: str
     item:
       description: The value (sysctl key, idle state, device and role, unit, C(lxc
-        <vmid>); for C(bandwidth) the GPU's address and C(host->GPU) or C(GPU->host)).
+        <vmid>); for C(bandwidth) the GPU's address and C(host->GPU) or C(GPU->host); for
+        C(latency) the GPU's address and C(launch+sync after a 1000 us sleep) or
+        C(launch+sync back to back)).
       type: str
     before:
       description: Value before (string, integer or null).
@@ -274,7 +299,8 @@ rows:
     status:
       description: C(ok), C(changed), C(skipped), C(failed), C(off), C(not applicable),
         C(not run), C(no GPU), C(loaded), C(planned); C(bandwidth) - C(higher), C(lower),
-        C(same), C(measured), C(not measured).
+        C(same), C(measured), C(not measured); C(latency) - C(better), C(worse), C(same),
+        C(measured), C(not measured).
       type: str
     note:
       description: Why (skip or failure reason, CPUs, commands run).

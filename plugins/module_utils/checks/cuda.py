@@ -20,6 +20,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import (
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (
     PLAYBOOK_REBOOT,
+    PLAYBOOK_TUNE,
     check,
     found,
     limit,
@@ -84,4 +85,79 @@ def pcie_bandwidth_low(facts, wanted):
                 "check this GPU's MRRS (pcie_mrrs), link (pcie_link_degraded) and the bridges "
                 "above it, the IOMMU mode (iommu=pt), and which NUMA node copies; re-measure "
                 "with gpuhost.tuning.cuda_probe bandwidth: true",
+                detail=dev.get("name"))
+
+
+# Launch latency: the sleeping round trip's p99 against the same GPU's back-to-back one.
+LATENCY_RATIO = 2.0         # p99 sleeping above this many times p99 back to back ...
+LATENCY_MARGIN_US = 20.0    # ... and at least this much above it
+
+
+def _count(value):
+    return len(value) if isinstance(value, (list, tuple)) else int(value or 0)
+
+
+def latency_causes(facts, wanted):
+    """The host-side causes of a slow first launch after an idle gap that the facts show,
+    most likely first (empty when none shows)."""
+    cpu = facts.get("cpu") or {}
+    idle = cpu.get("cpuidle") or {}
+    causes = []
+    ref = wanted.get("cpuidle_deeper_than") or "C1"
+    states = idle.get("states") or []
+    limit_us = None
+    for state in states:
+        if state.get("name") == ref:
+            limit_us = state.get("latency_us")
+    deep = [s for s in states if limit_us is not None and s.get("latency_us") is not None
+            and s["latency_us"] > limit_us
+            and _count(s.get("cpus")) - _count(s.get("cpus_disabled")) > 0]
+    if deep:
+        causes.append("idle states deeper than %s enabled (%s): a sleeping core wakes from "
+                      "them before it can launch (cpuidle_deep_state; ansible-playbook %s%s)"
+                      % (ref, ", ".join("%s %s us" % (s["name"], s["latency_us"])
+                                        for s in deep), PLAYBOOK_TUNE,
+                         limit(wanted.get("host"))))
+    freq = cpu.get("cpufreq") or {}
+    slow = [g for g in freq.get("governors") or [] if g in ("powersave", "conservative",
+                                                          "ondemand", "schedutil")]
+    if slow and freq.get("driver") != "amd-pstate-epp":
+        causes.append("cpufreq governor %s lowers the clock of an idle core"
+                      % "/".join(slow))
+    epp = freq.get("epp") or []
+    epp = [e for e in ([epp] if isinstance(epp, str) else epp) if e != "performance"]
+    if epp and not slow:
+        causes.append("energy-performance preference %s ramps an idle core up slowly"
+                      % "/".join(epp))
+    return causes
+
+
+@check("gpu_launch_latency_high", gpu_driver.COLUMN, severity="medium", order=58)
+def gpu_launch_latency_high(facts, wanted):
+    """Medium: an empty kernel's launch-and-synchronise round trip after the calling thread
+    slept is far slower (p99) than the same GPU's back-to-back round trip: the host, not the
+    GPU, adds the time (opt-in CUDA pass)."""
+    for res in facts.get("cuda") or []:
+        for dev in res.get("devices") or []:
+            lat = dev.get("latency") or {}
+            asleep, busy = lat.get("sleeping") or {}, lat.get("back_to_back") or {}
+            if asleep.get("p99_us") is None or busy.get("p99_us") is None:
+                continue
+            if asleep["p99_us"] <= max(LATENCY_RATIO * busy["p99_us"],
+                                       busy["p99_us"] + LATENCY_MARGIN_US):
+                continue
+            causes = latency_causes(facts, wanted)
+            where = dev["pci_bus_id"] if res.get("vmid") is None else "%s (lxc %s)" % (
+                dev["pci_bus_id"], res["vmid"])
+            yield found(
+                where,
+                "launch+sync p99 %.1f us after a %s us sleep, %.1f us back to back (p50 %.1f "
+                "against %.1f us)" % (asleep["p99_us"], lat.get("gap_us"), busy["p99_us"],
+                                      asleep.get("p50_us"), busy.get("p50_us")),
+                "p99 after a sleep at most %.0fx back to back (and %.0f us above it)"
+                % (LATENCY_RATIO, LATENCY_MARGIN_US),
+                "; ".join(causes) if causes else
+                "no idle-state or frequency cause in the facts: check the BIOS power "
+                "profile (global C-states, DF C-states) and which NUMA node the caller "
+                "runs on",
                 detail=dev.get("name"))

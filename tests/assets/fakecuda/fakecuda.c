@@ -23,8 +23,13 @@
  *                               the listed GPUs), as a driver that sees none of them
  *   FAKECUDA_H2D_GBS=0.000001   (or D2H, PEER) absurdly slow copies: 256 MiB take 3 days
  *   FAKECUDA_CORRUPT=1          device-to-host copies return altered data
- *   FAKECUDA_LOG=path           at unload, append "contexts=N device_allocs=N host_allocs=N"
- *                               (what was never freed) and the calls made
+ *   FAKECUDA_LAUNCH_US=20       per GPU: how long a launched kernel runs until a synchronise
+ *                               returns (default 8 us, about an empty kernel's round trip)
+ *   FAKECUDA_WAKE_US=100        per GPU: added to a launch made after the caller was idle
+ *                               (no launch or synchronise) for FAKECUDA_WAKE_AFTER_US (200):
+ *                               a core waking from a deep idle state, what sleeping callers see
+ *   FAKECUDA_LOG=path           at unload, append "contexts=N device_allocs=N host_allocs=N
+ *                               modules=N" (what was never freed) and the calls made
  *
  * Copies really move the bytes (device memory is host memory here) and then sleep until
  * size / rate has passed since the call began, so the caller measures the set rate.
@@ -42,14 +47,18 @@ typedef int CUresult;
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
 typedef struct fake_ctx *CUcontext;
+typedef struct fake_module *CUmodule;
+typedef struct fake_module *CUfunction;
+typedef void *CUstream;
 
-struct fake_ctx { int device; int alive; };
+struct fake_ctx { int device; int alive; double done; double idle_since; };
+struct fake_module { int alive; };
 struct block { size_t size; int device; };
 
 #define MAX_GPUS 64
 static int initialised;
 static __thread CUcontext current;
-static long open_contexts, device_allocs, host_allocs;
+static long open_contexts, device_allocs, host_allocs, open_modules;
 static char calls[8192];
 
 static void note(const char *name)
@@ -181,6 +190,11 @@ static const struct { int code; const char *name; const char *text; } errors[] =
     {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
+    {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+    {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the provided PTX was compiled with an unsupported toolchain."},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
      "peer access is already enabled"},
@@ -346,10 +360,25 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
     return 0;
 }
 
+/* Spin (not sleep) until t: the caller times microseconds, and a sleep overshoots them. */
+static void spin_until(double t)
+{
+    while (now() < t)
+        ;
+}
+
 CUresult cuCtxSynchronize(void)
 {
     NEED_CTX();
-    return failure("cuCtxSynchronize");
+    CUresult f = failure("cuCtxSynchronize");
+    if (f)
+        return f;
+    if (current->done > 0) {
+        spin_until(current->done);
+        current->done = 0;
+    }
+    current->idle_since = now();
+    return 0;
 }
 
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
@@ -507,6 +536,79 @@ CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcon
                 number("FAKECUDA_PEER_GBS", 0, 100), 0);
 }
 
+/* The PTX the probe loads: accepted when it is PTX with an entry point (".version",
+ * ".target", ".entry"), the way the real JIT refuses anything else with 218. */
+CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    NEED_CTX();
+    CUresult f = failure("cuModuleLoadData");
+    if (f)
+        return f;
+    const char *ptx = image;
+    if (!ptx || !strstr(ptx, ".version") || !strstr(ptx, ".target") || !strstr(ptx, ".entry"))
+        return 218;
+    struct fake_module *m = calloc(1, sizeof(*m) + strlen(ptx) + 1);
+    m->alive = 1;
+    strcpy((char *)(m + 1), ptx);
+    *module = m;
+    open_modules++;
+    return 0;
+}
+
+CUresult cuModuleGetFunction(CUfunction *fn, CUmodule module, const char *name)
+{
+    NEED_CTX();
+    CUresult f = failure("cuModuleGetFunction");
+    if (f)
+        return f;
+    if (!module || !module->alive)
+        return 400;
+    char want[300];
+    snprintf(want, sizeof(want), ".entry %s", name);
+    if (!strstr((const char *)(module + 1), want))
+        return 500;
+    *fn = module;
+    return 0;
+}
+
+CUresult cuModuleUnload(CUmodule module)
+{
+    NEED_CTX();
+    CUresult f = failure("cuModuleUnload");
+    if (f)
+        return f;
+    if (!module || !module->alive)
+        return 400;
+    module->alive = 0;
+    open_modules--;
+    return 0;
+}
+
+CUresult cuLaunchKernel(CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz,
+                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
+                        CUstream stream, void **params, void **extra)
+{
+    double start = now();
+    (void)shared;
+    (void)params;
+    (void)extra;
+    NEED_CTX();
+    CUresult f = failure("cuLaunchKernel");
+    if (f)
+        return f;
+    if (!fn || !fn->alive)
+        return 400;
+    if (stream || !gx || !gy || !gz || !bx || !by || !bz)
+        return 1;
+    int dev = current->device;
+    double run = number("FAKECUDA_LAUNCH_US", dev, 8) / 1e6;
+    double after = number("FAKECUDA_WAKE_AFTER_US", dev, 200) / 1e6;
+    if (current->idle_since > 0 && start - current->idle_since >= after)
+        run += number("FAKECUDA_WAKE_US", dev, 0) / 1e6;
+    current->done = start + run;
+    return 0;
+}
+
 __attribute__((destructor)) static void report(void)
 {
     const char *path = getenv("FAKECUDA_LOG");
@@ -515,7 +617,7 @@ __attribute__((destructor)) static void report(void)
     FILE *f = fopen(path, "a");
     if (!f)
         return;
-    fprintf(f, "contexts=%ld device_allocs=%ld host_allocs=%ld calls=%s\n", open_contexts,
-            device_allocs, host_allocs, calls);
+    fprintf(f, "contexts=%ld device_allocs=%ld host_allocs=%ld modules=%ld calls=%s\n",
+            open_contexts, device_allocs, host_allocs, open_modules, calls);
     fclose(f);
 }

@@ -67,7 +67,7 @@ def test_two_gpus_by_sysfs_address_at_the_set_rate_against_each_link(lib, tmp_pa
         assert dev["h2d_pct"] == round(100 * dev["h2d_gbs"] / dev["link_gbs"], 1)
         assert dev["skipped"] is None and dev["busy"] is False
     assert a["memory_total_mb"] == 143771 and a["name"] == "NVIDIA H200"
-    assert leaks(log) == "contexts=0 device_allocs=0 host_allocs=0"
+    assert leaks(log) == "contexts=0 device_allocs=0 host_allocs=0 modules=0"
 
 
 def test_real_h200_capture_gives_the_gen5_x16_ceiling(lib):
@@ -119,7 +119,7 @@ def test_a_failing_copy_fails_that_gpu_and_frees_everything(lib, tmp_path):
     for dev in res["devices"]:
         assert dev["error"]["step"] == "cuMemcpyDtoH_v2" and dev["error"]["code"] == 700
         assert dev["d2h_gbs"] is None
-    assert leaks(log) == "contexts=0 device_allocs=0 host_allocs=0"
+    assert leaks(log) == "contexts=0 device_allocs=0 host_allocs=0 modules=0"
 
 
 def test_data_changed_on_the_way_back_is_a_failure(lib):
@@ -139,7 +139,7 @@ def test_too_little_free_memory_is_skipped_not_failed(lib, tmp_path):
                               "not measured")
     assert low["h2d_gbs"] is None
     assert ok["skipped"] is None and ok["h2d_gbs"] > 0
-    assert leaks(log) == "contexts=0 device_allocs=0 host_allocs=0"
+    assert leaks(log) == "contexts=0 device_allocs=0 host_allocs=0 modules=0"
 
 
 def test_exclusive_process_gpu_held_elsewhere_is_busy_not_failed(lib):
@@ -167,7 +167,7 @@ def test_peer_matrix_only_copies_where_access_exists(lib, tmp_path):
     assert 0.16 <= forward["gbs"] <= 0.202
     assert (forward["from_bus_id"], forward["to_bus_id"]) == ("0000:a1:00.0", "0000:c1:00.0")
     assert (back["access"], back["gbs"]) == (False, None)
-    assert leaks(log) == "contexts=0 device_allocs=0 host_allocs=0"
+    assert leaks(log) == "contexts=0 device_allocs=0 host_allocs=0 modules=0"
 
 
 def test_peer_with_one_gpu_is_an_empty_matrix(lib):

@@ -139,7 +139,7 @@ def test_rates_before_and_after_the_pcie_change_per_gpu_with_the_link_share(
     # two probe children (before, after), each freed everything
     with open(probe_log) as handle:
         assert [line.split(" calls=")[0] for line in handle.read().splitlines()] == [
-            "contexts=0 device_allocs=0 host_allocs=0"] * 2
+            "contexts=0 device_allocs=0 host_allocs=0 modules=0"] * 2
     probe_before = result["parts"]["bandwidth_before"]["devices"]
     assert [d["pci_bus_id"] for d in probe_before] == [first, second]
     assert result["parts"]["bandwidth_after"]["devices"][0]["link_gbs"] == 63.0

@@ -251,7 +251,7 @@ def test_ansible_doc_renders_and_matches_the_spec(seed):
         "mrrs_include_upstream", "cpuidle_deeper_than", "sysctl", "sysctl_at_least",
         "sysctl_file", "snapshot_dir", "boot_service_start", "nvidia_peermem",
         "lxc_config_dir", "numa_pin_vmids", "bandwidth_size_mb", "bandwidth_repeats",
-        "bandwidth_timeout", "cuda_library"}
+        "latency_count", "latency_gap_us", "bandwidth_timeout", "cuda_library"}
     for name, spec in tune.argument_spec().items():  # every part's own option documented
         assert doc["doc"]["options"][name].get("default") == spec.get("default"), name
     root, _built = seed
@@ -260,19 +260,19 @@ def test_ansible_doc_renders_and_matches_the_spec(seed):
 
 
 def test_parts_tables_come_from_the_registered_parts():
-    assert tune.PARTS == ("snapshot", "bandwidth", "sysctl", "cpuidle", "pcie",
+    assert tune.PARTS == ("snapshot", "bandwidth", "latency", "sysctl", "cpuidle", "pcie",
                           "boot_service", "nvidia_peermem", "numa_pin", "verify")
     assert tune.DEFAULT_PARTS == tuple(p for p in tune.PARTS
-                                       if p not in ("numa_pin", "bandwidth"))
+                                       if p not in ("numa_pin", "bandwidth", "latency"))
     assert tune.argument_spec()["parts"]["default"] == list(tune.DEFAULT_PARTS)
     assert tune.MANAGED == {"numa_balancing": "sysctl", "sysctl": "sysctl",
                             "cpuidle_deep_state": "cpuidle", "pcie_mrrs": "pcie",
                             "gpu_numa_mismatch": "numa_pin",
                             "gpu_container_unpinned": "numa_pin"}
-    assert tune.STEPS == ("snapshot_before", "bandwidth_before", "sysctl", "cpuidle", "pcie",
-                          "boot_service", "nvidia_peermem", "nvidia_peermem_at_boot",
-                          "modules_load_dir", "numa_pin", "snapshot_applied",
-                          "bandwidth_after")
+    assert tune.STEPS == ("snapshot_before", "bandwidth_before", "latency_before", "sysctl",
+                          "cpuidle", "pcie", "boot_service", "nvidia_peermem",
+                          "nvidia_peermem_at_boot", "modules_load_dir", "numa_pin",
+                          "snapshot_applied", "bandwidth_after", "latency_after")
 
 
 class _Marker(object):

@@ -1,0 +1,204 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The ``latency`` tune part (module host_tune): the round trip of an empty GPU kernel
+launch plus synchronise on every GPU, measured with the CUDA probe (``cuda.py``,
+``latency``) before the tune parts change the host and again after verify, so the tune
+report shows what the CPU-side fixes (idle states, NUMA balancing, placement) bought: per GPU
+p50 and p99 in microseconds, with the calling thread sleeping between launches (what a
+serving loop does, and where a deep idle state shows) and back to back, ``before -> after``
+and ``better``/``worse``/``same``, and which parts ran between the two measurements.
+
+Off unless asked (host_tune's ``parts``; role ``gpuhost_tune_latency``), switchable apart
+from ``bandwidth``. It changes nothing and allocates nothing that stays. Live host only:
+under another root, without the CUDA driver library, and in check mode it measures nothing
+and says why in its row. A slower round trip after tuning is reported (row ``worse`` and a
+warning), never a failure; a CUDA error is the part's failure, naming the code.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import bandwidth
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda
+from ansible_collections.gpuhost.tuning.plugins.module_utils import validate
+
+NAME = "latency"
+# A change of at most this share of the value before, or of at most SAME_US, is noise.
+SAME_PCT = 10.0
+SAME_US = 2.0
+MODES = (("sleeping", "after a sleep"), ("back_to_back", "back to back"))
+
+OPTIONS = dict(
+    latency_count=dict(type="int", default=200),
+    latency_gap_us=dict(type="int", default=1000),
+    cuda_library=bandwidth.OPTIONS["cuda_library"],
+)
+
+
+def check_options(params):
+    """Error text for options the probe cannot use, or None."""
+    try:
+        validate.latency_options(params)
+    except validate.ValidationError as exc:
+        return str(exc)
+    return None
+
+
+def measure(params, runner):
+    """One probe run with the latency measurement, as the part's options say, in a child
+    process bounded by the probe's default limit plus every round trip at its sleep and
+    ``cuda.MAX_LAUNCH_US`` (``cuda.time_limit``); never raises."""
+    return cuda.probe_host(runner, library=params["cuda_library"] or cuda.DEFAULT_LIBRARY,
+                           latency=True, latency_count=params["latency_count"],
+                           latency_gap_us=params["latency_gap_us"], root=params["root"])
+
+
+def cell(stats):
+    """``p50 9.8 / p99 12.4 us``; None when not measured."""
+    if not stats or stats.get("p50_us") is None:
+        return None
+    return "p50 %.1f / p99 %.1f us" % (stats["p50_us"], stats["p99_us"])
+
+
+def _change(before, after):
+    """``(status, "+12.3 %")`` of one percentile: lower is better."""
+    delta = after - before
+    pct = 100.0 * delta / before if before else 0.0
+    if abs(delta) <= SAME_US or abs(pct) <= SAME_PCT:
+        return "same", "%+.1f %%" % pct
+    return ("better" if delta < 0 else "worse"), "%+.1f %%" % pct
+
+
+def compare(before, after):
+    """``(status, note)`` for two :func:`cuda.latency_stats`: the status is the median's
+    (``better``, ``worse`` or ``same`` within the margin): every launch after a sleep pays a
+    core's wake-up, so the median shows it, while one preempted round trip moves the p99 of
+    a few hundred; the note gives both changes."""
+    status, change = _change(before["p50_us"], after["p50_us"])
+    return status, "p50 %s, p99 %s" % (change, _change(before["p99_us"], after["p99_us"])[1])
+
+
+def _why_not(dev):
+    if dev is None:
+        return "not found"
+    lat = dev.get("latency") or {}
+    if lat.get("skipped"):
+        return lat["skipped"]
+    return bandwidth._why_not(dev)
+
+
+def between(ran):
+    """What ran between the two measurements: ``sysctl (changed), cpuidle (no change)``."""
+    if not ran:
+        return "no tune part ran between the measurements"
+    return "between: " + ", ".join("%s (%s)" % (name, "changed" if changed else "no change")
+                                   for name, changed in ran)
+
+
+def rows(before, after, ran=()):
+    """``(item, before, after, status, note)`` per GPU and mode, and the slowdowns for the
+    warnings."""
+    out, worse = [], []
+    old = dict((d["pci_bus_id"], d) for d in before.get("devices") or [] if d["pci_bus_id"])
+    new = dict((d["pci_bus_id"], d) for d in after.get("devices") or [] if d["pci_bus_id"])
+    order = [d["pci_bus_id"] for d in (after.get("devices") or []) if d["pci_bus_id"]]
+    order += [bdf for bdf in old if bdf not in new]
+    parts = between(ran)
+    for bdf in order:
+        b, a = old.get(bdf), new.get(bdf)
+        gap = ((a or b).get("latency") or {}).get("gap_us")
+        for mode, label in MODES:
+            item = "%s launch+sync %s" % (bdf, label if mode != "sleeping"
+                                          else "after a %s us sleep" % gap)
+            bs = ((b or {}).get("latency") or {}).get(mode)
+            as_ = ((a or {}).get("latency") or {}).get(mode)
+            if not bs and not as_:
+                out.append((item, None, None, "skipped", _why_not(a or b)))
+                continue
+            if not as_:
+                out.append((item, cell(bs), None, "skipped", "after: %s" % _why_not(a)))
+                continue
+            if not bs:
+                out.append((item, None, cell(as_), "measured", "before: %s" % _why_not(b)))
+                continue
+            status, note = compare(bs, as_)
+            out.append((item, cell(bs), cell(as_), status, "%s; %s" % (note, parts)))
+            if status == "worse":
+                worse.append("%s %s -> %s" % (item, cell(bs), cell(as_)))
+    return out, worse
+
+
+class LatencyBefore(object):
+    """Measure before the tune parts change the host; the after object reads it from the
+    context. Fails (stopping the pass before any change) only on unusable options."""
+
+    name = NAME
+    owns = ()
+    steps = ("latency_before",)
+    stage = "before"
+    options = OPTIONS
+    default_on = False
+
+    def run(self, ctx):
+        ctx.latency_before = None
+        problem = check_options(ctx.params)
+        if problem:
+            return {"failures": ["latency_before: %s" % problem],
+                    "rows": [("latency", None, None, "failed", problem)]}
+        if not bandwidth.is_live(ctx.root) or ctx.check_mode:
+            return {}
+        ctx.latency_before = measure(ctx.params, ctx.runner)
+        return {"detail": {"latency_before": ctx.latency_before}}
+
+    def not_run(self, ctx, status):
+        return {}
+
+
+class LatencyAfter(object):
+    """Measure again after verify; rows before -> after per GPU and mode, naming the parts
+    that ran in between."""
+
+    name = NAME
+    owns = ()
+    steps = ("latency_after",)
+    stage = "after"
+    options = OPTIONS
+    default_on = False
+
+    def run(self, ctx):
+        if not bandwidth.is_live(ctx.root):
+            return {"rows": [("latency", None, None, "skipped",
+                              "root %s is not the live host: no GPU to measure there"
+                              % ctx.root)]}
+        if ctx.check_mode:
+            return {"rows": [("latency", None, None, "not measured",
+                              "check mode: no kernel launched")]}
+        before = getattr(ctx, "latency_before", None)
+        if before is None:
+            return {}
+        if bandwidth.library_missing(before):
+            return {"rows": [("latency", None, None, "skipped", before["error"])]}
+        after = measure(ctx.params, ctx.runner)
+        out = {"detail": {"latency_after": after}, "failures": [], "rows": []}
+        for when, result, step in (("before", before, "latency_before"),
+                                   ("after", after, "latency_after")):
+            msg = cuda.failure_message(result)
+            if msg:
+                out["failures"].append("%s: %s" % (step, msg))
+                out["rows"].append(("latency %s tuning" % when, None, None, "failed", msg))
+        table, worse = rows(before, after, getattr(ctx, "ran", ()))
+        out["rows"].extend(table)
+        if worse and ctx.warn:
+            ctx.warn("latency: slower after tuning: %s" % "; ".join(worse))
+        return out
+
+    def not_run(self, ctx, status):
+        if status == "off":
+            return {}
+        return {"rows": [("latency", None, None, status, "")]}
+
+
+BEFORE_PART = LatencyBefore()
+AFTER_PART = LatencyAfter()

@@ -1,0 +1,77 @@
+"""gpu_launch_latency_high (checks/cuda.py): a GPU's launch round trip after the calling
+thread slept against the same GPU's back-to-back one, as cuda_probe's ``latency`` returns
+them, judged on host trees whose idle states and cpufreq say what the likely cause is."""
+
+import pytest
+from fixtures import hosts
+from modrun import run_module
+
+from ansible_collections.gpuhost.tuning.plugins.modules import host_audit
+
+
+def probe(address, sleeping_p99, back_p99, vmid=None):
+    res = {"library": "libcuda.so.1", "init": {"code": 0, "name": "CUDA_SUCCESS",
+                                                "text": "no error"},
+           "driver_version": 13000, "cause": None, "changed": False, "failed": False,
+           "devices": [{"index": 0, "name": "NVIDIA H200", "pci_bus_id": address,
+                        "latency": {"count": 100, "gap_us": 1000, "skipped": None,
+                                    "back_to_back": {"p50_us": back_p99 * 0.8,
+                                                     "p99_us": back_p99, "max_us": back_p99},
+                                    "sleeping": {"p50_us": sleeping_p99 * 0.7,
+                                                 "p99_us": sleeping_p99,
+                                                 "max_us": sleeping_p99 * 2}}}]}
+    if vmid is not None:
+        res["vmid"] = vmid
+    return res
+
+
+def findings(root, results):
+    res = run_module(host_audit, {"root": root, "cuda": results})
+    assert res.get("failed") is not True, res
+    return [f for f in res["audit"]["findings"] if f["id"] == "gpu_launch_latency_high"]
+
+
+@pytest.fixture
+def seed(tmp_path):
+    return hosts.seed_host(str(tmp_path / "seed"))
+
+
+@pytest.fixture
+def tuned(tmp_path):
+    return hosts.tuned_host(str(tmp_path / "tuned"))
+
+
+def test_deep_idle_states_are_named_as_the_cause(seed):
+    gpu = seed["gpus"][0]
+    (found,) = findings(seed["root"], [probe(gpu, 420.0, 14.0)])
+    assert found["severity"] == "medium" and found["subject"] == gpu
+    assert "p99 420.0 us after a 1000 us sleep, 14.0 us back to back" in found["current"]
+    assert "idle states deeper than C1 enabled (C2" in found["remedy"]
+    assert "ansible-playbook gpuhost.tuning.tune" in found["remedy"]
+
+
+def test_on_a_tuned_host_the_remedy_says_no_cause_shows(tuned):
+    gpu = tuned["gpus"][0]
+    (found,) = findings(tuned["root"], [probe(gpu, 420.0, 14.0)])
+    assert "idle states" not in found["remedy"].split(":")[0]
+    assert "BIOS power profile" in found["remedy"]
+
+
+@pytest.mark.parametrize("sleeping, back", [(27.0, 14.0), (33.0, 14.0), (60.0, 40.0)])
+def test_within_twice_or_20_us_is_no_finding(seed, sleeping, back):
+    assert findings(seed["root"], [probe(seed["gpus"][0], sleeping, back)]) == []
+
+
+def test_a_container_measurement_names_the_container(seed):
+    gpu = seed["gpus"][1]
+    (found,) = findings(seed["root"], [probe(gpu, 300.0, 12.0, vmid=129)])
+    assert found["subject"] == "%s (lxc 129)" % gpu
+
+
+def test_a_gpu_without_latency_or_skipped_is_not_judged(seed):
+    res = probe(seed["gpus"][0], 400.0, 10.0)
+    res["devices"][0]["latency"] = {"skipped": "the driver refused ...", "sleeping": None,
+                                    "back_to_back": None}
+    assert findings(seed["root"], [res]) == []
+    del res["devices"][0]["latency"]
+    assert findings(seed["root"], [res]) == []
