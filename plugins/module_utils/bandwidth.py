@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda
+from ansible_collections.gpuhost.tuning.plugins.module_utils import measured
 from ansible_collections.gpuhost.tuning.plugins.module_utils import validate
 
 NAME = "bandwidth"
@@ -32,11 +33,6 @@ OPTIONS = dict(
     bandwidth_timeout=dict(type="int", default=cuda.DEFAULT_TIMEOUT),
     cuda_library=dict(type="str", default=cuda.DEFAULT_LIBRARY),
 )
-
-
-def is_live(root):
-    """True when ``root`` is the running host (its GPUs can be measured)."""
-    return (root or "/").rstrip("/") == ""
 
 
 def check_options(params):
@@ -56,13 +52,6 @@ def measure(params, runner):
                            bandwidth=True, size_mb=params["bandwidth_size_mb"],
                            repeats=params["bandwidth_repeats"], root=params["root"],
                            timeout=params.get("bandwidth_timeout") or cuda.DEFAULT_TIMEOUT)
-
-
-def library_missing(result):
-    """True when the probe could not load the driver library at all (no NVIDIA driver); a
-    probe that hung or crashed before cuInit answered is a failure, not this."""
-    return bool(result and result.get("error") and result.get("init") is None
-                and not result.get("timed_out") and not result.get("signal"))
 
 
 def cell(dev, direction):
@@ -141,75 +130,25 @@ def rows(before, after):
     return out, drops
 
 
-class BandwidthBefore(object):
-    """Measure before the tune parts change the host; the after object reads it from the
-    context. Fails (stopping the pass before any change) only on unusable options."""
+def check_mode_note(params):
+    return ("check mode: no copies (each takes %d MiB of every GPU's memory)"
+            % params["bandwidth_size_mb"])
+
+
+def _rows(before, after, _ctx):
+    return rows(before, after)
+
+
+class _Measurement(object):
+    """The part's measurement for ``measured.parts``."""
 
     name = NAME
-    owns = ()
-    steps = ("bandwidth_before",)
-    stage = "before"
     options = OPTIONS
-    default_on = False
-
-    def run(self, ctx):
-        ctx.bandwidth_before = None
-        problem = check_options(ctx.params)
-        if problem:
-            return {"failures": ["bandwidth_before: %s" % problem],
-                    "rows": [("bandwidth", None, None, "failed", problem)]}
-        if not is_live(ctx.root) or ctx.check_mode:
-            return {}
-        ctx.bandwidth_before = measure(ctx.params, ctx.runner)
-        return {"detail": {"bandwidth_before": ctx.bandwidth_before}}
-
-    def not_run(self, ctx, status):
-        return {}
+    worse = "lower"
+    check_options = staticmethod(check_options)
+    measure = staticmethod(measure)
+    rows = staticmethod(_rows)
+    check_mode_note = staticmethod(check_mode_note)
 
 
-class BandwidthAfter(object):
-    """Measure again after the tune parts; rows before -> after per GPU and direction."""
-
-    name = NAME
-    owns = ()
-    steps = ("bandwidth_after",)
-    stage = "after"
-    options = OPTIONS
-    default_on = False
-
-    def run(self, ctx):
-        if not is_live(ctx.root):
-            return {"rows": [("bandwidth", None, None, "skipped",
-                              "root %s is not the live host: no GPU to measure there"
-                              % ctx.root)]}
-        if ctx.check_mode:
-            return {"rows": [("bandwidth", None, None, "not measured",
-                              "check mode: no copies (each takes %d MiB of every GPU's "
-                              "memory)" % ctx.params["bandwidth_size_mb"])]}
-        before = getattr(ctx, "bandwidth_before", None)
-        if before is None:
-            return {}
-        if library_missing(before):
-            return {"rows": [("bandwidth", None, None, "skipped", before["error"])]}
-        after = measure(ctx.params, ctx.runner)
-        out = {"detail": {"bandwidth_after": after}, "failures": [], "rows": []}
-        for when, result, step in (("before", before, "bandwidth_before"),
-                                   ("after", after, "bandwidth_after")):
-            msg = cuda.failure_message(result)
-            if msg:
-                out["failures"].append("%s: %s" % (step, msg))
-                out["rows"].append(("bandwidth %s tuning" % when, None, None, "failed", msg))
-        table, drops = rows(before, after)
-        out["rows"].extend(table)
-        if drops and ctx.warn:
-            ctx.warn("bandwidth: lower after tuning: %s" % "; ".join(drops))
-        return out
-
-    def not_run(self, ctx, status):
-        if status == "off":
-            return {}
-        return {"rows": [("bandwidth", None, None, status, "")]}
-
-
-BEFORE_PART = BandwidthBefore()
-AFTER_PART = BandwidthAfter()
+BEFORE_PART, AFTER_PART = measured.parts(_Measurement)

@@ -22,6 +22,7 @@ __metaclass__ = type
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bandwidth
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda
+from ansible_collections.gpuhost.tuning.plugins.module_utils import measured
 from ansible_collections.gpuhost.tuning.plugins.module_utils import validate
 
 NAME = "latency"
@@ -130,75 +131,23 @@ def rows(before, after, ran=()):
     return out, worse
 
 
-class LatencyBefore(object):
-    """Measure before the tune parts change the host; the after object reads it from the
-    context. Fails (stopping the pass before any change) only on unusable options."""
+def _rows(before, after, ctx):
+    return rows(before, after, getattr(ctx, "ran", ()))
+
+
+class _Measurement(object):
+    """The part's measurement for ``measured.parts``."""
 
     name = NAME
-    owns = ()
-    steps = ("latency_before",)
-    stage = "before"
     options = OPTIONS
-    default_on = False
+    worse = "slower"
+    check_options = staticmethod(check_options)
+    measure = staticmethod(measure)
+    rows = staticmethod(_rows)
 
-    def run(self, ctx):
-        ctx.latency_before = None
-        problem = check_options(ctx.params)
-        if problem:
-            return {"failures": ["latency_before: %s" % problem],
-                    "rows": [("latency", None, None, "failed", problem)]}
-        if not bandwidth.is_live(ctx.root) or ctx.check_mode:
-            return {}
-        ctx.latency_before = measure(ctx.params, ctx.runner)
-        return {"detail": {"latency_before": ctx.latency_before}}
-
-    def not_run(self, ctx, status):
-        return {}
+    @staticmethod
+    def check_mode_note(_params):
+        return "check mode: no kernel launched"
 
 
-class LatencyAfter(object):
-    """Measure again after verify; rows before -> after per GPU and mode, naming the parts
-    that ran in between."""
-
-    name = NAME
-    owns = ()
-    steps = ("latency_after",)
-    stage = "after"
-    options = OPTIONS
-    default_on = False
-
-    def run(self, ctx):
-        if not bandwidth.is_live(ctx.root):
-            return {"rows": [("latency", None, None, "skipped",
-                              "root %s is not the live host: no GPU to measure there"
-                              % ctx.root)]}
-        if ctx.check_mode:
-            return {"rows": [("latency", None, None, "not measured",
-                              "check mode: no kernel launched")]}
-        before = getattr(ctx, "latency_before", None)
-        if before is None:
-            return {}
-        if bandwidth.library_missing(before):
-            return {"rows": [("latency", None, None, "skipped", before["error"])]}
-        after = measure(ctx.params, ctx.runner)
-        out = {"detail": {"latency_after": after}, "failures": [], "rows": []}
-        for when, result, step in (("before", before, "latency_before"),
-                                   ("after", after, "latency_after")):
-            msg = cuda.failure_message(result)
-            if msg:
-                out["failures"].append("%s: %s" % (step, msg))
-                out["rows"].append(("latency %s tuning" % when, None, None, "failed", msg))
-        table, worse = rows(before, after, getattr(ctx, "ran", ()))
-        out["rows"].extend(table)
-        if worse and ctx.warn:
-            ctx.warn("latency: slower after tuning: %s" % "; ".join(worse))
-        return out
-
-    def not_run(self, ctx, status):
-        if status == "off":
-            return {}
-        return {"rows": [("latency", None, None, status, "")]}
-
-
-BEFORE_PART = LatencyBefore()
-AFTER_PART = LatencyAfter()
+BEFORE_PART, AFTER_PART = measured.parts(_Measurement)

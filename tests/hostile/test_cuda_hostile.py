@@ -21,7 +21,8 @@ from fixtures import pci as pcifix
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bandwidth, container, cuda
+from ansible_collections.gpuhost.tuning.plugins.module_utils import measured
+from ansible_collections.gpuhost.tuning.plugins.module_utils import container, cuda
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (
     CommandTimeout,
     Runner,
@@ -194,7 +195,7 @@ def test_absurdly_slow_copies_are_bounded_and_name_the_copy(fake, vm, marker):
 
 def test_hanging_bandwidth_measurement_fails_the_part_and_the_others_run(
         fake, vm, monkeypatch, marker):
-    monkeypatch.setattr(bandwidth, "is_live", lambda _root: True)   # the tree as the host
+    monkeypatch.setattr(measured, "is_live", lambda _root: True)   # the tree as the host
     fake(devices=vm["gpu"], hang="cuInit")
     started = time.monotonic()
     res = run_module(host_tune, {"root": vm["root"], "host": "gpu01",

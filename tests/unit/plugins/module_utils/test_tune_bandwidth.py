@@ -4,7 +4,7 @@ default, skipped off the live host, not measured in check mode.
 
 The module runs in this process (as the other host_tune tests do), so the stand-in is
 named by path through the ``cuda_library`` option, and the seed tree stands for the live
-host's sysfs (``bandwidth.is_live`` says yes, as ``peermem.is_live`` does in
+host's sysfs (``measured.is_live`` says yes, as ``peermem.is_live`` does in
 test_host_tune). The tree is the H200 VM with a second H200 whose MRRS is 512, so the pcie
 part changes something between the two measurements."""
 
@@ -18,6 +18,7 @@ from fixtures import hosts
 from fixtures import pci as pcifix
 from modrun import run_module
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import measured
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bandwidth, report
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import tune
@@ -81,7 +82,7 @@ def seed(tmp_path):
 
 @pytest.fixture
 def live(monkeypatch):
-    monkeypatch.setattr(bandwidth, "is_live", lambda _root: True)  # as if root were the host
+    monkeypatch.setattr(measured, "is_live", lambda _root: True)  # as if root were the host
 
 
 def run(root, check_mode=False, **args):
@@ -233,8 +234,9 @@ def test_a_copy_size_below_one_is_refused_before_anything_runs(seed, live, lib):
 
 
 def test_the_two_objects_of_a_part_must_agree_on_being_off_by_default():
-    class OnByDefault(bandwidth.BandwidthAfter):
+    class OnByDefault(measured.MeasureAfter):
         default_on = True
 
+    registry = [p for p in tune.REGISTRY if p is not bandwidth.AFTER_PART]
     with pytest.raises(ValueError, match="tune part bandwidth: its objects disagree"):
-        tune._derive(list(tune.REGISTRY[:-1]) + [OnByDefault()])
+        tune._derive(registry + [OnByDefault(bandwidth._Measurement)])

@@ -17,7 +17,8 @@ import pytest
 from fixtures import hosts
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bandwidth, cpu_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils import measured
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import latency, report, tune
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
 
@@ -56,7 +57,7 @@ def seed(tmp_path):
 
 @pytest.fixture
 def live(monkeypatch):
-    monkeypatch.setattr(bandwidth, "is_live", lambda _root: True)
+    monkeypatch.setattr(measured, "is_live", lambda _root: True)
 
 
 def run(root, check_mode=False, **args):
@@ -147,7 +148,7 @@ def test_another_root_is_skipped_and_check_mode_is_not_measured(seed, fake, priv
     result = run(seed["root"], parts=["latency"], cuda_library=private_lib)
     assert latency_rows(result)["latency"]["status"] == "skipped"
     assert "is not the live host" in latency_rows(result)["latency"]["note"]
-    monkeypatch.setattr(bandwidth, "is_live", lambda _root: True)
+    monkeypatch.setattr(measured, "is_live", lambda _root: True)
     checked = run(seed["root"], check_mode=True, parts=WITH_LATENCY, cuda_library=private_lib)
     row = latency_rows(checked)["latency"]
     assert (row["status"], row["note"]) == ("not measured", "check mode: no kernel launched")
