@@ -374,6 +374,12 @@ class _BoundedRaw(io.RawIOBase):
     def readable(self):
         return True
 
+    def seekable(self):
+        return True
+
+    def seek(self, offset, whence=os.SEEK_SET):
+        return os.lseek(self._fd, offset, whence)
+
     def fileno(self):
         return self._fd
 
@@ -399,15 +405,8 @@ def open_read(path, mode="r", limit=READ_LIMIT, **kwargs):
     takes them), recorded: a regular file only (see ``_open_regular``), reading past
     ``limit`` bytes raises TooLarge (so no line is longer either)."""
     _note(path, "read")
-    fd, st = _open_regular(path)
-    try:
-        if st.st_size > limit:
-            _too_large(path, limit, st.st_size)
-        raw = _BoundedRaw(fd, path, limit)
-    except BaseException:
-        os.close(fd)
-        raise
-    handle = io.BufferedReader(raw)
+    fd, _st = _open_regular(path)
+    handle = io.BufferedReader(_BoundedRaw(fd, path, limit))
     if "b" in mode:
         return handle
     return io.TextIOWrapper(handle, encoding=kwargs.get("encoding"),
