@@ -324,6 +324,13 @@ def _open_regular(path):
     try:
         fd = os.open(path, _FLAGS)
     except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket: say so
+            try:
+                st = os.stat(path)
+            except OSError:
+                st = None
+            if st is not None and not _stat.S_ISREG(st.st_mode):
+                _refuse(path, st)
         raise type(exc)(exc.errno, exc.strerror, path)
     try:
         st = os.fstat(fd)
