@@ -243,10 +243,21 @@ def _memory_audit(root):
     return report
 
 
-@pytest.mark.parametrize("target", ["/dev/zero", "relative", "node"])
-def test_kernel_log_linked_to_an_endless_device_stays_small(tmp_path, target):
+@pytest.mark.parametrize("log,target", [
+    ("/.gpuhost-capture/kernel-log.txt", "/dev/zero"),
+    ("/.gpuhost-capture/kernel-log.txt", "relative"),
+    ("/.gpuhost-capture/kernel-log.txt", "node"),
+    ("/var/log/kern.log", "node"),
+])
+def test_kernel_log_linked_to_an_endless_device_stays_small(tmp_path, log, target):
+    """The kernel log a capture stores, or kern.log, as a link to /dev/zero (absolute, or
+    climbing out with ``..``) or as /dev/zero's own node in the tree."""
+    from fixtures import nvhealth
     root, _health = _kern_log_tree(tmp_path)
-    log = os.path.join(root, "var/log/kern.log")
+    if log.startswith("/.gpuhost-capture/"):
+        nvhealth.write_stored_log(root, [], time.time())
+        os.unlink(os.path.join(root, "var/log/kern.log"))
+    log = os.path.join(root, log.lstrip("/"))
     os.unlink(log)
     if target == "node":
         if os.geteuid() != 0:
