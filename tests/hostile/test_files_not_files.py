@@ -161,10 +161,11 @@ def _run_child(args, seconds, memory=None):
 # the trees
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def trees(tmp_path_factory):
     """The seed host as a capture holds it (stored nvidia-smi and kernel log) and with its
-    kernel log in /var/log/kern.log instead; ``cases``: every file either audit reads."""
+    kernel log in /var/log/kern.log instead; ``cases``: every file either audit reads.
+    Built for each test: a child killed in a case leaves that case's FIFO or link behind."""
     from fixtures import hosts, nvhealth
     base = str(tmp_path_factory.mktemp("files-not-files"))
     stored = os.path.join(base, "stored")
