@@ -219,15 +219,20 @@ def _in_root(path, follow=True):
     if not _ROOTS:
         return path, None
     folder, _sep, name = path.rpartition("/")
-    cache = _SESSIONS[-1].cache if _SESSIONS else None
-    hit = cache.get(folder) if cache is not None else None
-    if hit is not None:
-        root, base = hit
+    if _SESSIONS:
+        cache = _SESSIONS[-1].cache
+        hit = cache.get(folder)
+        if hit is not None:
+            root, base = hit
+        else:
+            root, rel = _root_of(path)
+            if root is None or not rel:
+                return path, None
+            base = _dir_in_root(root, folder, cache)
     else:
-        root, rel = _root_of(path)
-        if root is None or not rel:
+        root, base = _checked_folder(path, folder)
+        if root is None:
             return path, None
-        base = _dir_in_root(root, folder, cache)
     if follow or name in ("", ".", ".."):
         rel, st = _step(root, base, name)
     else:
@@ -237,6 +242,41 @@ def _in_root(path, follow=True):
         except OSError as exc:
             st = exc
     return (root + "/" + rel if rel else root), st
+
+
+# Outside a session (a run that writes between its reads), each folder's resolution is
+# kept with the identity of the folder it reached and used again only while the resolved
+# path still reaches that very folder (one stat instead of an lstat per name on the way):
+# a link put on the way since then changes what it reaches, and the folder is resolved
+# again. Bounded: emptied at _FOLDERS_MAX entries.
+_FOLDERS = {}
+_FOLDERS_MAX = 20000
+
+
+def _checked_folder(path, folder):
+    """``(root, resolved folder rel)`` of ``path``'s folder, or ``(None, None)`` when
+    ``path`` is under no root (or is one)."""
+    hit = _FOLDERS.get(folder)
+    if hit is not None:
+        root, base, ident = hit
+        try:
+            st = os.stat(root + "/" + base if base else root)
+            if (st.st_dev, st.st_ino) == ident:
+                return root, base
+        except OSError:
+            pass
+    root, rel = _root_of(path)
+    if root is None or not rel:
+        return None, None
+    base = _dir_in_root(root, folder, None)
+    try:
+        st = os.stat(root + "/" + base if base else root)
+    except OSError:
+        return root, base
+    if len(_FOLDERS) >= _FOLDERS_MAX:
+        _FOLDERS.clear()
+    _FOLDERS[folder] = (root, base, (st.st_dev, st.st_ino))
+    return root, base
 
 
 def _resolved(path, follow=True):

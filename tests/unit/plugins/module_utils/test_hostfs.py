@@ -282,3 +282,17 @@ def test_write_in_place_never_writes_outside_the_root(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(hostfs.NotRegularFile, match="a FIFO"):
         hostfs.write_in_place(hostfs.host_path(root, "/sys/kernel/mm/defrag"), "madvise")
+
+
+def test_a_folder_turned_into_a_link_out_is_resolved_again(tmp_path):
+    """Outside a session a folder's resolution is reused only while it reaches the same
+    folder: one replaced by a link out of the tree between two reads is resolved again."""
+    root, outside = _tree(tmp_path)
+    path = hostfs.host_path(root, "/proc/cmdline")
+    assert hostfs.read_text(path).startswith("BOOT_IMAGE=")
+    os.rename(os.path.join(root, "proc"), os.path.join(root, "proc.old"))
+    os.rename(os.path.join(outside, "secret"), os.path.join(outside, "cmdline"))
+    os.symlink(outside, os.path.join(root, "proc"))
+    assert hostfs.read_text(path) is None
+    with hostfs.session():
+        assert hostfs.read_text(path) is None
