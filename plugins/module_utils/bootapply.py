@@ -28,7 +28,7 @@ import json
 import sys
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu_write, hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 
@@ -44,7 +44,7 @@ class ConfigError(Exception):
 
 def load_config(path):
     try:
-        with open(path, "r") as handle:
+        with hostfs.open_read(path, "r") as handle:
             config = json.load(handle)
     except (IOError, OSError) as exc:
         raise ConfigError("cannot read %s: %s (reinstall with the tune playbook)" % (path, exc))

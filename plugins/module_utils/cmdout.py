@@ -69,9 +69,13 @@ class CommandOutputs(object):
         else:
             path = stored_path(self.root, name)
             try:
-                with hostfs.open_read(path, "r", encoding="utf-8", errors="replace") as handle:
+                with hostfs.open_read(path, "r", hostfs.OUTPUT_LIMIT, encoding="utf-8",
+                                      errors="replace") as handle:
                     text = handle.read()
                 info = {"source": "capture", "path": CAPTURE_DIR + "/" + name}
+            except hostfs.HostFileError as exc:  # a FIFO, a device, over its cap: named
+                text = None
+                info = {"source": None, "error": "stored output not read: %s" % exc}
             except (IOError, OSError):
                 text = None
                 info = {"source": None, "error": "not run (the root is not the live "

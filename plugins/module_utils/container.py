@@ -20,6 +20,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     atomic_write,
     host_path,
+    isfile,
+    read_bytes,
     unified_diff_dict,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc import (
@@ -46,11 +48,11 @@ def locate(params):
     root = params["root"]
     if params.get("path"):
         path = host_path(root, params["path"])
-        if not os.path.isfile(path):
+        if not isfile(path):
             raise LxcError("container config %s does not exist" % path)
         return path
     path = config_path(root, params["vmid"], params["config_dir"])
-    if not os.path.isfile(path):
+    if not isfile(path):
         known = [str(v) for v, _p in list_configs(root, params["config_dir"])]
         raise LxcError(
             "no config for container %s at %s (containers here: %s); %s shows only this "
@@ -125,9 +127,8 @@ def rules_run(params, check_mode):
             os.unlink(result["backup_file"])
         raise LxcError("writing %s failed, nothing changed: %s (is /etc/pve read-only "
                        "without quorum? check pvecm status)" % (target, exc))
-    with open(target, "rb") as handle:
-        if handle.read() != new.render_bytes():
-            raise LxcError("%s reads back different from what was written" % target)
+    if read_bytes(target) != new.render_bytes():
+        raise LxcError("%s reads back different from what was written" % target)
     return result
 
 

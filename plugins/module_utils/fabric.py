@@ -69,7 +69,9 @@ def package_version(root, prefix="nvidia-fabricmanager"):
         return name, version or None
 
     try:
-        with hostfs.open_read(path, "r", encoding="utf-8", errors="replace") as handle:
+        # dpkg's status of a full host is a few MiB: the cap of a stored command output
+        with hostfs.open_read(path, "r", hostfs.OUTPUT_LIMIT, encoding="utf-8",
+                              errors="replace") as handle:
             for line in handle:
                 if line == "\n":
                     got = take(fields)

@@ -315,6 +315,16 @@ def collect(root, wanted=None, outputs=None):
     root = root or "/"
     if outputs is None:
         outputs = cmdout.CommandOutputs(root)
+    # One reading session: links inside the root resolved once per folder, and every file
+    # refused (a FIFO, a device, over its cap) or line skipped becomes an entry in errors.
+    with hostfs.session() as reading:
+        facts = _collect(root, wanted, outputs)
+    for section, message in reading.problems:
+        facts["errors"].append({"section": section, "error": message})
+    return facts
+
+
+def _collect(root, wanted, outputs):
     errors = []
     facts = {}
     facts["kernel"] = _guard(errors, "kernel", lambda: kernel_facts(root), {})

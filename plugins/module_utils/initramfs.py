@@ -8,8 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
-
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
 
 IMAGE = "/boot/initrd.img-{kernel}"
@@ -36,14 +35,15 @@ def check_images(root, kernels, lister, runner, files=(), absent_files=(), image
     for release in kernels:
         path = image.replace("{kernel}", release)
         local = host_path(root, path)
-        item = {"kernel": release, "image": path, "exists": os.path.isfile(local),
+        item = {"kernel": release, "image": path, "exists": hostfs.isfile(local),
                 "present": [], "missing": [], "unexpected": []}
         images.append(item)
         if not item["exists"]:
             problems.append("%s does not exist: run update-initramfs -c -k %s" % (path, release))
             stale.append(release)
             continue
-        rc, out, err = runner.run([lister, local], check=False)
+        # the image as resolved inside the root: the lister never follows a link out
+        rc, out, err = runner.run([lister, hostfs.realpath(local)], check=False)
         if rc != 0:
             problems.append("%s %s exited %s: %s" % (lister, path, rc, (err or out).strip()))
             stale.append(release)

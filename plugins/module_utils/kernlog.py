@@ -34,7 +34,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import calendar
-import gzip
+import collections
 import os
 import re
 import time
@@ -137,9 +137,38 @@ def parse_line(line, year_hint=None):
     return None
 
 
-def keep(lines):
-    """Only the XID and SXID lines."""
-    return [line.rstrip("\n") for line in lines if any(k in line for k in _KEEP)]
+# At most this many XID/SXID lines are kept (the newest): a log of nothing but XIDs must
+# not take the host's memory; a GPU that logged this many is reported either way.
+MAX_KEPT = 20000
+# The reading caps of one kern.log file: its newest LOG_LIMIT bytes, lines up to LINE_LIMIT.
+LOG_LIMIT = hostfs.LOG_LIMIT
+LINE_LIMIT = hostfs.LINE_LIMIT
+# A line whose time stamp or address cannot be read is skipped (and counted): these are
+# what the parsers raise on one (``2026-13-45``, a month that is none).
+_BAD_LINE = (ValueError, KeyError, OverflowError, IndexError, TypeError)
+
+
+def keep(lines, notes=None):
+    """Only the XID and SXID lines, the newest ``MAX_KEPT`` of them (``notes`` gets a line
+    saying how many older ones were dropped)."""
+    kept = collections.deque(maxlen=MAX_KEPT)
+    seen = 0
+    for line in lines:
+        if "Xid" in line and any(k in line for k in _KEEP):
+            kept.append(line.rstrip("\n"))
+            seen += 1
+    if seen > MAX_KEPT and notes is not None:
+        notes.append("%d older XID/SXID lines dropped (only the newest %d are kept)"
+                     % (seen - MAX_KEPT, MAX_KEPT))
+    return list(kept)
+
+
+def _skipped(section, count, first):
+    """Name ``count`` lines skipped for the audit's errors (the first of them quoted)."""
+    if count:
+        hostfs.problem(section, "%d kernel-log line%s skipped (a time stamp or address that "
+                                "cannot be read), the first: %s" % (
+                                    count, "" if count == 1 else "s", first[:200]))
 
 
 def header(source, read_at, window_days, detail=None):
@@ -193,27 +222,43 @@ def _kern_log_files(root, since):
 
 
 def read_kern_log(root, since):
-    """``(kept lines with each file's year hint, files read)`` from kern.log*."""
+    """``(kept lines with each file's year hint, files read)`` from kern.log*. Each file is
+    read bounded (``hostfs.read_lines``: a plain file's newest ``LOG_LIMIT`` bytes, lines
+    over ``LINE_LIMIT`` skipped); what was cut, and any line that cannot be read, is named
+    in the audit's errors. A file that cannot be read (not a regular file, a broken gzip)
+    is left out, the others still read."""
     kept = []
     files = []
+    base = os.path.abspath(root or "/")
     for path, mtime in _kern_log_files(root, since):
-        opener = gzip.open if path.endswith(".gz") else open
+        notes = []
         try:
-            with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
-                lines = keep(handle)
+            with hostfs.read_lines(path, LOG_LIMIT, LINE_LIMIT, tail=True,
+                                   compressed=path.endswith(".gz")) as reader:
+                lines = keep(reader, notes)
+            notes[:0] = reader.notes()
         except (IOError, OSError, EOFError):
             continue
-        files.append("/" + os.path.relpath(path, os.path.abspath(root or "/"))
-                     if os.path.abspath(root or "/") != "/" else path)
+        name = "/" + os.path.relpath(path, base) if base != "/" else path
+        files.append(name)
+        if notes:
+            hostfs.problem("kernel_log", "%s: %s" % (name, "; ".join(notes)))
         # Traditional syslog stamps carry no year: the file's own time gives it. Keep the
         # hint with the stored line by rewriting such stamps as ISO.
+        bad, first = 0, None
         for line in lines:
-            if _SYSLOG.match(line):
-                when = line_time(line, mtime)
-                line = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(when)) + \
-                    line[_SYSLOG.match(line).end() - 1:]
+            match = _SYSLOG.match(line)
+            if match:
+                try:
+                    when = line_time(line, mtime)
+                    line = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(when)) + \
+                        line[match.end() - 1:]
+                except _BAD_LINE:
+                    bad, first = bad + 1, first or line
+                    continue
             kept.append(line)
-    return kept, files
+        _skipped("kernel_log", bad, first)
+    return kept[-MAX_KEPT:], files
 
 
 def _journal(runner, window_days):
@@ -289,10 +334,16 @@ def facts(outputs, window_days=DEFAULT_WINDOW_DAYS, now=None, boot_time=None):
             out["error"] = head["detail"].replace("_", " ")
         return out
     events = []
+    bad, first = 0, None
     for line in text.splitlines()[1:] if head else text.splitlines():
-        event = parse_line(line)
+        try:
+            event = parse_line(line)
+        except _BAD_LINE:  # one line never costs the section: skipped and counted
+            bad, first = bad + 1, first or line
+            continue
         if event is not None:
             events.append(event)
+    _skipped("kernel_log", bad, first)
     out["lines"] = len(events)
     out["devices"] = xid_mod.summarize(events, read_at, window, boot_time)
     for dev in out["devices"]:

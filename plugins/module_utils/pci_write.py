@@ -90,7 +90,8 @@ def _write_config(path, offset, data):
     """pwrite ``data`` at ``offset`` of a sysfs ``config`` file (the kernel does a word write
     for 2 aligned bytes). The low-level writer, kept separate so tests can stand in for a
     device that drops writes."""
-    fd = os.open(path, os.O_WRONLY)
+    # resolved inside the root like every read; a FIFO fails at once (ENXIO), never waits
+    fd = os.open(hostfs.realpath(path), os.O_WRONLY | os.O_NONBLOCK)
     try:
         written = os.pwrite(fd, data, offset)
     finally:

@@ -44,10 +44,12 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import placement_wr
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl as sysctl_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+    OUTPUT_LIMIT,
     PathError,
     atomic_write,
     host_path,
     inside_root,
+    open_read,
     read_bytes,
     under_root,
 )
@@ -200,7 +202,7 @@ def snapshot_dir(root, folder=SNAPSHOT_DIR):
 def load(path, root=None):
     """The snapshot document at ``path``, checked (see ``check_document``)."""
     try:
-        with open(path, "r") as handle:
+        with open_read(path, "r", OUTPUT_LIMIT) as handle:
             doc = json.load(handle)
     except (IOError, OSError) as exc:
         raise SnapshotError("cannot read snapshot %s: %s" % (path, exc))

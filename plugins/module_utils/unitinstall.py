@@ -18,6 +18,7 @@ import os
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     atomic_write,
     host_path,
+    open_read,
 )
 
 # Package folders (relative to a library folder) that need an __init__.py.
@@ -33,7 +34,7 @@ def package_markers(text):
 
 def _read(path):
     try:
-        with open(path, "rb") as handle:
+        with open_read(path, "rb") as handle:
             return handle.read()
     except (IOError, OSError):
         return None

@@ -349,7 +349,13 @@ audit:
       type: dict
       returned: always
     errors:
-      description: Readers that failed unexpectedly, each C({section, error}).
+      description:
+        - Readers that failed unexpectedly, each C({section, error}).
+        - Section C(files) names a host file that was not read, with what it is (a FIFO, a
+          socket, a device where a regular file belongs, or a file over the cap of its
+          read); C(kernel_log) says what a bounded kernel-log read left out (lines over
+          64 KiB, the bytes before a log's newest 256 MiB) and how many lines were skipped
+          because their time stamp could not be read (the other lines still count).
       type: list
       elements: dict
       returned: always
