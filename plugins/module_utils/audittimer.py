@@ -32,8 +32,10 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import facts
 from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics
 from ansible_collections.gpuhost.tuning.plugins.module_utils import unitinstall
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+    HostFileError,
     atomic_write,
     host_path,
+    read_bytes,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.unitinstall import (  # noqa: F401
     PACKAGES,
@@ -440,9 +442,11 @@ def timer_run(params, check_mode=False, runner=None):
 
 def load_config(path):
     try:
-        with open(path) as handle:
-            config = json.load(handle)
-    except (IOError, OSError) as exc:
+        data = read_bytes(path)     # a regular file only, bounded: never waits on a FIFO
+        if data is None:
+            raise IOError("no such file")
+        config = json.loads(data.decode("utf-8"))
+    except (IOError, OSError, HostFileError) as exc:
         raise ConfigError("cannot read %s: %s (re-run the audit role with "
                           "gpuhost_audit_timer: true)" % (path, exc))
     except ValueError as exc:
