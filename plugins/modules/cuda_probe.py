@@ -24,7 +24,7 @@ description:
     current PCIe link read from sysfs.
   - With O(peer) and two or more GPUs, the peer-to-peer matrix (C(cuDeviceCanAccessPeer),
     and the copy rate where peer access exists).
-  - With O(latency), the round trip of an empty kernel launch plus synchronise per GPU
+  - "With O(latency), the round trip of an empty kernel launch plus synchronise per GPU
     (C(cuModuleLoadData) of a PTX kernel that only returns, C(cuLaunchKernel),
     C(cuCtxSynchronize), timed on the host): O(latency_count) times back to back and
     O(latency_count) times with the thread sleeping O(latency_gap_us) before each launch
@@ -32,7 +32,7 @@ description:
     from it before it can launch), each after a warm-up, as p50, p99 and max in
     microseconds. The PTX (ISA 6.0, C(sm_50)) is compiled by the driver for the GPU, so one
     text serves every architecture from Maxwell on; a driver that refuses it leaves the GPU's
-    RV(devices[].latency.skipped) naming the code. The module is unloaded afterwards.
+    RV(devices[].latency.skipped) naming the code. The module is unloaded afterwards."
   - Plain device memory and pinned host memory only, never managed memory; everything
     allocated is freed. No GPU setting is changed. A GPU without enough free memory for the
     copy is reported as skipped; a GPU in exclusive-process compute mode held by another
