@@ -61,6 +61,7 @@ STAGE="$CACHE/stage"
 rm -rf "$STAGE"
 mkdir -p "$STAGE"/{bin,dev,proc,sys,run,tmp,etc,var/lib/lxc,usr/lib/x86_64-linux-gnu/lxc/rootfs}
 cp /bin/busybox "$STAGE/bin/busybox"
+ln -s busybox "$STAGE/bin/sh"   # /init runs as #!/bin/sh
 ! ldd /bin/busybox >/dev/null 2>&1 || die "/bin/busybox is not static (busybox-static)"
 cp "$SRC/init" "$STAGE/init"
 chmod 0755 "$STAGE/init"

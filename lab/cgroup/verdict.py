@@ -18,7 +18,7 @@ def read_console(path):
         for line in handle:
             line = line.rstrip("\r\n")
             if line.startswith("GPUHOST "):
-                key, _, value = line[len("GPUHOST "):].partition(" ")
+                key, _sep, value = line[len("GPUHOST "):].partition(" ")
                 lines.setdefault(key, value)
     return lines
 

@@ -48,7 +48,7 @@ class HostFileError(OSError):
         OSError.__init__(self, None, "%s: %s" % (path, message), path)
 
     def __str__(self):
-        return self.strerror
+        return str(self.strerror)
 
 
 class NotRegularFile(HostFileError):

@@ -58,7 +58,7 @@ PROBE = (
     'for n in %s; do '
     'if e=$(cat "$n" 2>&1 >/dev/null); then echo "$n ok"; else echo "$n $e"; fi; '
     'done > /gpuhost-probe'
-) % " ".join("/dev/" + node for node, _, _ in NODES)
+) % " ".join("/dev/" + node[0] for node in NODES)
 # Run in the private mount namespace: $1 cgroup folder list or start, then arguments.
 NS_START = r"""set -eu
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
@@ -83,7 +83,7 @@ rmdir "/sys/fs/cgroup$1"
 def _ns(*argv, timeout=60):
     """A command in a private mount namespace of its own (nothing leaves it)."""
     return subprocess.run(["unshare", "-m", "--propagation", "private"] + list(argv),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False,
                           timeout=timeout, env=dict(os.environ, LC_ALL="C"))
 
 
@@ -184,7 +184,7 @@ class Container:
         outcome = {}
         with open(out) as handle:
             for line in handle:
-                node, _, rest = line.strip().partition(" ")
+                node, _sep, rest = line.strip().partition(" ")
                 if rest == "ok":
                     outcome[node] = "ok"
                     continue
@@ -247,7 +247,7 @@ def _allow_rules(path):
 
 def test_stale_rule_refused_then_repaired_rule_allows(container, record_property):
     conf = os.path.join(container.root, "etc/pve/lxc/%d.conf" % VMID)
-    uvm, cap, ctl = ("/dev/" + node for node, _, _ in NODES)
+    uvm, cap, ctl = ("/dev/" + node[0] for node in NODES)
 
     # The stale rules first: the kernel must refuse, or the rest proves nothing.
     before = container.probe()

@@ -40,8 +40,8 @@ def _tree(tmp_path):
 # files that are not files
 
 READERS = [
-    ("read_text", lambda p: hostfs.read_text(p)),
-    ("read_bytes", lambda p: hostfs.read_bytes(p)),
+    ("read_text", hostfs.read_text),
+    ("read_bytes", hostfs.read_bytes),
     ("open_read", lambda p: hostfs.open_read(p).read()),
     ("read_lines", lambda p: list(hostfs.read_lines(p).__enter__())),
 ]
