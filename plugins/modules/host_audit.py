@@ -228,8 +228,11 @@ audit:
           C(max_payload_size), C(max_payload_size_supported) (bytes; null without a
           readable PCIe capability), C(link) C({speed_gts, width, max_speed_gts,
           max_width}), C(error) (why config space could not be read, else null),
-          C(on_host_bridge), and C(upstream), the same fields for every bridge above it,
-          nearest first.
+          C(on_host_bridge), C(owner) (C(host) bound to a host driver, C(vm <vmid>) named by a
+          VM's C(hostpciN:) by address or mapping, C(vgpu) a vGPU parent or virtual function,
+          C(vfio) bound to vfio-pci or pci-stub with no VM naming it, C(none) no driver; only
+          C(host) and C(none) GPUs are judged by the host-side GPU checks), and C(upstream),
+          the same fields for every bridge above it, nearest first.
       type: list
       elements: dict
       returned: always
