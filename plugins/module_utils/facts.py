@@ -53,7 +53,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     placement as placement_mod,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
-from ansible_collections.gpuhost.tuning.plugins.module_utils import passthrough
+from ansible_collections.gpuhost.tuning.plugins.module_utils import passthrough, vmgpu
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path, read_text
 
 
@@ -359,7 +359,10 @@ def collect(root, wanted=None, outputs=None):
               if not passthrough.host_owned(g.get("owner", "host"))]
     facts["p2p"] = _guard(errors, "p2p", lambda: p2p_mod.collect(
         root, wanted["gpu_vendor"], wanted["gpu_classes"], skip=others), {})
-    facts["gpu_placement"] = _guard(errors, "gpu_placement", lambda: _host_placement(
-        placement_mod.collect(root, wanted["lxc_config_dir"]), facts["gpus"]), {})
+    placement = _guard(errors, "gpu_placement", lambda: placement_mod.collect(
+        root, wanted["lxc_config_dir"]), {})
+    facts["passthrough"] = _guard(errors, "passthrough", lambda: vmgpu.collect(
+        root, (placement or {}).get("containers") or []), {})
+    facts["gpu_placement"] = _host_placement(placement, facts["gpus"])
     facts["errors"] = errors
     return facts
