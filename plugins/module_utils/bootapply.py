@@ -5,15 +5,17 @@
 reboot or driver reload.
 
 PCIe Max Read Request Size (Device Control bits 14:12, masked write, read back) on every
-GPU and its upstream bridges, and the CPU idle states deeper than a named one (per-CPU
-``disable`` flags). Run by the systemd unit ``gpuhost-tuning.service``::
+GPU the host owns at this boot and its upstream bridges (``passthrough.py``: a GPU bound to
+vfio-pci or pci-stub now, or named by a VM config or split for vGPU, is left alone), and
+the CPU idle states deeper than a named one (per-CPU ``disable`` flags). Run by the
+systemd unit ``gpuhost-tuning.service``::
 
     PYTHONPATH=/usr/local/lib/gpuhost-tuning /usr/bin/python3 -m \\
         ansible_collections.gpuhost.tuning.plugins.module_utils.bootapply \\
         --config /etc/gpuhost-tuning/boot.json
 
-Stdlib + hostfs/pci/cpu only: ``bootservice.py`` (module ``boot_service``, the installer)
-copies this file and those three, byte for byte, under ``/usr/local/lib/gpuhost-tuning``
+Stdlib + hostfs/pci/passthrough/cpu only: ``bootservice.py`` (module ``boot_service``, the
+installer) copies this file and those, byte for byte, under ``/usr/local/lib/gpuhost-tuning``
 so the boot-time code is the code the modules run. Each line printed goes to the journal
 under systemd; the exit status is non-zero, naming every device or CPU state that did not
 take, when anything failed.

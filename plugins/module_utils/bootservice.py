@@ -49,7 +49,8 @@ WANTS_LINK = UNIT_DIR + "/multi-user.target.wants/" + UNIT_NAME
 LIB_DIR = "/usr/local/lib/gpuhost-tuning"
 PYTHON = "/usr/bin/python3"
 # The module_utils the boot-time program runs, copied byte for byte.
-SHIPPED = ("hostfs.py", "pci.py", "pci_write.py", "cpu.py", "cpu_write.py", "bootapply.py")
+SHIPPED = ("hostfs.py", "pci.py", "passthrough.py", "pci_write.py", "cpu.py", "cpu_write.py",
+           "bootapply.py")
 INIT_TEXT = b"# Installed by gpuhost.tuning boot_service: package marker.\n"
 
 

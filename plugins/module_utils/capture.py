@@ -74,7 +74,9 @@ CAPTURE_MAX_FILE = 4 * 1024 * 1024
 CAPTURE_PREFIXES = ("/sys/", "/proc/", "/etc/", "/lib/", "/lib64/", "/usr/lib/", "/usr/src/",
                     "/var/lib/dkms", "/boot", "/run/modprobe.d",
                     # Fabric Manager's package version and unit state (NVSwitch hosts only).
-                    "/var/lib/dpkg/status", "/run/systemd/units")
+                    "/var/lib/dpkg/status", "/run/systemd/units",
+                    # VMs' hookscripts on the default storage and which VMs run (passthrough).
+                    "/var/lib/vz/snippets/", "/run/qemu-server/")
 # Read wherever they are: the NVIDIA user-space library links in a container's root file
 # system (a ZFS subvolume's mount point can be anything).
 CAPTURE_NAMES = ("libcuda.so.1", "libnvidia-ml.so.1")

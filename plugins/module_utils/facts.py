@@ -53,6 +53,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     placement as placement_mod,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils import passthrough, vmgpu
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path, read_text
 
 
@@ -221,13 +222,28 @@ def _device_summary(dev):
 
 
 def gpu_facts(root, vendor, classes):
+    devs = pci_mod.select_devices(root, vendor, classes)
+    owners = passthrough.owners(root, devs)
     gpus = []
-    for dev in pci_mod.select_devices(root, vendor, classes):
+    for dev in devs:
         info = _device_summary(dev)
+        info["owner"] = owners[dev.address]
         info["upstream"] = [_device_summary(bridge) for bridge in dev.upstream()]
         info["on_host_bridge"] = not info["upstream"]
         gpus.append(info)
     return gpus
+
+
+def _host_placement(placement, gpus):
+    """``gpu_placement`` without the GPUs a VM or vGPU owns (the NUMA rules are the host's)."""
+    others = set(g["address"] for g in gpus or [] if not passthrough.host_owned(
+        g.get("owner", "host")))
+    if not others:
+        return placement
+    for ct in (placement or {}).get("containers") or []:
+        ct["gpus"] = [g for g in ct["gpus"] if g.get("address") not in others]
+        ct["gpu_nodes"] = sorted(set(g["numa_node"] for g in ct["gpus"] if g["numa_node"] >= 0))
+    return placement
 
 
 def nvidia_facts(root, running):
@@ -349,9 +365,14 @@ def _collect(root, wanted, outputs):
         guard=lambda section, func, default: _guard(errors, section, func, default)))
     facts["pcie_aer"] = _guard(errors, "pcie_aer", lambda: aer_mod.collect(
         root, wanted["gpu_vendor"], wanted["gpu_classes"]), [])
+    others = [g["address"] for g in facts["gpus"] or []
+              if not passthrough.host_owned(g.get("owner", "host"))]
     facts["p2p"] = _guard(errors, "p2p", lambda: p2p_mod.collect(
-        root, wanted["gpu_vendor"], wanted["gpu_classes"]), {})
-    facts["gpu_placement"] = _guard(errors, "gpu_placement", lambda: placement_mod.collect(
+        root, wanted["gpu_vendor"], wanted["gpu_classes"], skip=others), {})
+    placement = _guard(errors, "gpu_placement", lambda: placement_mod.collect(
         root, wanted["lxc_config_dir"]), {})
+    facts["passthrough"] = _guard(errors, "passthrough", lambda: vmgpu.collect(
+        root, (placement or {}).get("containers") or []), {})
+    facts["gpu_placement"] = _host_placement(placement, facts["gpus"])
     facts["errors"] = errors
     return facts

@@ -110,17 +110,19 @@ def pair_path(up_a, up_b):
     return common, between, ports
 
 
-def collect(root, vendor=pci_mod.NVIDIA_VENDOR, classes=pci_mod.GPU_CLASSES):
+def collect(root, vendor=pci_mod.NVIDIA_VENDOR, classes=pci_mod.GPU_CLASSES, skip=()):
     """The audit's ``p2p`` facts: ``{gpu_count, iommu_groups, cmdline, gpus, bridges}``.
 
     ``gpus``: the GPUs the host's ``nvidia`` driver runs (those bound to vfio-pci belong to
-    VMs) with ``iommu_group``, ``iommu_type``, ``translated``, ``bar1_bytes`` and
+    VMs; ``skip``: addresses a VM config names or vGPU splits) with ``iommu_group``,
+    ``iommu_type``, ``translated``, ``bar1_bytes`` and
     ``bar1_index`` (the memory aperture: the largest BAR, see :func:`pci.largest_bar`),
     ``numa_node``. ``bridges``: every bridge between two of them, once, with ``port_type``,
     ``turns_at`` (the switch port peer traffic turns at, or ``root complex``), ``turnaround``
     (True where ACS redirect changes the route), ``gpus`` (those below it), ``acs`` (see
     :func:`pci.acs_summary`; None without the capability) and ``error``."""
-    devs = [d for d in pci_mod.select_devices(root, vendor, classes) if d.driver == GPU_DRIVER]
+    devs = [d for d in pci_mod.select_devices(root, vendor, classes)
+            if d.driver == GPU_DRIVER and d.address not in skip]
     gpus = [_gpu_entry(d) for d in devs]
     upstream = dict((d.address, [b.address for b in d.upstream()]) for d in devs)
     bridges = {}

@@ -18,6 +18,7 @@ import re
 import struct
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils import passthrough
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     host_path,
     read_text,
@@ -202,12 +203,14 @@ def set_mrrs(dev, size, method="sysfs", runner=None):
 
 
 def resolve_targets(root, devices=None, vendor=NVIDIA_VENDOR, classes=GPU_CLASSES,
-                    include_upstream=True):
+                    include_upstream=True, owners=None):
     """``[(PciDevice, role)]``: the listed (or selected) endpoints, then every bridge between
-    them and their root complex, each once (a listed device keeps role ``endpoint``).
+    the host's ones and their root complex, each once (a listed device keeps role
+    ``endpoint``). A bridge above only a VM's or vGPU's device is left out.
 
     Every address is checked before anything is written: ValueError for a malformed one,
-    PciError naming all addresses that do not exist.
+    PciError naming all addresses that do not exist. ``owners``: a dict filled with
+    ``{address: owner}`` of the endpoints (``passthrough.owner_of``), read now.
     """
     if devices:
         addresses = []
@@ -225,10 +228,15 @@ def resolve_targets(root, devices=None, vendor=NVIDIA_VENDOR, classes=GPU_CLASSE
         endpoints = [PciDevice(root, a) for a in addresses]
     else:
         endpoints = select_devices(root, vendor, classes)
+    owned = passthrough.owners(root, endpoints)
+    if owners is not None:
+        owners.update(owned)
     targets = [(dev, "endpoint") for dev in endpoints]
     seen = set(dev.address for dev in endpoints)
     if include_upstream:
         for dev in endpoints:
+            if not passthrough.host_owned(owned[dev.address]):
+                continue
             for bridge in dev.upstream():
                 if bridge.address not in seen:
                     seen.add(bridge.address)
@@ -252,14 +260,19 @@ def tune_mrrs(root, size=4096, devices=None, vendor=NVIDIA_VENDOR, classes=GPU_C
         raise ValueError("invalid state %r: use present or query" % (state,))
     if method not in ("sysfs", "setpci"):
         raise ValueError("invalid method %r: use sysfs or setpci" % (method,))
-    targets = resolve_targets(root, devices, vendor, classes, include_upstream)
+    owners = {}
+    targets = resolve_targets(root, devices, vendor, classes, include_upstream, owners)
     planned = []
     for dev, role in targets:
         entry = {"address": dev.address, "role": role, "vendor": dev.vendor,
                  "device": dev.device, "before": None, "after": None,
                  "devctl_before": None, "devctl_after": None}
         plan = None
-        if dev.physfn:
+        owner = owners.get(dev.address) if role == "endpoint" else None
+        if owner is not None and not passthrough.host_owned(owner):
+            entry["owner"] = owner
+            entry["skipped_reason"] = passthrough.not_written_reason(owner, dev.driver)
+        elif dev.physfn:
             entry["skipped_reason"] = (
                 "SR-IOV virtual function of %s: its Max Read Request Size field is reserved; "
                 "set it on the physical function" % dev.physfn)

@@ -472,9 +472,10 @@ def _gpu_table(gpus, want_mrrs):
     if not gpus:
         return '<p class="note">No NVIDIA GPU found.</p>'
     out = ['<table class="gpus"><colgroup><col style="width:112px"><col style="width:88px">'
-           '<col style="width:100px"><col style="width:58px"><col style="width:62px">'
-           '<col style="width:78px"><col style="width:190px"><col></colgroup><thead><tr>'
-           '<th>Address</th><th>Device</th><th>Driver</th><th>NUMA</th><th>MRRS</th>'
+           '<col style="width:100px"><col style="width:72px"><col style="width:58px">'
+           '<col style="width:62px"><col style="width:78px"><col style="width:190px"><col>'
+           '</colgroup><thead><tr>'
+           '<th>Address</th><th>Device</th><th>Driver</th><th>Owner</th><th>NUMA</th><th>MRRS</th>'
            '<th>MPS / cap</th><th>Link</th><th>Upstream bridges (MRRS, link)</th></tr></thead>'
            '<tbody>']
     for gpu in gpus:
@@ -488,9 +489,10 @@ def _gpu_table(gpus, want_mrrs):
                            gpu.get("max_payload_size_supported") or "?")
         out.append(
             '<tr><td class="mono">%s</td><td class="mono">%s:%s</td><td>%s</td><td>%s</td>'
-            '<td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>' % (
+            '<td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>' % (
                 _e(gpu["address"]), _e(gpu.get("vendor")), _e(gpu.get("device")),
-                _e(gpu.get("driver") or "none"), _e(gpu.get("numa_node")),
+                _e(gpu.get("driver") or "none"), _e(gpu.get("owner") or "host"),
+                _e(gpu.get("numa_node")),
                 _size(gpu.get("max_read_request_size"), want_mrrs), _e(mps),
                 _link_text(gpu.get("link")), upstream))
     out.append("</tbody></table>")

@@ -27,17 +27,20 @@ description:
   - A missing file is a fact (null or empty), never a failure; a reader that fails
     unexpectedly is reported as an C(audit_error) finding and the rest of the audit goes on.
   - "Finding ids (stable):
-    C(dkms_missing_for_kernel), C(gpu_row_remap_failed), C(cuda_init_failed) (critical),
+    C(dkms_missing_for_kernel), C(gpu_row_remap_failed), C(cuda_init_failed),
+    C(passthrough_iommu_off), C(gpu_vm_container_conflict) (critical),
     C(gpu_retired_pages), C(gpu_xid_events), C(nvswitch_sxid_events), C(fabric_manager),
     C(gpu_row_remap_pending), C(gpu_ecc_uncorrectable), C(gpu_clock_throttle),
     C(gpu_no_driver), C(pcie_mrrs), C(pcie_link_degraded), C(numa_balancing),
     C(cpuidle_deep_state), C(lxc_stale_majors), C(lxc_gpu_majors_missing),
     C(kernel_headers_missing), C(pcie_aer_errors), C(p2p_iommu_translated),
-    C(gpu_numa_mismatch), C(pcie_bandwidth_low) (high),
+    C(gpu_numa_mismatch), C(pcie_bandwidth_low), C(passthrough_device_missing),
+    C(passthrough_id_mismatch), C(passthrough_iommu_group), C(vm_hookscript_missing),
+    C(vgpu_manager_not_running), C(vgpu_type_unavailable) (high),
     C(gpu_ecc_pending), C(cpufreq_driver), C(sysctl), C(nvidia_uvm_hmm), C(reboot_pending),
     C(gpu_power_capped), C(gpu_persistence_off), C(fleet_drift), C(audit_error),
     C(p2p_acs_redirect), C(gpu_bar1_small), C(gpu_container_unpinned),
-    C(gpu_launch_latency_high) (medium),
+    C(gpu_launch_latency_high), C(passthrough_not_vfio), C(passthrough_no_reset) (medium),
     C(boot_param), C(lxc_onboot), C(nvidia_peermem_not_loaded) (low),
     C(pcie_unreadable), C(nvidia_peermem_unavailable) (info).
     Some ids take another severity by context; see RV(audit.findings)."
@@ -228,10 +231,27 @@ audit:
           C(max_payload_size), C(max_payload_size_supported) (bytes; null without a
           readable PCIe capability), C(link) C({speed_gts, width, max_speed_gts,
           max_width}), C(error) (why config space could not be read, else null),
-          C(on_host_bridge), and C(upstream), the same fields for every bridge above it,
-          nearest first.
+          C(on_host_bridge), C(owner) (C(host) bound to a host driver, C(vm <vmid>) named by a
+          VM's C(hostpciN:) by address or mapping, C(vgpu) a vGPU parent or virtual function,
+          C(vfio) bound to vfio-pci or pci-stub with no VM naming it, C(none) no driver; only
+          C(host) and C(none) GPUs are judged by the host-side GPU checks), and C(upstream),
+          the same fields for every bridge above it, nearest first.
       type: list
       elements: dict
+      returned: always
+    passthrough:
+      description:
+        - What VMs pass through (C(/etc/pve/qemu-server/<vmid>.conf) C(hostpciN:), by address
+          or by C(mapping=) of C(/etc/pve/mapping/pci.cfg) for this node): C(node),
+          C(vms) (C(vmid), C(path), C(onboot), C(running), C(devices), C(hookscript)
+          C({volume, path, state})), C(devices) (one per address: C(vmid), C(key),
+          C(address), C(via), C(mdev), C(exists), C(id), C(subsystem), C(driver),
+          C(iommu_group), C(group_others), C(reset_method), the mapping's C(expected_*),
+          and for mdev C(sriov_numvfs), C(sriov_totalvfs), C(physfn), C(mdev_type)),
+          C(mapping_problems), C(iommu_groups) (how many), C(vfio_boot) (modprobe.d C(ids),
+          C(softdeps), C(blacklist), C(files)), C(vgpu_manager_active) and C(conflicts)
+          (GPUs a container and a VM both claim).
+      type: dict
       returned: always
     nvidia:
       description: C(driver_version) (C(/proc/driver/nvidia/version)), C(modules_loaded)

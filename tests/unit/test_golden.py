@@ -20,6 +20,7 @@ import tarfile
 
 import pytest
 from fixtures import boot, cpu, dkms, health, hosts, lxc, nvhealth, pci, procsys, realhost
+from fixtures import passthrough as ptfix
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, capture, report
@@ -131,6 +132,9 @@ HOSTS = {
     "pve-gpu04": (health.switch_host, {}),
     "h200-real": (h200_real, {}),
     "empty": (empty_host, {}),
+    # GPUs shared with VMs and vGPU (fixtures/passthrough.py): every passthrough finding
+    "pve-vm01": (ptfix.broken_host, {}),
+    "pve-vm02": (ptfix.iommu_off_host, {}),
     "odd": (odd_host, {"boot_params": {"amd_pstate": "active", "nmi_watchdog": 0,
                                        "mitigations": False, "quiet": None, "pti": False,
                                        "intel_pstate": "active"}}),

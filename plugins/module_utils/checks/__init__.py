@@ -31,6 +31,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import (  # 
     numa_balancing,
     nvidia,
     p2p,
+    passthrough,
     pcie_aer,
     pcie_link,
     pcie_mrrs,

@@ -1,12 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Column PCIe MRRS: Max Read Request Size of every GPU and every bridge above one."""
+"""Column PCIe MRRS: Max Read Request Size of every GPU of the host's and every bridge above
+one (a VM's or vGPU's GPU is not judged: ``passthrough.py``)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import passthrough
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (
     PLAYBOOK_TUNE,
     check,
@@ -16,12 +18,22 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import 
 )
 
 
+def host_gpus(facts):
+    """The GPUs the host's rules judge (owner ``host`` or ``none``; see passthrough.py)."""
+    return [g for g in facts.get("gpus") or []
+            if g.get("owner", "host") in passthrough.HOST_OWNERS]
+
+
 def no_gpu(facts, wanted):
-    return None if facts.get("gpus") else "no NVIDIA GPU"
+    if host_gpus(facts):
+        return None
+    if facts.get("gpus"):
+        return "no GPU of the host's (all passed to VMs or split for vGPU)"
+    return "no NVIDIA GPU"
 
 
 def _note(facts):
-    gpus = facts.get("gpus") or []
+    gpus = host_gpus(facts)
     if gpus and all(g.get("on_host_bridge") for g in gpus):
         return "GPUs sit on the host bridge (VM passthrough): no bridge to check"
     return None
@@ -33,7 +45,7 @@ COLUMN = column("pcie_mrrs", "PCIe MRRS", position=20, applies=no_gpu, note=_not
 def devices(facts):
     """``(device, role, gpu)`` for every GPU and every bridge above one, each once."""
     seen = set()
-    for gpu in facts.get("gpus") or []:
+    for gpu in host_gpus(facts):
         for dev, role in [(gpu, "GPU")] + [(b, "bridge above %s" % gpu["address"])
                                            for b in gpu.get("upstream") or []]:
             if dev["address"] in seen:
