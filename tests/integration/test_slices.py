@@ -99,7 +99,7 @@ def fleet(tmp_path_factory):
     install_collection(_env())
     base = tmp_path_factory.mktemp("slices")
     roots = {}
-    for name, build in zip(NAMES, BUILDERS):
+    for name, build in zip(NAMES, BUILDERS, strict=True):
         root = base / "hosts" / name
         root.mkdir(parents=True)
         build(root)
