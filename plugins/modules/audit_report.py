@@ -85,7 +85,7 @@ options:
       - Write C(summary.md), C(index.html) and C(gpuhost.prom) beside the per-host JSON.
       - V(false) for one slice of a sliced job (AWX/AAP job slicing; role audit's
         C(gpuhost_audit_report_slice)) - only C(<host>.json) is written, each with the
-        host's own verdict (no fleet drift: a slice sees part of the fleet), so slices
+        host's own verdict (no fleet drift, since a slice sees part of the fleet), so slices
         writing one folder never overwrite each other; M(gpuhost.tuning.report_merge)
         then writes the fleet files over all slices.
     type: bool
