@@ -98,9 +98,21 @@ def audit_report():
         "generated_at": dict(type="str"),
         "mrrs_size": dict(type="int", default=4096),
         "write": dict(type="bool", default=True),
+        "fleet_files": dict(type="bool", default=True),
     }
     spec.update(_registered())
     return spec
+
+
+def report_merge():
+    """The options of module ``report_merge`` (its module and its action plugin)."""
+    return {
+        "folders": dict(type="list", elements="path", required=True),
+        "dest": dict(type="path", required=True),
+        "stale_hours": dict(type="float", default=24.0),
+        "generated_at": dict(type="str"),
+        "mrrs_size": dict(type="int", default=4096),
+    }
 
 
 def tune_report():

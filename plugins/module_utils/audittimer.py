@@ -30,6 +30,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import facts
 from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics
+from ansible_collections.gpuhost.tuning.plugins.module_utils import report
 from ansible_collections.gpuhost.tuning.plugins.module_utils import unitinstall
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     HostFileError,
@@ -469,15 +470,98 @@ def run(root, config):
     return result
 
 
+# --- the node check: NHC and Slurm's HealthCheckProgram ----------------------------------
+
+CHECK_OK, CHECK_FOUND, CHECK_ERROR = 0, 1, 2
+REASON_MAX = 200  # characters of the one-line reason (Slurm's drain reason, NHC's log)
+
+
+def _one_line(text):
+    return " ".join(str(text if text is not None else "").split())
+
+
+def check_line(findings, severity):
+    """``(exit status, line)`` of the node check: 0 and ``ok`` when no finding is at or
+    above ``severity``; else 1 and the worst of them (findings are ranked, the first is
+    the worst) with the count, cut to REASON_MAX characters."""
+    bad = [f for f in findings or [] if audit_mod.severity_at_least(f.get("severity"), severity)]
+    if not bad:
+        return CHECK_OK, "%s: ok: nothing at or above %s (%d finding(s) below)" % (
+            TAG, severity, len(findings or []))
+    worst = bad[0]
+    line = "%s: %s %s %s: %s (want %s)" % (
+        TAG, worst.get("severity"), worst.get("id"), _one_line(worst.get("subject")),
+        _one_line(worst.get("current")), _one_line(worst.get("expected")))
+    if len(bad) > 1:
+        line += "; %d more at or above %s" % (len(bad) - 1, severity)
+    if len(line) > REASON_MAX:
+        line = line[:REASON_MAX - 3] + "..."
+    return CHECK_FOUND, line
+
+
+def node_check(root, config, severity, json_path=None, write_textfile=False):
+    """The audit as a node check (NHC's ``die`` reason, Slurm's HealthCheckProgram): the
+    same read-only audit, ``(exit status, line)`` from :func:`check_line`, the host's report
+    document (report_merge reads it as a ``<host>.json``) written atomically to ``json_path``
+    under ``root`` when given, and the metrics file only with ``write_textfile``."""
+    if write_textfile:
+        result = run(root, config)
+    else:
+        result = audit_mod.audit(root, config["wanted"])
+    if json_path:
+        path = host_path(root, json_path)
+        if not os.path.isdir(os.path.dirname(path)):
+            raise ConfigError("--json %s: its folder %s does not exist (create it, e.g. "
+                              "/run/gpuhost-audit)" % (json_path, os.path.dirname(json_path)))
+        doc = report.host_document(config["host"], result)
+        atomic_write(path, report.render_json(doc), mode=0o644, preserve=False)
+    return check_line(result["findings"], severity)
+
+
+def check_config(path, explicit):
+    """The config for the node check: the timer's when it is there; without one (a host
+    with the check only), the defaults and the host's own name. A config named on the
+    command line must be readable."""
+    if explicit or os.path.exists(path):
+        config = load_config(path)
+        return config
+    host = os.uname()[1].split(".")[0] or "localhost"
+    # the audit fills every wanted value it is not given with role common's defaults
+    return {"host": host, "textfile": None, "wanted": {"host": host}}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python3 -m " + MODULE,
-        description="Audit this host read-only and refresh its node_exporter metrics file.")
-    parser.add_argument("--config", default=CONFIG_PATH, help="config (JSON)")
+        description="Audit this host read-only and refresh its node_exporter metrics file; "
+                    "with --check, a node health check (NHC, Slurm HealthCheckProgram): exit "
+                    "0 when nothing at or above the severity is found, else exit 1 and one "
+                    "line naming the worst finding; 2 when the audit could not run.")
+    parser.add_argument("--config", default=None, help="config (JSON; default %s)" % CONFIG_PATH)
     parser.add_argument("--root", default="/", help="host root (a test tree; default /)")
+    parser.add_argument("--check", default=None, metavar="SEVERITY",
+                        choices=audit_mod.SEVERITIES,
+                        help="node check: fail on a finding at or above SEVERITY")
+    parser.add_argument("--json", default=None, metavar="FILE",
+                        help="with --check: write the host's report document (JSON) to FILE")
+    parser.add_argument("--textfile", action="store_true",
+                        help="with --check: refresh the metrics file too (needs the config)")
     args = parser.parse_args(argv)
+    if args.check is not None:
+        try:
+            config = check_config(args.config or CONFIG_PATH, args.config is not None)
+            if args.textfile and not config.get("textfile"):
+                raise ConfigError("--textfile: no config at %s names the metrics file"
+                                  % CONFIG_PATH)
+            status, line = node_check(args.root, config, args.check, args.json, args.textfile)
+        except (ConfigError, IOError, OSError, ValueError) as exc:
+            sys.stdout.write("%s: ERROR: the audit could not run: %s\n" % (
+                TAG, _one_line(exc)[:REASON_MAX]))
+            return CHECK_ERROR
+        sys.stdout.write(line + "\n")
+        return status
     try:
-        config = load_config(args.config)
+        config = load_config(args.config or CONFIG_PATH)
         result = run(args.root, config)
     except (ConfigError, IOError, OSError) as exc:
         sys.stderr.write("%s: FAILED: %s\n" % (TAG, exc))

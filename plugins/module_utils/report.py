@@ -47,7 +47,8 @@ def host_document(host, audit):
         "duration_s": audit.get("duration_s"),
         "facts": dict((key, audit.get(key)) for key in FACT_KEYS),
         "findings": audit.get("findings") or [],
-        "checks": audit.get("checks") or {},
+        # a copy: the report's fleet checks never change the audit result it was given
+        "checks": dict(audit.get("checks") or {}),
     }
 
 
@@ -242,9 +243,11 @@ def _md_subjects(subjects):
     return "%d: %s" % (len(subjects), _md(", ".join(subjects)))
 
 
-def render_markdown(documents, generated_at=None):
+def render_markdown(documents, generated_at=None, stale=None):
     """One table of hosts x severity counts, then every finding (hosts worst first;
-    identical findings on several subjects of a host are one row listing the subjects)."""
+    identical findings on several subjects of a host are one row listing the subjects).
+    ``stale`` (report_merge): ``[{host, collected_at, age, folder}]`` of the hosts whose
+    newest result is old, listed in a section of their own."""
     docs = _order(documents)
     total = sum(len(d["findings"]) for d in docs)
     lines = ["# GPU host audit", ""]
@@ -270,6 +273,12 @@ def render_markdown(documents, generated_at=None):
                     _md(doc["host"]), f["severity"], f["id"], _md_subjects(row["subjects"]),
                     _current_md(f), _md(f["expected"]),
                     "yes" if f.get("reboot_required") else "no", _md(row["remedy"])))
+    if stale:
+        lines += ["", "## Stale hosts (their newest result is older than the merge allows)", "",
+                  "| Host | Audited at | Age | From |", "|---|---|---|---|"]
+        for row in stale:
+            lines.append("| %s |" % " | ".join(_md(c) for c in (
+                row["host"], row["collected_at"], row["age"], row["folder"])))
     compared = [d for d in docs if d.get("aer_change")]
     if compared:
         lines += ["", "## PCIe errors since the previous report", "",
@@ -514,9 +523,10 @@ def _aer_change_table(change):
     return "".join(out)
 
 
-def render_html(documents, generated_at=None, want_mrrs=4096, title="GPU host audit"):
+def render_html(documents, generated_at=None, want_mrrs=4096, title="GPU host audit",
+                stale=None):
     """One self-contained page: totals, the hosts x checks matrix, then per host its facts,
-    findings and GPU table."""
+    findings and GPU table (``stale`` as for :func:`render_markdown`)."""
     docs = _order(documents)
     totals = dict((s, 0) for s in SEVERITIES)
     for doc in docs:
@@ -530,6 +540,14 @@ def render_html(documents, generated_at=None, want_mrrs=4096, title="GPU host au
         len(docs), ", generated %s" % _e(generated_at) if generated_at else "",
         " ".join('<span class="badge %s">%s %d</span>' % (_cls(s), s, totals[s])
                  for s in SEVERITIES)))
+    if stale:
+        parts.append('<h3>Stale hosts (their newest result is older than the merge allows)'
+                     '</h3><table class="stale"><thead><tr><th>Host</th><th>Audited at</th>'
+                     '<th>Age</th><th>From</th></tr></thead><tbody>%s</tbody></table>' % "".join(
+                         '<tr><td><a href="#%s">%s</a></td><td>%s</td><td class="bad">%s</td>'
+                         '<td class="mono">%s</td></tr>' % (
+                             _anchor(row["host"]), _e(row["host"]), _e(row["collected_at"]),
+                             _e(row["age"]), _e(row["folder"])) for row in stale))
     parts.append("<h3>Hosts x checks (worst severity; hover a cell for details)</h3>")
     parts.append(_matrix(docs))
     parts.append('<p class="legend note">%s</p>' % " ".join(
@@ -588,20 +606,31 @@ def check_file_names(hosts, what="report"):
         seen[name] = host
 
 
+FLEET_FILES = ("summary.md", "index.html", "gpuhost.prom")
+
+
 def report_files(audits, generated_at=None, want_mrrs=4096, previous=None, warnings=None,
-                 dest=None):
+                 dest=None, fleet=True, stale=None):
     """``{filename: text}`` for ``audits`` (host -> audit result): one JSON per host,
     ``summary.md``, ``index.html`` and ``gpuhost.prom`` (Prometheus text format, every
     host of the run). ``previous`` (host -> its last report document,
     :func:`previous_documents`) adds the AER change since then (:func:`apply_aer_changes`;
-    a malformed one is a line in ``warnings``)."""
+    a malformed one is a line in ``warnings``).
+
+    ``fleet=False`` (a slice of a sliced job): only the per-host JSON, each with the host's
+    own verdict (no fleet drift: a slice sees part of the fleet), for report_merge to
+    combine; nothing a second slice writing the same folder overwrites."""
     check_file_names(audits)
-    docs = apply_aer_changes(judged_documents(audits), previous, warnings, dest)
+    docs = judged_documents(audits) if fleet else [
+        host_document(host, audit) for host, audit in audits.items()]
+    docs = apply_aer_changes(docs, previous, warnings, dest)
     files = {}
     for doc in docs:
         files["%s.json" % safe_name(doc["host"])] = render_json(doc)
-    files["summary.md"] = render_markdown(docs, generated_at)
-    files["index.html"] = render_html(docs, generated_at, want_mrrs)
+    if not fleet:
+        return files
+    files["summary.md"] = render_markdown(docs, generated_at, stale)
+    files["index.html"] = render_html(docs, generated_at, want_mrrs, stale=stale)
     files["gpuhost.prom"] = metrics.audit_text(judged_audits(audits, docs))
     return files
 
@@ -716,7 +745,8 @@ def write_files(dest, files, check_mode=False):
     Atomic per file; a file whose bytes are already there is not rewritten (a re-run leaves
     mtimes alone). Returns ``(paths, written)``; in check mode nothing is created."""
     if not check_mode and not os.path.isdir(dest):
-        os.makedirs(dest, 0o755)
+        # exist_ok: the slices of a sliced job may create one folder at the same moment
+        os.makedirs(dest, 0o755, exist_ok=True)
     paths, written = [], []
     for name in sorted(files):
         path = os.path.join(dest, name)
@@ -809,10 +839,11 @@ def audit_report_run(p, check_mode=False):
     generated = p["generated_at"] or now()
     try:
         # made before anything is written: a malformed audit is a message, no files
+        fleet = p.get("fleet_files", True)
         files = report_files(audits, generated, p["mrrs_size"],
                              previous_documents(p["dest"], audits, warnings), warnings,
-                             p["dest"])
-        judged = judged_audits(audits)
+                             p["dest"], fleet=fleet)
+        judged = judged_audits(audits) if fleet else audits
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ReportError("audit_report: %s (pass the 'audit' value host_audit returned for "
                           "each host); nothing was written" % _malformed(audits, generated, exc))
@@ -973,3 +1004,168 @@ def reboot_files(host, doc):
     name = safe_name(host)
     return {"%s-reboot.json" % name: json.dumps(doc, indent=4, separators=(",", ": ")) + "\n",
             "%s-reboot.md" % name: render_reboot_markdown(doc)}
+
+
+# --- report_merge: the per-host JSON of several report folders as one fleet report -------
+
+MERGE_SKIP = ("-tune.json", "-reboot.json")  # the other reports' per-host files
+MERGE_FOLDER_MAX = 100000  # entries of one folder looked at, at most
+
+
+def _age_text(seconds):
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    if days:
+        return "%dd %dh" % (days, hours)
+    return "%dh %dm" % (hours, rest // 60)
+
+
+def _is_host_document(doc):
+    return (isinstance(doc, dict) and isinstance(doc.get("host"), str)
+            and isinstance(doc.get("facts"), dict) and isinstance(doc.get("findings"), list)
+            and all(isinstance(f, dict) for f in doc["findings"])
+            and isinstance(doc.get("checks"), dict))
+
+
+def folder_documents(folder, warnings):
+    """``[(document, path)]``: the ``<host>.json`` audit reports in controller folder
+    ``folder``, read bounded (``_read_previous``: regular files only, never a FIFO's
+    wait). The other reports' files (``-tune.json``, ``-reboot.json``, JSON that is no host
+    report at all) are passed over; a file that looks like a host report but cannot be used
+    (unreadable, malformed, or named for another host than it names) is left out with a
+    line in ``warnings``. ReportError when the folder cannot be listed."""
+    try:
+        names = sorted(os.listdir(folder))[:MERGE_FOLDER_MAX]
+    except (IOError, OSError) as exc:
+        raise ReportError("report_merge: cannot list the report folder %s: %s (pass folders "
+                          "that audit_report wrote); nothing was written" % (folder, exc))
+    out = []
+    for name in names:
+        if (not name.endswith(".json") or name.startswith(".") or name.endswith(MERGE_SKIP)):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            text = _read_previous(path)
+            if text is None:
+                continue
+            doc = json.loads(text)
+        except ValueError as exc:
+            warnings.append("%s is not a readable JSON report (%s): left out of the merge"
+                            % (path, exc))
+            continue
+        if not isinstance(doc, dict) or ("facts" not in doc and "findings" not in doc):
+            continue  # another file (rollout.json, ...): not a host report
+        if not _is_host_document(doc):
+            warnings.append("%s is not an audit report document (host, facts, findings, "
+                            "checks): left out of the merge" % path)
+            continue
+        if name != "%s.json" % safe_name(doc["host"]):
+            warnings.append("%s names host %r, whose report is %s.json: left out of the merge "
+                            "(a copied or renamed file)" % (path, doc["host"],
+                                                            safe_name(doc["host"])))
+            continue
+        out.append((doc, path))
+    return out
+
+
+def host_audit_of(doc):
+    """The host_audit result a report document was made from: its facts, findings and
+    columns with what the report added taken off (fleet drift, the AER change), so the
+    merge judges the union of the folders as one run over those hosts would."""
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.fleet_drift import (
+        HOST_LEVEL_NOTE,
+    )
+    findings = []
+    for item in doc["findings"]:
+        if item.get("id") == drift.FINDING_ID:
+            continue
+        if item.get("id") == AER_ID and "change" in item:
+            item = dict((k, v) for k, v in item.items() if k != "change")
+        findings.append(item)
+    checks = dict(doc["checks"])
+    if drift.FINDING_ID in checks:
+        label = (checks[drift.FINDING_ID] or {}).get("label") or "Fleet drift"
+        checks[drift.FINDING_ID] = {"label": label, "status": "n/a", "count": 0,
+                                    "note": HOST_LEVEL_NOTE}
+    audit = dict(doc["facts"])
+    audit.update(findings=findings, checks=checks, collected_at=doc.get("collected_at"),
+                 duration_s=doc.get("duration_s"), root=doc.get("root"))
+    return audit
+
+
+def _stamp(doc):
+    return metrics._epoch(doc.get("collected_at")) or 0
+
+
+def merge_run(p, check_mode=False, clock=time.time):
+    """Module report_merge: ``p`` its options (``folders``, ``dest``, ``stale_hours``,
+    ``generated_at``, ``mrrs_size``). Every host's newest report among the folders (by
+    ``collected_at``; a later folder wins a tie), the fleet checks over their union, and the
+    reports written in ``dest`` as one run over all of them would write them. Folders with no
+    host report (an empty slice) add nothing; none at all writes nothing and is no failure."""
+    warnings = []
+    found = {}
+    for folder in p["folders"]:
+        for doc, path in folder_documents(folder, warnings):
+            found.setdefault(doc["host"], []).append((doc, path))
+    if not found:
+        out = dict(changed=False, files=[], written=[], hosts={}, stale=[],
+                   index=None, msg="no host report in %s: nothing to merge, nothing written"
+                   % ", ".join(p["folders"]))
+        if warnings:
+            out["warnings"] = warnings
+        return out
+    chosen, audits, previous, hosts, stale = {}, {}, {}, {}, []
+    now_s = clock()
+    limit_s = p["stale_hours"] * 3600.0
+    dest_previous = previous_documents(p["dest"], list(found), warnings)
+    for host in sorted(found):
+        # stable sort: the last folder given wins a tie
+        entries = sorted(found[host], key=lambda entry: _stamp(entry[0]))
+        doc, path = entries[-1]
+        chosen[host] = doc
+        audits[host] = host_audit_of(doc)
+        if doc.get("aer_change") is not None:
+            previous[host] = doc  # its own comparison, passed on as it was
+        else:
+            older = [d for d, _p in entries[:-1] if _stamp(d) < _stamp(doc)]
+            mine = dest_previous.get(host)
+            if mine is not None and _stamp(mine) <= _stamp(doc):
+                older.append(mine)
+            if older:
+                previous[host] = max(older, key=_stamp)
+        age = now_s - _stamp(doc) if _stamp(doc) else None
+        is_stale = age is None or age > limit_s
+        hosts[host] = {"from": path, "collected_at": doc.get("collected_at"),
+                       "age_s": None if age is None else int(age), "stale": is_stale}
+        if is_stale:
+            stale.append({"host": host, "collected_at": doc.get("collected_at") or "unknown",
+                          "age": "unknown" if age is None else _age_text(age),
+                          "folder": os.path.dirname(path)})
+    generated = p.get("generated_at") or now()
+    try:
+        files = report_files(audits, generated, p["mrrs_size"], previous, warnings,
+                             p["dest"], stale=stale)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ReportError("report_merge: %s; nothing was written" % _merge_malformed(
+            audits, hosts, generated, exc))
+    paths, written = write_reports("report_merge", p["dest"], files, check_mode,
+                                   "gpuhost_merge_dest")
+    out = dict(changed=bool(written), files=paths, written=written, hosts=hosts,
+               stale=[row["host"] for row in stale],
+               index=os.path.join(p["dest"], "index.html"))
+    if warnings:
+        out["warnings"] = warnings
+    return out
+
+
+def _merge_malformed(audits, hosts, generated, exc):
+    """Which file the merged reports cannot be made from, and the bad key."""
+    for host in sorted(audits):
+        try:
+            report_files({host: audits[host]}, generated, 4096)
+        except (KeyError, TypeError, AttributeError, ValueError) as one:
+            return "the report %s is malformed (%s: %s): remove it or audit %s again" % (
+                hosts[host]["from"], type(one).__name__, one, host)
+    return "the reports are malformed together (%s: %s)" % (type(exc).__name__, exc)

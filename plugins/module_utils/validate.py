@@ -575,6 +575,19 @@ def _audit_report(p):
                                       % (at, _short(finding["severity"]), ", ".join(SEVERITIES)))
 
 
+def _report_merge(p):
+    if not p.get("folders"):
+        _fail("folders", p.get("folders"), "one or more report folders (one per slice or run)")
+    for folder in p["folders"]:
+        if folder in ("", None):
+            _fail("folders", p["folders"], "report folder paths, none empty")
+    if p.get("dest") in ("", None):
+        _fail("dest", p.get("dest"), "a folder path")
+    if p.get("stale_hours") is not None and not p["stale_hours"] > 0:
+        _fail("stale_hours", p["stale_hours"], "hours above 0 (a host audited longer ago "
+              "is listed as stale)")
+
+
 RULES = {
     "sysctl_settings": _sysctl_settings,
     "cpuidle_state": _cpuidle_state,
@@ -592,6 +605,7 @@ RULES = {
     "initramfs_check": _initramfs_check,
     "cuda_probe": _cuda_probe,
     "audit_report": _audit_report,
+    "report_merge": _report_merge,
     "tune_report": _reports("results"),
     "post_boot_verify": _post_boot_verify,
     "container_verify": _container_verify,

@@ -80,6 +80,16 @@ options:
       folders), and RV(files) and RV(written) are empty.
     type: bool
     default: true
+  fleet_files:
+    description:
+      - Write C(summary.md), C(index.html) and C(gpuhost.prom) beside the per-host JSON.
+      - V(false) for one slice of a sliced job (AWX/AAP job slicing; role audit's
+        C(gpuhost_audit_report_slice)) - only C(<host>.json) is written, each with the
+        host's own verdict (no fleet drift, since a slice sees part of the fleet), so slices
+        writing one folder never overwrite each other; M(gpuhost.tuning.report_merge)
+        then writes the fleet files over all slices.
+    type: bool
+    default: true
 notes:
   - In check mode nothing is written; RV(files) still lists what would be.
 """

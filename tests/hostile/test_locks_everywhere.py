@@ -73,6 +73,7 @@ READ_ONLY = {
     "cuda_probe": "reads and GPU memory copies only",
     "post_boot_verify": "reads only",
     "audit_report": "reports on the controller",
+    "report_merge": "reports on the controller (reads and writes controller folders)",
     "tune_report": "reports on the controller",
     "reboot_report": "reports on the controller",
     "rollout_report": "reports on the controller",

@@ -1,0 +1,128 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: report_merge
+short_description: Merge the audit reports of several folders (job slices, runs) into one
+version_added: "0.3.0"
+description:
+  - "Reads the C(<host>.json) reports that M(gpuhost.tuning.audit_report) wrote in each of
+    O(folders) (one per slice of a sliced AWX/AAP job, or per run) and writes into O(dest)
+    what one run over all those hosts would have written - C(<host>.json) per host,
+    C(summary.md), C(index.html) and C(gpuhost.prom) - with the fleet checks (C(fleet_drift),
+    the PCIe AER change) judged over the union."
+  - "Each host's newest report is used (by its C(collected_at); a later folder wins a tie).
+    What a slice's report added is taken off first (its fleet drift, judged within the
+    slice); the AER change a report carries is kept, else the host's next older report
+    among the folders (or the one already in O(dest)) is the previous report."
+  - "A host whose newest report is older than O(stale_hours) is listed with its age and the
+    folder it came from in a section C(Stale hosts) of C(summary.md) and C(index.html),
+    and in RV(stale)."
+  - "Folders without host reports (a slice whose limit left it no host) add nothing; when no
+    folder has any, nothing is written and the task does not fail. C(<host>-tune.json),
+    C(<host>-reboot.json) and JSON that is no host report are passed over; a file that
+    looks like a host report but is unreadable, malformed, not a regular file or named for
+    another host is left out with a warning naming it."
+  - "Runs on the controller, in the controller's own process (an action plugin); every file
+    is read bounded (regular files only, at most 64 MiB) and written atomically, and only
+    when its content changed."
+author:
+  - gpuhost.tuning developers (!UNKNOWN)
+options:
+  folders:
+    description: Report folders to merge, each as M(gpuhost.tuning.audit_report) wrote it.
+    type: list
+    elements: path
+    required: true
+  dest:
+    description: Folder for the merged reports; created when missing. May be one of
+      O(folders).
+    type: path
+    required: true
+  stale_hours:
+    description: A host whose newest report is older than this many hours is listed as stale.
+    type: float
+    default: 24.0
+  generated_at:
+    description: Time stamp printed in the summaries (default the controller's UTC time).
+    type: str
+  mrrs_size:
+    description: Wanted MRRS, for highlighting GPU table cells below it.
+    type: int
+    default: 4096
+notes:
+  - In check mode nothing is written; RV(files) still lists what would be.
+seealso:
+  - module: gpuhost.tuning.audit_report
+"""
+
+EXAMPLES = r"""
+- name: Merge the four slices' reports into one fleet report
+  gpuhost.tuning.report_merge:
+    folders:
+      - /srv/reports/slice-1
+      - /srv/reports/slice-2
+      - /srv/reports/slice-3
+      - /srv/reports/slice-4
+    dest: /srv/reports/fleet
+    stale_hours: 12
+"""
+
+RETURN = r"""
+files:
+  description: Paths of the merged report files (written or unchanged).
+  returned: always
+  type: list
+  elements: str
+written:
+  description: Paths whose content changed (or would in check mode).
+  returned: always
+  type: list
+  elements: str
+index:
+  description: Path of the merged C(index.html); null when no folder had a host report.
+  returned: always
+  type: str
+hosts:
+  description: Per host, the report used - C(from) (its file), C(collected_at), C(age_s)
+    (seconds at the merge) and C(stale).
+  returned: always
+  type: dict
+  sample: {"gpu01": {"from": "/srv/reports/slice-1/gpu01.json",
+           "collected_at": "2026-01-05T03:00:00Z", "age_s": 420, "stale": false}}
+stale:
+  description: Hosts whose newest report is older than O(stale_hours).
+  returned: always
+  type: list
+  elements: str
+msg:
+  description: Why nothing was written, when no folder had a host report.
+  returned: when no folder had a host report
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec, report  # noqa: E402
+
+
+def main():
+    module = AnsibleModule(argument_spec=argspec.report_merge(), supports_check_mode=True)
+    check_module(module, "report_merge")
+    try:
+        result = report.merge_run(module.params, module.check_mode)
+    except report.ReportError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
