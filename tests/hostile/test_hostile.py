@@ -453,7 +453,7 @@ def test_atomic_write_leaves_no_temp_file_on_failure(tmp_path, monkeypatch):
          "expected": ""}]}}}, "audits.h1.findings[0].severity: 'huge' is not allowed: one of "
                               "critical, high"),
     (audit_report, {"audits": {"ok": {"findings": []}, "h2": {"findings": [], "checks": 7}}},
-     "the audit of h2 is malformed (AttributeError"),
+     "the audit of h2 is malformed (TypeError"),
 ])
 def test_malformed_report_input_is_a_message(tmp_path, module, args, expect):
     dest = str(tmp_path / "reports")
