@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+    HostFileError,
     host_path,
     read_text,
 )
@@ -34,7 +35,17 @@ def read_sysctl(root, key):
 
 
 def read_many(root, keys):
-    return dict((key, read_sysctl(root, key)) for key in keys)
+    """``{key: value}`` of ``keys`` (None: the kernel has no such key). A key whose file the
+    reading layer refuses (a FIFO or a device where a host tree should hold a file) is left
+    out: nothing can record it, and the tune, which cannot read it either, fails that key
+    alone and leaves it as it is."""
+    out = {}
+    for key in keys:
+        try:
+            out[key] = read_sysctl(root, key)
+        except HostFileError:
+            continue
+    return out
 
 
 # Keys where a larger value than wanted is just as good (socket buffer sizes and

@@ -96,7 +96,12 @@ def apply_values(root, values, at_least=(), check_mode=False):
     results = []
     for key, value in values.items():
         path = key_path(root, key)
-        before = read_sysctl(root, key)
+        try:
+            before = read_sysctl(root, key)
+        except hostfs.HostFileError as exc:     # a FIFO or device in a tree: this key only
+            results.append({"key": key, "before": None, "wanted": normalize(value),
+                            "after": None, "status": "failed", "reason": str(exc)})
+            continue
         wanted = at_least_value(before, value) if key in at_least else normalize(value)
         entry = {"key": key, "before": before, "wanted": wanted, "after": before}
         if before is None:
