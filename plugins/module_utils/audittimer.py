@@ -28,6 +28,7 @@ import sys
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cmdout
 from ansible_collections.gpuhost.tuning.plugins.module_utils import facts
 from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics
 from ansible_collections.gpuhost.tuning.plugins.module_utils import unitinstall
@@ -35,6 +36,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     atomic_write,
     host_path,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
 from ansible_collections.gpuhost.tuning.plugins.module_utils.unitinstall import (  # noqa: F401
     PACKAGES,
     package_markers,
@@ -452,9 +454,12 @@ def load_config(path):
     return make_config(config.get("host"), config.get("textfile"), config.get("wanted"))
 
 
-def run(root, config):
-    """Audit the host under ``root`` and write the metrics file; returns the audit."""
-    result = audit_mod.audit(root, config["wanted"])
+def run(root, config, processes=None):
+    """Audit the host under ``root`` and write the metrics file; returns the audit.
+    ``processes`` (``subprocess``, passed in by the program's entry point) runs the live
+    host's commands (nvidia-smi, journalctl); without it they are not run."""
+    outputs = cmdout.CommandOutputs(root, Runner(processes=processes))
+    result = audit_mod.audit(root, config["wanted"], outputs=outputs)
     text = metrics.audit_text({config["host"]: result})
     path = host_path(root, config["textfile"])
     if not os.path.isdir(os.path.dirname(path)):
@@ -465,7 +470,8 @@ def run(root, config):
     return result
 
 
-def main(argv=None):
+def main(argv=None, processes=None):
+    """The scheduled run; ``processes``: see ``run``."""
     parser = argparse.ArgumentParser(
         prog="python3 -m " + MODULE,
         description="Audit this host read-only and refresh its node_exporter metrics file.")
@@ -474,7 +480,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config)
-        result = run(args.root, config)
+        result = run(args.root, config, processes)
     except (ConfigError, IOError, OSError) as exc:
         sys.stderr.write("%s: FAILED: %s\n" % (TAG, exc))
         return 2
@@ -484,4 +490,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # The program's entry point, outside Ansible (no AnsibleModule.run_command here): the
+    # one place that hands the runner the standard library's process launcher.
+    import subprocess
+
+    raise SystemExit(main(processes=subprocess))
