@@ -42,6 +42,10 @@ start=$(date +%s)
 echo "trixie-root: building $root (mmdebstrap trixie, 1.5-4 min)" >&2
 mmdebstrap --quiet --variant=apt --include="$PKGS" trixie "$root" >&2
 install -m 0644 /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/gpuhost-host-ca.crt"
+# Also as the root's system bundle and in its pip.conf: ansible-test's own pip runs (its
+# sanity virtualenvs) do not pass PIP_CERT on.
+install -m 0644 /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+printf '[global]\ncert = /etc/ssl/certs/gpuhost-host-ca.crt\n' > "$root/etc/pip.conf"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 install -m 0644 "$REQS" "$root/opt/requirements-controller-next.txt"
 echo "trixie-root: venv from $REQS" >&2
