@@ -75,8 +75,8 @@ BAD_SERIAL = [
     ("gpuhost_serial=", "'' is not"),
     ('{"gpuhost_serial": {"first": 1}}', "{'first': 1} is not"),
     ('{"gpuhost_serial": true}', "True is not"),
-    ('{"gpuhost_max_fail_percentage": 150}', "gpuhost_max_fail_percentage: 150 is not a "
-                                              "failure percentage"),
+    ('{"gpuhost_max_fail_percentage": 150}',
+     "gpuhost_max_fail_percentage: 150 is not a failure percentage"),
     ('{"gpuhost_max_fail_percentage": -1}', "-1 is not a failure percentage"),
     ("gpuhost_max_fail_percentage=abc", "'abc' is not a failure percentage"),
     ('{"gpuhost_max_fail_percentage": [0]}', "[0] is not a failure percentage"),
@@ -157,9 +157,11 @@ ODD = ["\r", "\r\n", "\n", "\x00", "\t", "\x0b", "\x0c", "\x1b[31m", "\x7f", "\x
 
 def test_odd_host_names_and_subjects_leave_gpuhost_prom_valid(tmp_path):
     dest = str(tmp_path / "reports")
-    audits = dict(("gpu%02d%s" % (n, odd), {"findings": [_finding("dev%s0" % odd)],
-                                             "checks": {}, "collected_at": "2026-12-01T03:47:48Z"})
-                  for n, odd in enumerate(ODD))
+    audits = {}
+    for n, odd in enumerate(ODD):
+        audits["gpu%02d%s" % (n, odd)] = {
+            "findings": [_finding("dev%s0" % odd)], "checks": {},
+            "collected_at": "2026-12-01T03:47:48Z"}
     result = run_module(audit_report, {"audits": audits, "dest": dest})
     assert not result.get("failed"), result.get("msg")
     with open(os.path.join(dest, "gpuhost.prom"), "rb") as handle:
@@ -294,8 +296,8 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize("make,why", MALFORMED, ids=[m[1] + str(n) for n, m in
-                                                    enumerate(MALFORMED)])
+@pytest.mark.parametrize("make,why", MALFORMED,
+                         ids=[m[1] + str(n) for n, m in enumerate(MALFORMED)])
 def test_a_malformed_previous_report_is_ignored_with_a_warning(tmp_path, aer_fleet, make, why):
     dest = tmp_path / "reports"
     args = {"dest": str(dest), "generated_at": "fixed"}

@@ -119,8 +119,8 @@ def latency_causes(facts, wanted):
                                         for s in deep), PLAYBOOK_TUNE,
                          limit(wanted.get("host"))))
     freq = cpu.get("cpufreq") or {}
-    slow = [g for g in freq.get("governors") or [] if g in ("powersave", "conservative",
-                                                          "ondemand", "schedutil")]
+    slow = [g for g in freq.get("governors") or []
+            if g in ("powersave", "conservative", "ondemand", "schedutil")]
     if slow and freq.get("driver") != "amd-pstate-epp":
         causes.append("cpufreq governor %s lowers the clock of an idle core"
                       % "/".join(slow))

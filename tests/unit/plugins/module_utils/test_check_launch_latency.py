@@ -10,8 +10,8 @@ from ansible_collections.gpuhost.tuning.plugins.modules import host_audit
 
 
 def probe(address, sleeping_p99, back_p99, vmid=None):
-    res = {"library": "libcuda.so.1", "init": {"code": 0, "name": "CUDA_SUCCESS",
-                                                "text": "no error"},
+    res = {"library": "libcuda.so.1",
+           "init": {"code": 0, "name": "CUDA_SUCCESS", "text": "no error"},
            "driver_version": 13000, "cause": None, "changed": False, "failed": False,
            "devices": [{"index": 0, "name": "NVIDIA H200", "pci_bus_id": address,
                         "latency": {"count": 100, "gap_us": 1000, "skipped": None,

@@ -52,8 +52,8 @@ def test_limit_is_the_timeout_without_copies_and_grows_with_what_is_copied():
     assert cuda.time_limit(30, bandwidth=True, gpus=8) == 56
     assert cuda.time_limit(30, bandwidth=True, peer=True, gpus=8) == 30 + 116
     # no GPU in the PCI tree (a container's view): 8 assumed
-    assert cuda.time_limit(30, bandwidth=True, gpus=0) == cuda.time_limit(30, bandwidth=True,
-                                                                           gpus=8)
+    assert cuda.time_limit(30, bandwidth=True, gpus=0) == \
+        cuda.time_limit(30, bandwidth=True, gpus=8)
 
 
 def test_nvidia_gpus_are_display_and_3d_functions_and_passthrough_ones_can_be_left_out(tmp_path):

@@ -142,8 +142,8 @@ def test_off_by_default_and_apart_from_bandwidth(seed, live, private_lib, fake):
     assert not [r for r in only["rows"] if r["part"] == "bandwidth"]
 
 
-def test_another_root_is_skipped_and_check_mode_is_not_measured(seed, fake, private_lib,
-                                                                 monkeypatch):
+def test_another_root_is_skipped_and_check_mode_is_not_measured(
+        seed, fake, private_lib, monkeypatch):
     result = run(seed["root"], parts=["latency"], cuda_library=private_lib)
     assert latency_rows(result)["latency"]["status"] == "skipped"
     assert "is not the live host" in latency_rows(result)["latency"]["note"]
