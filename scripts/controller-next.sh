@@ -25,6 +25,9 @@ if [ "${1:-}" = "--namespace" ]; then
   # (paths inside the root), $6 the steps.
   mount -t proc proc "$2/proc"
   mount --rbind /dev "$2/dev"
+  # its own /dev/shm: the tests' temporary trees go there, and pytest prunes old
+  # pytest-of-<user> folders, which must never be the 2.19 lane's
+  mount -t tmpfs -o mode=1777 tmpfs "$2/dev/shm"
   mount -t tmpfs -o mode=1777 tmpfs "$2/tmp"
   # shellcheck disable=SC2086 # $6: the steps, one word each
   exec chroot "$2" /usr/bin/env -i PATH=/opt/next-venv/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -40,6 +43,7 @@ if [ "${1:-}" = "--inside" ]; then
   git init -q && git add -A
   git -c user.name=lane -c user.email=lane@localhost commit -q -m controller-next
   out=/tmp/controller-next
+  AUDIT_PB=tests/integration/test_audit_playbook.py
   mkdir -p "$out"
   failed=()
   for step in "$@"; do
@@ -47,11 +51,13 @@ if [ "${1:-}" = "--inside" ]; then
     case $step in
       sanity) cmd=(scripts/sanity.sh) ;;
       unit) cmd=(.venv/bin/pytest -q -n "$PYTEST_N" -p no:cacheprovider tests/unit) ;;
-      # The HTML report in Chromium does not depend on ansible-core: the 2.19 lane has it.
+      # Left to the 2.19 lane: the rendered HTML in Chromium and gpuhost.prom through
+      # promtool check the outputs' formats, not ansible-core, and need large packages.
       playbooks) cmd=(.venv/bin/pytest -q -n "$PYTEST_N" -p no:cacheprovider
                       tests/integration/test_audit_playbook.py
-                      tests/integration/test_tune_playbook.py --deselect
-                      tests/integration/test_audit_playbook.py::test_html_report_in_headless_chromium) ;;
+                      tests/integration/test_tune_playbook.py
+                      --deselect "$AUDIT_PB::test_html_report_in_headless_chromium"
+                      --deselect "$AUDIT_PB::test_run_metrics_pass_promtool_and_match_the_findings") ;;
       *) echo "controller-next: unknown step $step (sanity, unit, playbooks)" >&2; exit 2 ;;
     esac
     echo "controller-next: $step: ${cmd[*]}"
