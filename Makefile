@@ -34,7 +34,7 @@ LAB_PKGS := qemu-system-x86 qemu-utils ovmf mtools dosfstools mmdebstrap e2fspro
 # The cgroup guest (lab/cgroup-real.sh): Debian's kernel, LXC and busybox in an initramfs.
 LAB_CGROUP_PKGS := qemu-system-x86 lxc busybox-static cpio build-essential kmod
 
-.PHONY: help setup venv collection audit test unit packaging integration molecule lint sanity build clean
+.PHONY: help setup venv collection audit test unit packaging integration molecule lint sanity controller-next build clean
 
 help:
 	@echo "make audit   audit this machine read-only; reports in gpuhost-reports/"
@@ -57,7 +57,7 @@ audit: setup
 # Fast tiers first, so a finding stops the run before the slow ones: unit, packaging, lint
 # (18 s idle, 50 s under load), sanity (35 s idle to 105 s under load once warm; 139-202 s
 # the first time, when ansible-test fills ~/.ansible/test from PyPI), integration, molecule.
-test: unit hostile packaging lint sanity integration molecule
+test: unit hostile packaging lint sanity controller-next integration molecule
 
 unit: setup
 	@scripts/apt-ensure.sh $(UNIT_PKGS)
@@ -112,6 +112,15 @@ lint: collection
 sanity: venv
 	@scripts/apt-ensure.sh $(SANITY_PKGS)
 	@scripts/sanity.sh
+
+# The controller lane on the newest ansible-core (requirements-controller-next.txt, 2.21.x)
+# on Python 3.13: a cached Debian 13 root (scripts/trixie-root.sh) used as a chroot, running
+# ansible-test sanity --python 3.13 (no ignore file), the unit tier and the playbook tests
+# that need no podman; an ansible-core deprecation warning fails it. Its own cache, HOME and
+# venv (nothing shared with the 2.19 lane): it can run beside integration or molecule.
+controller-next:
+	@scripts/apt-ensure.sh mmdebstrap
+	scripts/controller-next.sh
 
 build: venv
 	$(BIN)/ansible-galaxy collection build --force --output-path build .

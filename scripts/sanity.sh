@@ -17,11 +17,13 @@
 #
 # Usage: scripts/sanity.sh [extra ansible-test sanity arguments, e.g. --test pep8]
 # Env:   GPUHOST_SANITY_CACHE  cache folder (default ${XDG_CACHE_HOME:-~/.cache}/gpuhost-sanity)
+#        GPUHOST_SANITY_PYTHON the --python version (default 3.11; the controller-next lane
+#                              runs it with 3.13 inside its Debian 13 root)
 # The tested tree stays in the cache folder until the next run (its path is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-PYVER=3.11
+PYVER=${GPUHOST_SANITY_PYTHON:-3.11}
 ANSIBLE_TEST=$ROOT/.venv/bin/ansible-test
 if [ ! -x "$ANSIBLE_TEST" ]; then
   echo "sanity.sh: $ANSIBLE_TEST missing: run make venv" >&2
@@ -80,10 +82,11 @@ printf '%s\n' "$at_version" > "$cache/delegation.version"
 # from a host outside PyPI, which is unreachable here. It runs a cached copy when one exists,
 # as `python get_pip_X.py --disable-pip-version-check pip==X --no-setuptools --no-wheel`, so
 # a stand-in goes there: pip from the interpreter's own ensurepip, then pip==X from PyPI.
-pip_version=$("$ROOT/.venv/bin/python" - <<'PY'
+pip_version=$("$ROOT/.venv/bin/python" - "$PYVER" <<'PY'
 from ansible_test._internal.python_requirements import get_venv_packages
 from ansible_test._internal.host_configs import NativePythonConfig
-print(get_venv_packages(NativePythonConfig(version="3.11"))["pip"])
+import sys
+print(get_venv_packages(NativePythonConfig(version=sys.argv[1]))["pip"])
 PY
 )
 bootstrap=$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py

@@ -28,6 +28,7 @@ import sys
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cmdout
 from ansible_collections.gpuhost.tuning.plugins.module_utils import facts
 from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report
@@ -38,6 +39,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     host_path,
     read_bytes,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
 from ansible_collections.gpuhost.tuning.plugins.module_utils.unitinstall import (  # noqa: F401
     PACKAGES,
     package_markers,
@@ -457,9 +459,12 @@ def load_config(path):
     return make_config(config.get("host"), config.get("textfile"), config.get("wanted"))
 
 
-def run(root, config):
-    """Audit the host under ``root`` and write the metrics file; returns the audit."""
-    result = audit_mod.audit(root, config["wanted"])
+def run(root, config, processes=None):
+    """Audit the host under ``root`` and write the metrics file; returns the audit.
+    ``processes`` (``subprocess``, passed in by the program's entry point) runs the live
+    host's commands (nvidia-smi, journalctl); without it they are not run."""
+    outputs = cmdout.CommandOutputs(root, Runner(processes=processes))
+    result = audit_mod.audit(root, config["wanted"], outputs=outputs)
     text = metrics.audit_text({config["host"]: result})
     path = host_path(root, config["textfile"])
     if not os.path.isdir(os.path.dirname(path)):
@@ -499,15 +504,17 @@ def check_line(findings, severity):
     return CHECK_FOUND, line
 
 
-def node_check(root, config, severity, json_path=None, write_textfile=False):
+def node_check(root, config, severity, json_path=None, write_textfile=False, processes=None):
     """The audit as a node check (NHC's ``die`` reason, Slurm's HealthCheckProgram): the
     same read-only audit, ``(exit status, line)`` from :func:`check_line`, the host's report
     document (report_merge reads it as a ``<host>.json``) written atomically to ``json_path``
-    under ``root`` when given, and the metrics file only with ``write_textfile``."""
+    under ``root`` when given, and the metrics file only with ``write_textfile``.
+    ``processes``: see ``run``."""
     if write_textfile:
-        result = run(root, config)
+        result = run(root, config, processes)
     else:
-        result = audit_mod.audit(root, config["wanted"])
+        outputs = cmdout.CommandOutputs(root, Runner(processes=processes))
+        result = audit_mod.audit(root, config["wanted"], outputs=outputs)
     if json_path:
         path = host_path(root, json_path)
         if not os.path.isdir(os.path.dirname(path)):
@@ -530,7 +537,8 @@ def check_config(path, explicit):
     return {"host": host, "textfile": None, "wanted": {"host": host}}
 
 
-def main(argv=None):
+def main(argv=None, processes=None):
+    """The scheduled run or the node check; ``processes``: see ``run``."""
     parser = argparse.ArgumentParser(
         prog="python3 -m " + MODULE,
         description="Audit this host read-only and refresh its node_exporter metrics file; "
@@ -553,7 +561,8 @@ def main(argv=None):
             if args.textfile and not config.get("textfile"):
                 raise ConfigError("--textfile: no config at %s names the metrics file"
                                   % CONFIG_PATH)
-            status, line = node_check(args.root, config, args.check, args.json, args.textfile)
+            status, line = node_check(args.root, config, args.check, args.json, args.textfile,
+                                      processes)
         except (ConfigError, IOError, OSError, ValueError) as exc:
             sys.stdout.write("%s: ERROR: the audit could not run: %s\n" % (
                 TAG, _one_line(exc)[:REASON_MAX]))
@@ -562,7 +571,7 @@ def main(argv=None):
         return status
     try:
         config = load_config(args.config or CONFIG_PATH)
-        result = run(args.root, config)
+        result = run(args.root, config, processes)
     except (ConfigError, IOError, OSError) as exc:
         sys.stderr.write("%s: FAILED: %s\n" % (TAG, exc))
         return 2
@@ -572,4 +581,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # The program's entry point, outside Ansible (no AnsibleModule.run_command here): the
+    # one place that hands the runner the standard library's process launcher.
+    import subprocess
+
+    raise SystemExit(main(processes=subprocess))

@@ -8,7 +8,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import subprocess
 import time
 
 C_LOCALE = {"LC_ALL": "C", "LANG": "C", "LANGUAGE": "C"}
@@ -19,6 +18,9 @@ KILL_AFTER_S = 5
 # What ``timeout`` exits with when it stopped the command: 124 after SIGTERM, 137 or killed
 # by SIGKILL itself (it is in the process group it kills) when SIGKILL was needed.
 TIMED_OUT_RCS = (124, 137, -9)
+NO_RUNNER_HINT = ("not run: this Runner has neither an AnsibleModule (modules: "
+                  "Runner(module)) nor a process launcher (a program outside Ansible: "
+                  "Runner(processes=subprocess))")
 
 
 class CommandError(Exception):
@@ -60,14 +62,19 @@ def _secs(seconds):
 
 
 class Runner:
-    """Run commands through ``AnsibleModule.run_command`` when a module is given,
-    else through ``subprocess`` (plain Python callers, tests, the boot-time script).
+    """Run commands through ``AnsibleModule.run_command`` when a module is given, else
+    through ``processes``: the standard library's ``subprocess`` module, which only a
+    program that runs outside Ansible passes in (the scheduled audit's entry point,
+    ``audittimer``'s ``__main__``; tests). Module code never reaches ``subprocess``: it has
+    its AnsibleModule, and a Runner given neither refuses to run anything (``which``
+    still works). ``timeout=`` means the same on both paths.
 
     ``calls`` records every command run, for results and debugging.
     """
 
-    def __init__(self, module=None, environ=None):
+    def __init__(self, module=None, environ=None, processes=None):
         self.module = module
+        self.processes = processes
         self.environ = dict(C_LOCALE)
         if environ:
             self.environ.update(environ)
@@ -101,18 +108,20 @@ class Runner:
         if self.module is not None:
             rc, out, err = self.module.run_command(argv, environ_update=self.environ, data=data,
                                                    binary_data=data is not None)
-        else:
+        elif self.processes is not None:
             env = dict(os.environ)
             env.update(self.environ)
             # A backstop only: ``timeout`` itself has stopped the command by then.
             backstop = timeout + KILL_AFTER_S + 30 if timeout is not None else None
             try:
-                proc = subprocess.run(argv, input=data, capture_output=True, text=True,
-                                      env=env, check=False, timeout=backstop)
+                proc = self.processes.run(argv, input=data, capture_output=True, text=True,
+                                          env=env, check=False, timeout=backstop)
                 rc, out, err = proc.returncode, proc.stdout, proc.stderr
-            except subprocess.TimeoutExpired as exc:
+            except self.processes.TimeoutExpired as exc:
                 raise CommandTimeout(args, timeout, _text(exc.stdout), _text(exc.stderr),
                                      hint=hint)
+        else:
+            raise CommandError(args, None, "", "", hint=NO_RUNNER_HINT)
         if timeout is not None and rc in TIMED_OUT_RCS and \
                 time.monotonic() - started >= timeout * 0.99:
             raise CommandTimeout(args, timeout, out, err, hint=hint)

@@ -365,6 +365,10 @@ def settings_run(params, check_mode=False, warn=None):
     entries = []
     if p["apply"]:
         entries = apply_values(root, values, at_least=at_least, check_mode=check_mode)
+    result["settings"] = entries
+    # The name of ``settings`` in 0.1.0, kept for one release (deprecated, removed in 0.3.0):
+    # Jinja's ``result.values`` is the dict method, so the key could only be read as
+    # ``result['values']``.
     result["values"] = entries
     result["changed_keys"] = [e["key"] for e in entries if e["status"] == "changed"]
     result["skipped_keys"] = [dict(key=e["key"], reason=e["reason"])
@@ -388,9 +392,9 @@ def settings_failure(result):
     """The failure message of a ``settings_run`` result, or None when everything took."""
     problems = []
     if result.get("failed_keys"):
-        reasons = [e["reason"] for e in result["values"] if e["status"] == "failed"]
+        reasons = [e["reason"] for e in result["settings"] if e["status"] == "failed"]
         problems.append("sysctl values not set on %d of %d keys: %s. %s" % (
-            len(result["failed_keys"]), len(result["values"]), ", ".join(result["failed_keys"]),
+            len(result["failed_keys"]), len(result["settings"]), ", ".join(result["failed_keys"]),
             " ".join(reasons)))
     for item in result.get("overridden_at_boot", []):
         problems.append(
@@ -431,7 +435,7 @@ class SettingsPart(object):
                "detail": {"sysctl": res},
                "skipped": [k["key"] for k in res["skipped_keys"]],
                "rows": [(e["key"], e["before"], e["after"], e["status"], e.get("reason", ""))
-                        for e in res["values"]]}
+                        for e in res["settings"]]}
         if res["file_changed"]:
             out["rows"].append((res["path"], "", "written", "changed", "persisted (owned file)"))
         msg = settings_failure(res)

@@ -26,9 +26,9 @@ description:
     and the copy rate where peer access exists).
   - "With O(latency), the round trip of an empty kernel launch plus synchronise per GPU
     (C(cuModuleLoadData) of a PTX kernel that only returns, C(cuLaunchKernel),
-    C(cuCtxSynchronize), timed on the host): O(latency_count) times back to back and
+    C(cuCtxSynchronize), timed on the host), O(latency_count) times back to back and
     O(latency_count) times with the thread sleeping O(latency_gap_us) before each launch
-    (what a serving loop does between steps: a core that may enter a deep idle state wakes
+    (what a serving loop does between steps - a core that may enter a deep idle state wakes
     from it before it can launch), each after a warm-up, as p50, p99 and max in
     microseconds. The PTX (ISA 6.0, C(sm_50)) is compiled by the driver for the GPU, so one
     text serves every architecture from Maxwell on; a driver that refuses it leaves the GPU's

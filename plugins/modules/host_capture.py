@@ -89,8 +89,11 @@ size:
   description: Size of the tar.gz in bytes.
   returned: always
   type: int
-skipped:
-  description: Files that could not be read, each C({path, error}).
+unreadable:
+  description:
+    - Files that could not be read, each C({path, error}).
+    - Named C(skipped) before 0.2.0, a key ansible-core keeps for itself (a task whose
+      result has a true C(skipped) is shown as skipped; 2.21 drops a list there).
   returned: collect mode
   type: list
   elements: dict
@@ -142,7 +145,7 @@ def collect(module):
     data = buf.getvalue()
     module.exit_json(changed=False, archive=base64.b64encode(data).decode("ascii"),
                      files=len(builder.entries), bytes=builder.bytes, size=len(data),
-                     skipped=builder.skipped, findings=len(result["findings"]))
+                     unreadable=builder.skipped, findings=len(result["findings"]))
 
 
 def write(module):

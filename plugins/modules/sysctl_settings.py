@@ -95,8 +95,12 @@ file_changed:
   description: Whether the file was (or in check mode would be) written or removed.
   returned: always
   type: bool
-values:
-  description: One entry per key of O(values), in order.
+settings:
+  description:
+    - One entry per key of O(values), in order.
+    - Deprecated, removed in 0.3.0 - the result also carries the same list under its name
+      in 0.1.0, C(values), which Jinja's dot notation cannot reach (C(result.values) is
+      the dict method). Read C(settings).
   returned: when O(state=present)
   type: list
   elements: dict

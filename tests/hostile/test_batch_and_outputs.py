@@ -378,7 +378,7 @@ def test_on_the_live_host_systemd_analyze_has_the_last_word(monkeypatch):
     systemd-analyze (through the runner, read-only) still refuses it."""
     from ansible_collections.gpuhost.tuning.plugins.module_utils import audittimer, runner
     _systemd_analyze()
-    run = runner.Runner()
+    run = runner.Runner(processes=subprocess)
     audittimer.check_schedule("Mon..Fri 06:00", "/", run)
     assert [c[1:] for c in run.calls] == [["calendar", "--", "Mon..Fri 06:00"]]
     monkeypatch.setattr(audittimer, "calendar_problem", lambda schedule, root="/": None)
@@ -387,7 +387,7 @@ def test_on_the_live_host_systemd_analyze_has_the_last_word(monkeypatch):
     assert "schedule 'Sun..Sat 1:00': systemd-analyze calendar refuses it (" in str(err.value)
     assert "the timer would never fire" in str(err.value)
     # a tree is not the live host: its schedule is not sent to this machine's systemd
-    tree = runner.Runner()
+    tree = runner.Runner(processes=subprocess)
     audittimer.check_schedule("Sun..Sat 1:00", "/nonexistent-tree", tree)
     assert tree.calls == []
 

@@ -11,6 +11,7 @@ LD_LIBRARY_PATH, as the real driver is found."""
 
 import json
 import os
+import subprocess
 import time
 import uuid
 
@@ -85,8 +86,8 @@ def audit_with_pass(root, timeout, size_mb=1):
     audit and the seconds it took."""
     started = time.monotonic()
     result = audit_mod.audit(root, hosts.common_wanted(), cuda_probe=lambda facts: (
-        cuda.audit_pass(Runner(), None, facts["lxc"], size_mb=size_mb, timeout=timeout,
-                        root=root)))
+        cuda.audit_pass(Runner(processes=subprocess), None, facts["lxc"], size_mb=size_mb,
+                        timeout=timeout, root=root)))
     return result, time.monotonic() - started
 
 

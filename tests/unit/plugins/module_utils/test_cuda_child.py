@@ -3,6 +3,7 @@ cuda.time_limit): the stand-in libcuda.so.1 hanging, crashing, seeing no GPU or 
 absurdly slowly, and what the caller gets back (the step, the limit, the signal)."""
 
 import os
+import subprocess
 import time
 
 import fakecuda
@@ -123,7 +124,7 @@ def test_a_result_printed_keeps_the_child_s_own_fields():
 def test_a_cuinit_that_never_returns_is_killed_at_the_limit(lib, fake):
     fake(hang="cuInit")
     started = time.monotonic()
-    res = cuda.probe_host(Runner(), library=lib, timeout=1)
+    res = cuda.probe_host(Runner(processes=subprocess), library=lib, timeout=1)
     elapsed = time.monotonic() - started
     assert 1.0 <= elapsed < 2.5, elapsed
     assert res["timed_out"] is True and res["step"] == "cuInit"
@@ -133,14 +134,14 @@ def test_a_cuinit_that_never_returns_is_killed_at_the_limit(lib, fake):
 @pytest.mark.parametrize("how,signal", [("segv", "SIGSEGV"), ("abort", "SIGABRT")])
 def test_a_crashing_library_takes_only_the_child(lib, fake, how, signal):
     fake(crash="cuInit:" + how)
-    res = cuda.probe_host(Runner(), library=lib, timeout=20)
+    res = cuda.probe_host(Runner(processes=subprocess), library=lib, timeout=20)
     assert res["signal"] == signal and res["step"] == "cuInit"
     assert res["error"] == "the CUDA probe was killed by %s (in step: cuInit)" % signal
 
 
 def test_a_crash_in_a_gpu_step_names_that_gpu(lib, fake):
     fake(devices="0000:41:00.0,0000:c1:00.0", crash="cuCtxCreate_v2:segv")
-    res = cuda.probe_host(Runner(), library=lib, timeout=20)
+    res = cuda.probe_host(Runner(processes=subprocess), library=lib, timeout=20)
     assert res["step"] == "GPU 0 (0000:41:00.0): cuCtxCreate"
 
 
@@ -148,8 +149,8 @@ def test_absurdly_slow_copies_are_cut_at_the_limit(lib, fake, tmp_path):
     root = fakecuda.link_tree(tmp_path, {"0000:41:00.0": ("32.0 GT/s PCIe", 16)})
     fake(devices="0000:41:00.0", h2d_gbs="0.000001")     # 1 MiB takes 17 min
     started = time.monotonic()
-    res = cuda.probe_host(Runner(), library=lib, bandwidth=True, size_mb=1, repeats=1,
-                          timeout=1, root=root)
+    res = cuda.probe_host(Runner(processes=subprocess), library=lib, bandwidth=True, size_mb=1,
+                          repeats=1, timeout=1, root=root)
     elapsed = time.monotonic() - started
     # 1 s + 8 GPUs assumed (this tree lists none) x 4 copies of 1 MiB at 1 GB/s: 2 s
     assert res["time_limit"] == 2 and 2.0 <= elapsed < 3.5, elapsed
@@ -164,7 +165,7 @@ def test_zero_devices_while_the_pci_tree_lists_gpus_is_a_failure_naming_them(lib
                                "0000:c1:00.0": ("0x10de", "0x030200", None),
                                "0000:81:00.0": ("0x10de", "0x030200", "vfio-pci")})
     fake(devices="0000:41:00.0", count=0)
-    res = cuda.probe_host(Runner(), library=lib, root=root)
+    res = cuda.probe_host(Runner(processes=subprocess), library=lib, root=root)
     assert res["init"]["code"] == 0 and res["devices"] == []
     assert res["error"] == ("cuInit(0) succeeded but CUDA sees 0 devices (cuDeviceGetCount), "
                             "although the PCI tree lists 2 NVIDIA GPUs: 0000:41:00.0, "
@@ -172,7 +173,7 @@ def test_zero_devices_while_the_pci_tree_lists_gpus_is_a_failure_naming_them(lib
     assert res["cause"].startswith("no CUDA device is visible")
     # cuInit's own "no device" names them too
     fake(devices="")
-    res = cuda.probe_host(Runner(), library=lib, root=root)
+    res = cuda.probe_host(Runner(processes=subprocess), library=lib, root=root)
     assert res["error"].endswith("(no CUDA-capable device is detected), although the PCI "
                                  "tree lists 2 NVIDIA GPUs: 0000:41:00.0, 0000:c1:00.0")
 
@@ -180,13 +181,13 @@ def test_zero_devices_while_the_pci_tree_lists_gpus_is_a_failure_naming_them(lib
 def test_zero_devices_is_fine_where_the_pci_tree_has_no_gpu_for_cuda(lib, fake, tmp_path):
     root = gpu_tree(tmp_path, {"0000:81:00.0": ("0x10de", "0x030200", "vfio-pci")})
     fake(count=0)
-    res = cuda.probe_host(Runner(), library=lib, root=root)
+    res = cuda.probe_host(Runner(processes=subprocess), library=lib, root=root)
     assert res["error"] is None and res["devices"] == [] and res["step"] == "done"
 
 
 def test_a_working_probe_reports_done_and_its_limit(lib, fake, tmp_path):
     fake(devices="0000:41:00.0,0000:c1:00.0")
-    res = cuda.probe_host(Runner(), library=lib, root=str(tmp_path))
+    res = cuda.probe_host(Runner(processes=subprocess), library=lib, root=str(tmp_path))
     assert res["error"] is None and len(res["devices"]) == 2
     assert (res["step"], res["time_limit"], res["timed_out"], res["signal"]) == (
         "done", 30, False, None)

@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 import os
+import subprocess
 import tarfile
 import time
 
@@ -199,7 +200,7 @@ def test_live_root_runs_nvidia_smi_and_journal_once_each(tmp_path, monkeypatch):
     journal.write_text(health.xid_line(now - 600, "0000:1b:00.0", 79) + "\n")
     calls = tmp_path / "calls.jsonl"
     _live_env(monkeypatch, health.B200_580, journal=str(journal), log=str(calls))
-    outputs = cmdout.CommandOutputs("/", Runner())
+    outputs = cmdout.CommandOutputs("/", Runner(processes=subprocess))
     smi = nvsmi.facts(outputs)
     again = nvsmi.facts(outputs)
     log = kernlog.facts(outputs, 7)
@@ -217,7 +218,7 @@ def test_live_root_runs_nvidia_smi_and_journal_once_each(tmp_path, monkeypatch):
 
 def test_live_nvidia_smi_failure_is_reported(tmp_path, monkeypatch):
     _live_env(monkeypatch, health.B200_580, smi_rc=9, journal_rc=1)
-    outputs = cmdout.CommandOutputs("/", Runner())
+    outputs = cmdout.CommandOutputs("/", Runner(processes=subprocess))
     smi = nvsmi.facts(outputs)
     assert smi["available"] is False
     assert "exited 9" in smi["error"] and "couldn't communicate" in smi["error"]
@@ -228,7 +229,7 @@ def test_an_empty_journal_is_no_kernel_log(tmp_path, monkeypatch):
     journal.write_text("")
     _live_env(monkeypatch, health.B200_580, journal=str(journal))
     monkeypatch.setattr(kernlog, "KERN_LOG_DIR", str(tmp_path / "no-such-folder"))
-    log = kernlog.facts(cmdout.CommandOutputs("/", Runner()), 7)
+    log = kernlog.facts(cmdout.CommandOutputs("/", Runner(processes=subprocess)), 7)
     assert log["available"] is False
     assert "the journal holds no kernel message of the last 7 days" in log["error"]
 

@@ -3,6 +3,7 @@
 import errno
 import os
 import struct
+import subprocess
 
 import pytest
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci
@@ -427,7 +428,7 @@ def test_other_write_errors_name_device_and_offset(seed, monkeypatch):
 # --- the setpci method (real pciutils against the fixture tree) --------------------------
 
 
-needs_setpci = pytest.mark.skipif(Runner().which("setpci") is None,
+needs_setpci = pytest.mark.skipif(Runner(processes=subprocess).which("setpci") is None,
                                   reason="pciutils not installed (scripts/apt-ensure.sh pciutils)")
 
 
@@ -439,7 +440,7 @@ def test_setpci_method_masked(seed, which):
     dev = pci.PciDevice(root, address)
     cap = dev.pcie_cap_offset()
     before = fx.read_config(root, address)
-    runner = Runner()
+    runner = Runner(processes=subprocess)
     pci_write.set_mrrs(dev, 4096, method="setpci", runner=runner)
     after = fx.read_config(root, address)
     assert _diff_offsets(before, after) == [cap + 9]

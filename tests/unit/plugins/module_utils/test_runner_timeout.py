@@ -3,6 +3,7 @@ limit (coreutils ``timeout``), a clear CommandTimeout naming the command and the
 both paths (plain subprocess and AnsibleModule.run_command); no timeout, no wrapper."""
 
 import os
+import subprocess
 import time
 import uuid
 
@@ -12,6 +13,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import runner as runner_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (
+    CommandError,
     CommandTimeout,
     Runner,
 )
@@ -50,7 +52,7 @@ def module_runner():
 
 @pytest.fixture(params=["subprocess", "run_command"])
 def any_runner(request, module_runner):
-    return Runner() if request.param == "subprocess" else module_runner
+    return Runner(processes=subprocess) if request.param == "subprocess" else module_runner
 
 
 def test_a_command_past_its_limit_is_killed_with_its_group_and_named(any_runner, marker):
@@ -80,7 +82,7 @@ def test_a_command_ignoring_sigterm_gets_sigkill(any_runner, marker, monkeypatch
 
 def test_check_false_still_raises_on_timeout():
     with pytest.raises(CommandTimeout):
-        Runner().run(["sleep", "60"], check=False, timeout=0.5)
+        Runner(processes=subprocess).run(["sleep", "60"], check=False, timeout=0.5)
 
 
 def test_a_command_that_exits_124_in_time_is_not_a_timeout(any_runner):
@@ -103,4 +105,16 @@ def test_without_timeout_nothing_wraps_the_command(any_runner):
 @pytest.mark.parametrize("bad", [0, -1, "abc"])
 def test_a_bad_limit_is_refused(bad):
     with pytest.raises(ValueError, match="timeout must be a number of seconds above 0"):
-        Runner().run(["true"], timeout=bad)
+        Runner(processes=subprocess).run(["true"], timeout=bad)
+
+
+def test_a_runner_without_module_or_launcher_runs_nothing_and_says_why(marker):
+    """Module code has its AnsibleModule; a Runner given neither it nor ``processes`` (the
+    launcher only a program outside Ansible passes) refuses instead of running."""
+    runner = Runner()
+    assert runner.which("sh")
+    with pytest.raises(CommandError) as caught:
+        runner.run(["sh", "-c", "sleep 60"], timeout=5)
+    assert "neither an AnsibleModule" in str(caught.value)
+    assert "Runner(processes=subprocess)" in str(caught.value)
+    assert alive_with(marker) == []

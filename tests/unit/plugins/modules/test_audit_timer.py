@@ -89,6 +89,37 @@ def test_installs_units_config_and_library_then_the_service_writes_the_metrics(
     assert run_module(audit_timer, {"root": seed, "state": "absent"})["changed"] is False
 
 
+DOUBLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))), "doubles")
+
+
+def test_the_installed_program_runs_the_live_host_s_commands_through_its_entry_point(
+        seed, tmp_path):
+    """On the live host the scheduled audit runs nvidia-smi and journalctl: the runner gets
+    its process launcher from the program's own ``__main__`` (module code has none). The
+    tree stands in for ``/`` (cmdout.is_live forced), the doubles for the tools."""
+    from fixtures import nvhealth
+    assert run_module(audit_timer, args(seed))["changed"] is True
+    log = tmp_path / "calls.jsonl"
+    journal = tmp_path / "journal.txt"
+    journal.write_text("")
+    env = {"PATH": DOUBLES + ":/usr/bin:/bin", "PYTHONPATH": seed + audittimer.LIB_DIR,
+           "PYTHONDONTWRITEBYTECODE": "1", "GPUHOST_NVSMI_XML": nvhealth.B200_580,
+           "GPUHOST_JOURNAL_TEXT": str(journal), "GPUHOST_DOUBLES_LOG": str(log)}
+    entry = ("import runpy, sys; from %s import cmdout; cmdout.is_live = lambda root: True; "
+             "runpy.run_module(%r, run_name='__main__')"
+             % (audittimer.PACKAGE, audittimer.MODULE))
+    proc = subprocess.run([sys.executable, "-S", "-B", "-c", entry, "--config",
+                           seed + audittimer.CONFIG_PATH, "--root", seed],
+                          env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    tools = [line.split('"')[3] for line in log.read_text().splitlines()]
+    assert tools == ["nvidia-smi", "journalctl"]
+    with open(seed + TEXTFILE) as handle:
+        assert 'gpuhost_findings{host="gpu01"' in handle.read()
+
+
 def test_service_names_a_missing_textfile_folder(seed, tmp_path):
     shutil.rmtree(seed + TEXTDIR)
     assert run_module(audit_timer, args(seed))["changed"] is True

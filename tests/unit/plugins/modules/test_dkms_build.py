@@ -1,6 +1,7 @@
 """dkms_build main() against the seed tree with a dkms test double (tests/fixtures/dkms.py)."""
 
 import os
+import subprocess
 
 import pytest
 
@@ -55,7 +56,7 @@ def test_dkms_missing_headers_exit_is_reported_even_past_our_check(host, tmp_pat
     # (>= 3.1.5); the failure still names the package, and install never runs
     fake = fx.fake_dkms(tmp_path / "bin", host, version=dkms_version)
     monkeypatch.setattr(dkms_write, "headers_error", lambda root, kernel: None)
-    runner = Runner()
+    runner = Runner(processes=subprocess)
     with pytest.raises(dkms_utils.DkmsError) as err:
         dkms_write.ensure(runner, str(host), "nvidia", kernel=NEW, dkms=fake.path)
     assert "install proxmox-headers-6.14.11-5-bpo12-pve" in str(err.value)

@@ -58,13 +58,25 @@ def test_applies_persists_and_is_idempotent(host):
                     "vm.swappiness = 10"]
     assert sysctl_write.parse_conf(text) == WANTED
     assert oct(os.stat(os.path.join(str(host), CONF.lstrip("/"))).st_mode & 0o777) == "0o644"
-    entry = [e for e in result["values"] if e["key"] == "vm.swappiness"][0]
+    entry = [e for e in result["settings"] if e["key"] == "vm.swappiness"][0]
     assert entry == {"key": "vm.swappiness", "before": "60", "wanted": "10", "after": "10",
                      "status": "changed"}
     again = run(host, values=WANTED, at_least=["net.core.rmem_max", "net.core.wmem_max"])
     assert again["changed"] is False and again["file_changed"] is False
     assert again["changed_keys"] == []
-    assert set(e["status"] for e in again["values"]) == {"ok"}
+    assert set(e["status"] for e in again["settings"]) == {"ok"}
+
+
+def test_the_per_key_entries_are_reachable_with_jinja_dot_notation(host):
+    """``settings`` (the name 0.1.0 gave them, ``values``, is the dict method in Jinja:
+    ``result.values`` never reached the list). ``values`` stays one release, the same list."""
+    import jinja2
+    result = run(host, values=WANTED)
+    env = jinja2.Environment()
+    keys = env.from_string("{{ r.settings | map(attribute='key') | join(',') }}").render(r=result)
+    assert keys.split(",") == sorted(WANTED)
+    assert "built-in method values" in env.from_string("{{ r.values }}").render(r=result)
+    assert result["values"] == result["settings"]           # deprecated, removed in 0.3.0
 
 
 def test_file_keeps_nothing_else(host):
