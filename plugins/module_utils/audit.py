@@ -19,7 +19,7 @@ __metaclass__ = type
 import re
 import time
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import checks
+from ansible_collections.gpuhost.tuning.plugins.module_utils import checks, policy
 # Names other code reads from this module (audit.SEVERITIES, audit.text_lines, ...).
 # pylint: disable=unused-import
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (  # noqa: F401
@@ -117,6 +117,7 @@ def audit(root="/", wanted=None, recorder=None, outputs=None, cuda=None, cuda_pr
     if cuda is not None:
         facts["cuda"] = list(cuda)
     items, reasons = _evaluate(facts, wanted)
+    items = policy.mark_acknowledged(items, wanted.get("acknowledged"))
     result = dict(facts)
     result["findings"] = items
     result["checks"] = _status(facts, items, reasons)

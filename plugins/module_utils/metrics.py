@@ -12,8 +12,13 @@ a per-host file in a textfile folder does not clash with another host's.
 Series (all gauges):
 
 - ``gpuhost_finding{host,id,severity,subject}``: 1 per finding (the number of identical
-  findings when two share every label);
-- ``gpuhost_findings{host,severity}``: findings per severity, all five severities present;
+  findings when two share every label), acknowledged ones left out (the alerts read it);
+- ``gpuhost_finding_new{host,id,severity,subject}``: 1 per finding not in the host's
+  previous report (the reports' "new"; a host without a previous report has none);
+- ``gpuhost_finding_acknowledged{host,id,severity,subject}``: 1 per finding the operator
+  acknowledged (host_audit ``acknowledged``): reported, never alerted on;
+- ``gpuhost_findings{host,severity}``: findings per severity, all five severities present,
+  acknowledged ones left out;
 - ``gpuhost_audit_timestamp_seconds{host}``: when the audit ran (Unix time);
 - ``gpuhost_audit_duration_seconds{host}``: how long the audit module took;
 - ``gpuhost_check_status{host,column}``: each report column (check) as a number,
@@ -159,8 +164,13 @@ def audit_families(audits):
     """The families for ``audits`` (inventory host -> host_audit's ``audit`` result)."""
     finding = Family("gpuhost_finding",
                      "One series per audit finding (value: how many identical findings).")
+    fresh = Family("gpuhost_finding_new",
+                   "One series per audit finding not in the host's previous report.")
+    acked = Family("gpuhost_finding_acknowledged",
+                   "One series per audit finding the operator acknowledged (not alerted on).")
     per_severity = Family("gpuhost_findings",
-                          "Audit findings per host and severity (all five severities).")
+                          "Audit findings per host and severity (all five severities), "
+                          "acknowledged ones left out.")
     stamp = Family("gpuhost_audit_timestamp_seconds",
                    "Unix time at which the host's audit ran.")
     duration = Family("gpuhost_audit_duration_seconds",
@@ -173,9 +183,15 @@ def audit_families(audits):
         counts = dict((name, 0) for name in SEVERITIES)
         for item in audit.get("findings") or []:
             severity = item.get("severity")
+            labels = {"host": host, "id": item.get("id"), "severity": severity,
+                      "subject": item.get("subject")}
+            if item.get("new"):
+                fresh.add(labels, 1, accumulate=True)
+            if item.get("acknowledged"):
+                acked.add(labels, 1, accumulate=True)
+                continue
             counts[severity] = counts.get(severity, 0) + 1
-            finding.add({"host": host, "id": item.get("id"), "severity": severity,
-                         "subject": item.get("subject")}, 1, accumulate=True)
+            finding.add(labels, 1, accumulate=True)
         for severity, count in counts.items():
             per_severity.add({"host": host, "severity": severity}, count)
         when = _epoch(audit.get("collected_at"))
@@ -187,7 +203,7 @@ def audit_families(audits):
             value = CHECK_STATUS_VALUES.get((info or {}).get("status"))
             if value is not None:
                 status.add({"host": host, "column": column}, value)
-    return [finding, per_severity, stamp, duration, status]
+    return [finding, fresh, acked, per_severity, stamp, duration, status]
 
 
 def audit_text(audits):

@@ -168,6 +168,68 @@ def apply_aer_changes(docs, previous, warnings=None, dest=None):
     return docs
 
 
+def _finding_key(finding):
+    subject = finding.get("subject")
+    return (finding.get("id"), "" if subject is None else str(subject))
+
+
+def apply_seen(docs, previous, warnings=None, dest=None):
+    """Mark every finding of each document that has a previous report ``new`` (true: its id
+    and subject are not among that report's findings; false: seen before) and give the
+    document ``compared_with`` (the previous report's ``collected_at``). The same audit
+    written again (same ``collected_at``) keeps the marks that report carries, so writing
+    the reports again changes nothing. Without a previous report nothing is marked; a
+    malformed one marks nothing, with a line in ``warnings``, and never fails the report."""
+    for doc in docs:
+        prev = (previous or {}).get(doc["host"])
+        if not prev:
+            continue
+        items = prev.get("findings")
+        if not isinstance(items, list) or not all(isinstance(f, dict) for f in items):
+            path = _previous_path(dest or ".", doc["host"])
+            # one line per file: the AER comparison may have named it already
+            if warnings is not None and not any(path in line for line in warnings):
+                warnings.append("previous report %s: findings is not a list of findings: "
+                                "every finding of this run is left unmarked (not new or "
+                                "seen before)" % path)
+            continue
+        before = dict((_finding_key(f), f) for f in items)
+        same = prev.get("collected_at") == doc.get("collected_at")
+        if same and prev.get("compared_with") is None:
+            continue        # that report compared nothing either
+        marked = []
+        for item in doc["findings"]:
+            old = before.get(_finding_key(item))
+            if same:
+                new = True if old is None else bool(old.get("new"))
+            else:
+                new = old is None
+            marked.append(dict(item, new=new))
+        doc["findings"] = marked
+        doc["compared_with"] = prev.get("compared_with") if same else prev.get("collected_at")
+    return docs
+
+
+def shown_order(findings):
+    """A host's findings as the reports list them: new ones first, acknowledged ones last,
+    each part in the audit's ranking."""
+    def rank(item):
+        if item.get("acknowledged"):
+            return 2
+        return 0 if item.get("new") else 1
+    return sorted(findings or [], key=rank)
+
+
+def _marks(finding):
+    """The words the reports add to a finding's id: new, acknowledged."""
+    out = []
+    if finding.get("new"):
+        out.append("new")
+    if finding.get("acknowledged"):
+        out.append("acknowledged")
+    return out
+
+
 def _current_md(finding):
     if finding.get("change") is None:
         return _md(finding["current"])
@@ -206,7 +268,7 @@ def group_findings(findings):
         template = remedy.replace(subject, "<subject>") if subject else remedy
         key = (item.get("id"), item.get("severity"), str(item.get("current")),
                str(item.get("expected")), template, bool(item.get("reboot_required")),
-               item.get("change"))
+               item.get("change"), bool(item.get("new")), bool(item.get("acknowledged")))
         if key not in index:
             index[key] = len(rows)
             rows.append({"finding": item, "subjects": [], "details": [],
@@ -261,16 +323,25 @@ def render_markdown(documents, generated_at=None, stale=None):
         lines.append("| %s | %s | %s |" % (_md(doc["host"]), worst(doc["findings"]),
                                            " | ".join(str(c[s]) for s in SEVERITIES)))
     lines += ["", "## Findings", ""]
+    compared = [d for d in docs if d.get("compared_with") is not None]
+    if compared:
+        lines += ["New since the previous report (new ones listed first): %s." % ", ".join(
+            "%s %d (of %d, previous report %s)" % (
+                _md(d["host"]), sum(1 for f in d["findings"] if f.get("new")),
+                len(d["findings"]), _md(d["compared_with"])) for d in compared), ""]
     if not total:
         lines.append("No findings.")
     else:
         lines += ["| Host | Severity | Id | Subject | Current | Expected | Reboot | Remedy |",
                   "|---|---|---|---|---|---|---|---|"]
         for doc in docs:
-            for row in group_findings(doc["findings"]):
+            for row in group_findings(shown_order(doc["findings"])):
                 f = row["finding"]
-                lines.append("| %s | %s | `%s` | %s | %s | %s | %s | %s |" % (
-                    _md(doc["host"]), f["severity"], f["id"], _md_subjects(row["subjects"]),
+                marks = _marks(f)
+                lines.append("| %s | %s | `%s`%s | %s | %s | %s | %s | %s |" % (
+                    _md(doc["host"]), f["severity"], f["id"],
+                    " **%s**" % ", ".join(marks) if marks else "",
+                    _md_subjects(row["subjects"]),
                     _current_md(f), _md(f["expected"]),
                     "yes" if f.get("reboot_required") else "no", _md(row["remedy"])))
     if stale:
@@ -328,6 +399,7 @@ td.remedy{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:11.5
 .s-info{background:#bbdefb;color:#0d3c61}
 .s-ok{background:#c8e6c9;color:#1b5e20}
 .s-na{background:#eceff1;color:#78818f;font-weight:400}
+.s-new{background:#1a4fa0;color:#fff}
 .badge{display:inline-block;padding:1px 7px;border-radius:9px;font-size:11.5px;
   font-weight:600;white-space:nowrap}
 .bad{color:#c62828;font-weight:600}
@@ -451,7 +523,7 @@ def _findings_table(findings):
            '<col class="cur"><col class="exp"><col class="rb"><col></colgroup><thead><tr>'
            '<th>Severity</th><th>Id</th><th>Subject</th><th>Current</th><th>Expected</th>'
            '<th>Reboot</th><th>Remedy</th></tr></thead><tbody>']
-    for row in group_findings(findings):
+    for row in group_findings(shown_order(findings)):
         f = row["finding"]
         detail = ""
         if len(row["subjects"]) == 1:
@@ -468,7 +540,10 @@ def _findings_table(findings):
             '<tr><td><span class="badge %s">%s</span></td><td class="mono">%s</td>'
             '<td class="mono">%s</td><td>%s</td><td>%s</td><td>%s</td><td class="remedy">%s%s'
             '</td></tr>' % (
-                _cls(f["severity"]), _e(f["severity"]), _e(f["id"]), subject,
+                _cls(f["severity"]), _e(f["severity"]), _e(f["id"]) + "".join(
+                    ' <span class="badge s-%s">%s</span>' % (
+                        "new" if mark == "new" else "na", mark) for mark in _marks(f)),
+                subject,
                 _e(f["current"]) + ('<div class="note">since the previous report: %s</div>'
                                     % _e(f["change"]) if f.get("change") is not None else ""),
                 _e(f["expected"]), "yes" if f.get("reboot_required") else "",
@@ -558,9 +633,12 @@ def render_html(documents, generated_at=None, want_mrrs=4096, title="GPU host au
             _e(worst(doc["findings"]))))
         parts.append(_facts_block(doc))
         grouped = len(group_findings(doc["findings"]))
-        parts.append("<h3>Findings (%d%s)</h3>" % (
+        fresh = sum(1 for f in doc["findings"] if f.get("new"))
+        parts.append("<h3>Findings (%d%s%s)</h3>" % (
             len(doc["findings"]), " in %d rows" % grouped
-            if grouped != len(doc["findings"]) else ""))
+            if grouped != len(doc["findings"]) else "",
+            ", %d new since %s" % (fresh, _e(doc["compared_with"]))
+            if doc.get("compared_with") is not None else ""))
         parts.append(_findings_table(doc["findings"]))
         if doc.get("aer_change"):
             parts.append(_aer_change_table(doc["aer_change"]))
@@ -621,9 +699,7 @@ def report_files(audits, generated_at=None, want_mrrs=4096, previous=None, warni
     own verdict (no fleet drift: a slice sees part of the fleet), for report_merge to
     combine; nothing a second slice writing the same folder overwrites."""
     check_file_names(audits)
-    docs = judged_documents(audits) if fleet else [
-        host_document(host, audit) for host, audit in audits.items()]
-    docs = apply_aer_changes(docs, previous, warnings, dest)
+    docs = report_documents(audits, previous, warnings, dest, fleet)
     files = {}
     for doc in docs:
         files["%s.json" % safe_name(doc["host"])] = render_json(doc)
@@ -633,6 +709,15 @@ def report_files(audits, generated_at=None, want_mrrs=4096, previous=None, warni
     files["index.html"] = render_html(docs, generated_at, want_mrrs, stale=stale)
     files["gpuhost.prom"] = metrics.audit_text(judged_audits(audits, docs))
     return files
+
+
+def report_documents(audits, previous=None, warnings=None, dest=None, fleet=True):
+    """The per-host documents as written: fleet drift (``fleet``), the AER change and the
+    new / seen-before marks against ``previous`` applied."""
+    docs = judged_documents(audits) if fleet else [
+        host_document(host, audit) for host, audit in audits.items()]
+    docs = apply_aer_changes(docs, previous, warnings, dest)
+    return apply_seen(docs, previous, warnings, dest)
 
 
 def judged_documents(audits):
@@ -840,10 +925,12 @@ def audit_report_run(p, check_mode=False):
     try:
         # made before anything is written: a malformed audit is a message, no files
         fleet = p.get("fleet_files", True)
-        files = report_files(audits, generated, p["mrrs_size"],
-                             previous_documents(p["dest"], audits, warnings), warnings,
+        previous = previous_documents(p["dest"], audits, warnings)
+        files = report_files(audits, generated, p["mrrs_size"], previous, warnings,
                              p["dest"], fleet=fleet)
-        judged = judged_audits(audits) if fleet else audits
+        # the per-host metrics say what the reports say (fleet drift, new since the last)
+        judged = judged_audits(audits, report_documents(audits, previous, None, p["dest"],
+                                                        fleet))
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ReportError("audit_report: %s (pass the 'audit' value host_audit returned for "
                           "each host); nothing was written" % _malformed(audits, generated, exc))

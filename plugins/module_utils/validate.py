@@ -368,6 +368,19 @@ def _host_audit(p):
     names("lxc_gpu_drivers", p.get("lxc_gpu_drivers"))
     inside(p, "lxc_config_dir")
     _gpu(p, "gpu_vendor", "gpu_classes")
+    policy_options(p)
+
+
+def policy_options(p):
+    """The operator policy (policy.py): acknowledged findings, XID overrides, pass marks."""
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import checks, policy
+
+    try:
+        policy.check_acknowledged(p.get("acknowledged"), checks.finding_order())
+        policy.check_xid_policy(p.get("xid_policy"))
+        policy.check_copy_rate_marks(p.get("copy_rate_marks"))
+    except ValueError as exc:
+        raise ValidationError(str(exc))
 
 
 def _host_capture(p):

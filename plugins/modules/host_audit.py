@@ -135,6 +135,44 @@ options:
       link's ceiling, either way, is C(pcie_bandwidth_low).
     type: int
     default: 70
+  acknowledged:
+    description:
+      - Findings the operator has acknowledged, each C({id, subject}) (C(subject) left out -
+        every subject of that id; an optional C(reason) is kept for the record). Such a
+        finding stays in the results and the reports, marked C(acknowledged=true), and is
+        left out of role audit's C(gpuhost_audit_fail_on) gate and of the alerting series
+        (C(gpuhost_finding); it is C(gpuhost_finding_acknowledged) instead).
+      - An id that is no finding id of the audit is refused, naming it.
+    type: list
+    elements: dict
+    default: []
+  xid_policy:
+    description:
+      - Overrides of NVIDIA's XID catalogue for C(gpu_xid_events), one entry per XID -
+        C({xid, class, min_count, window_hours}). C(class) (C(none), C(restart_app),
+        C(reset_gpu), C(reboot), C(hardware)) replaces the catalogue's class and so the
+        severity and remedy; C(min_count) - fewer events of it in the XID window
+        (O(xid_window_days)) are no finding; C(window_hours) - its last event older than
+        this many hours before the log was read is no finding.
+      - 'For example C([{xid: 13, min_count: 3}, {xid: 31, class: none}, {xid: 79,
+        window_hours: 24}]).'
+    type: list
+    elements: dict
+    default: []
+  copy_rate_marks:
+    description:
+      - Pass marks per GPU model for the copy rates, C({model, host_gbs, peer_gbs}) (GB/s;
+        C(model) a word of the driver's GPU name, e.g. C(H100)), looked up before the
+        built-in table (H100 and H200 - host<->device 48 GB/s each way and NVLink peer 335
+        GB/s, Azure azurehpc-health-checks' C(check_gpu_bw 48 335) of
+        C(conf/nd96isr_h100_v5.conf) and C(conf/nd96isr_h200_v5.conf)).
+      - C(pcie_bandwidth_low) uses a model's C(host_gbs) where the GPU's link can carry it,
+        else O(bandwidth_min_pct) of the link. C(peer_gbs) is kept for the peer matrix
+        (M(gpuhost.tuning.cuda_probe) C(peer=true)); the audit does not judge peer copies
+        yet.
+    type: list
+    elements: dict
+    default: []
   record_files:
     description:
       - Also return RV(files_read), every path under O(root) the audit read, listed or

@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import policy
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import (
     gpu_driver,
     pcie_link,
@@ -63,25 +64,47 @@ def cuda_init_failed(facts, wanted):
                     detail=res.get("msg"))
 
 
+def _host_mark(dev, wanted):
+    """The model's published host<->device pass mark for ``dev`` where its link can carry
+    it (the link's ceiling at least the mark), else None (the link percentage judges)."""
+    mark = policy.copy_marks(dev.get("name"), wanted.get("copy_rate_marks"))
+    if not mark or not mark.get("host_gbs"):
+        return None
+    if dev.get("link_gbs") is not None and dev["link_gbs"] < mark["host_gbs"]:
+        return None
+    return mark
+
+
 @check("pcie_bandwidth_low", pcie_link.COLUMN, severity="high", order=57)
 def pcie_bandwidth_low(facts, wanted):
-    """High: a GPU's measured pinned copy rate is below ``bandwidth_min_pct`` of its link."""
+    """High: a GPU's measured pinned copy rate is below its model's published pass mark
+    (policy.COPY_RATE_MARKS, the operator's ``copy_rate_marks``), or, for a model without
+    one or on a link too slow for it, below ``bandwidth_min_pct`` of its link."""
     floor = wanted.get("bandwidth_min_pct") or DEFAULT_MIN_PCT
     for res in facts.get("cuda") or []:
         if res.get("vmid") is not None:
             continue            # the host's measurement is the one for the link
         for dev in res.get("devices") or []:
+            mark = _host_mark(dev, wanted)
             low = []
             for direction, label in (("h2d", "H2D"), ("d2h", "D2H")):
-                pct = dev.get(direction + "_pct")
-                if pct is not None and pct < floor:
-                    low.append("%s %.1f GB/s = %.1f %%" % (label, dev[direction + "_gbs"], pct))
+                pct, gbs = dev.get(direction + "_pct"), dev.get(direction + "_gbs")
+                if (gbs is not None and gbs < mark["host_gbs"]) if mark is not None else (
+                        pct is not None and pct < floor):
+                    low.append("%s %.1f GB/s%s" % (label, gbs, "" if pct is None
+                                                   else " = %.1f %%" % pct))
             if not low:
                 continue
+            if mark is not None:
+                expected = "at least %g GB/s each way (%s pass mark: %s)" % (
+                    mark["host_gbs"], mark["model"], mark["source"])
+            else:
+                expected = "at least %s %% of the link each way" % floor
             yield found(
                 dev["pci_bus_id"],
-                "%s of %.1f GB/s (%s)" % (", ".join(low), dev["link_gbs"], dev.get("link")),
-                "at least %s %% of the link each way" % floor,
+                "%s of %.1f GB/s (%s)" % (", ".join(low), dev.get("link_gbs") or 0,
+                                         dev.get("link")),
+                expected,
                 "check this GPU's MRRS (pcie_mrrs), link (pcie_link_degraded) and the bridges "
                 "above it, the IOMMU mode (iommu=pt), and which NUMA node copies; re-measure "
                 "with gpuhost.tuning.cuda_probe bandwidth: true",

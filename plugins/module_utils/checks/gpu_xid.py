@@ -2,12 +2,14 @@
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Column GPU XID: NVIDIA XID events per GPU and SXID events per NVSwitch in the kernel
-log's window (``xid_window_days``), by what NVIDIA's catalogue says they need."""
+log's window (``xid_window_days``), by what NVIDIA's catalogue says they need, or what the
+operator's ``xid_policy`` says instead (policy.apply_xid_policy)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import policy
 from ansible_collections.gpuhost.tuning.plugins.module_utils import xid as xid_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (
     PLAYBOOK_REBOOT,
@@ -60,7 +62,10 @@ def _codes_text(codes):
 def _events(facts, wanted, kind):
     log = facts.get("kernel_log") or {}
     host = wanted.get("host")
-    for dev in log.get("devices") or []:
+    # the operator's xid_policy (class, min_count, window_hours per XID) over the catalogue
+    devices = policy.apply_xid_policy(log.get("devices") or [], wanted.get("xid_policy"),
+                                      log.get("read_at"))
+    for dev in devices:
         if dev["kind"] != kind:
             continue
         severities = []
@@ -87,8 +92,11 @@ def _events(facts, wanted, kind):
                                                   "XID", label)),
             "no %s events" % label, remedy,
             reboot_required=worst == "reboot" and severity != "low",
-            detail="needs: %s; last message: %s" % (
-                xid_mod.CLASS_TEXT.get(worst, worst), dev["codes"][0].get("message") or ""),
+            detail="needs: %s%s; last message: %s" % (
+                xid_mod.CLASS_TEXT.get(worst, worst),
+                "".join(" (XID %d: %s)" % (c["code"], c["policy"]) for c in dev["codes"]
+                        if c.get("policy")),
+                dev["codes"][0].get("message") or ""),
             severity=severity)
 
 

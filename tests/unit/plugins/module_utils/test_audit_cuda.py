@@ -20,14 +20,17 @@ def vm(tmp_path):
     return hosts.vm_host(str(tmp_path / "vm"))
 
 
-def probe_ok(address, h2d_pct=87.6, d2h_pct=87.4):
-    """A passing host result shaped as the measured H200's, at ``address``."""
+def probe_ok(address, h2d_pct=87.6, d2h_pct=87.4, name=None):
+    """A passing host result shaped as the measured H200's, at ``address`` (``name``: another
+    model's, e.g. one without a published pass mark)."""
     with open(os.path.join(H200_PROBE, "bw-2.json")) as handle:
         res = json.load(handle)
     res.pop("error")
     dev = res["devices"][0]
     dev.update(pci_bus_id=address, h2d_pct=h2d_pct, d2h_pct=d2h_pct,
                h2d_gbs=round(63.0 * h2d_pct / 100, 2), d2h_gbs=round(63.0 * d2h_pct / 100, 2))
+    if name:
+        dev["name"] = name
     res.update(changed=False, failed=False, failed_when_result=False)
     return res
 
@@ -87,14 +90,16 @@ def test_host_failure_is_subject_host(vm):
 
 
 def test_copy_rate_below_the_floor_is_high_per_gpu(vm):
-    result = audit(vm["root"], cuda=[probe_ok(vm["gpu"], h2d_pct=45.0)])
+    # a model without a published pass mark (policy.COPY_RATE_MARKS): the link percentage
+    result = audit(vm["root"], cuda=[probe_ok(vm["gpu"], h2d_pct=45.0, name="NVIDIA L40S")])
     found, = ids(result, "pcie_bandwidth_low")
     assert found["severity"] == "high" and found["subject"] == vm["gpu"]
     assert found["current"] == "H2D 28.4 GB/s = 45.0 % of 63.0 GB/s (32.0 GT/s PCIe x16)"
     assert found["expected"] == "at least 70 % of the link each way"
     assert result["checks"]["pcie_link"]["status"] == "high"
     # the floor is the user's
-    assert not ids(audit(vm["root"], cuda=[probe_ok(vm["gpu"], h2d_pct=45.0)],
+    assert not ids(audit(vm["root"], cuda=[probe_ok(vm["gpu"], h2d_pct=45.0,
+                                                    name="NVIDIA L40S")],
                          bandwidth_min_pct=40), "pcie_bandwidth_low")
 
 
