@@ -279,8 +279,8 @@ audit:
       returned: always
     passthrough:
       description:
-        - What VMs pass through (C(/etc/pve/qemu-server/<vmid>.conf) C(hostpciN:), by address
-          or by C(mapping=) of C(/etc/pve/mapping/pci.cfg) for this node): C(node),
+        - "What VMs pass through (C(/etc/pve/qemu-server/<vmid>.conf) C(hostpciN:), by address
+          or by C(mapping=) of C(/etc/pve/mapping/pci.cfg) for this node) - C(node),
           C(vms) (C(vmid), C(path), C(onboot), C(running), C(devices), C(hookscript)
           C({volume, path, state})), C(devices) (one per address: C(vmid), C(key),
           C(address), C(via), C(mdev), C(exists), C(id), C(subsystem), C(driver),
@@ -288,7 +288,7 @@ audit:
           and for mdev C(sriov_numvfs), C(sriov_totalvfs), C(physfn), C(mdev_type)),
           C(mapping_problems), C(iommu_groups) (how many), C(vfio_boot) (modprobe.d C(ids),
           C(softdeps), C(blacklist), C(files)), C(vgpu_manager_active) and C(conflicts)
-          (GPUs a container and a VM both claim).
+          (GPUs a container and a VM both claim)."
       type: dict
       returned: always
     nvidia:
