@@ -76,7 +76,7 @@ def test_a_command_ignoring_sigterm_gets_sigkill(any_runner, marker, monkeypatch
     started = time.monotonic()
     with pytest.raises(CommandTimeout):
         any_runner.run(["sh", "-c", "trap '' TERM; sleep 60"], timeout=1)
-    assert 2.0 <= time.monotonic() - started < 4.0
+    assert 2.0 <= time.monotonic() - started < 10.0   # not the 60 s it asked for (loaded CI)
     assert alive_with(marker) == []
 
 
