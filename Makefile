@@ -57,7 +57,17 @@ audit: setup
 # Fast tiers first, so a finding stops the run before the slow ones: unit, packaging, lint
 # (18 s idle, 50 s under load), sanity (35 s idle to 105 s under load once warm; 139-202 s
 # the first time, when ansible-test fills ~/.ansible/test from PyPI), integration, molecule.
-test: unit hostile packaging lint sanity controller-next integration molecule
+test: unit hostile packaging lint sanity integration lanes
+
+# The two slowest lanes side by side: molecule (podman containers of Debian 12) and
+# controller-next (a Debian 13 chroot with the newest ansible-core). They share no folder,
+# cache or HOME, and molecule's waits on its containers leave room on two cores; each one's
+# output is printed whole when it ends (--output-sync). Their Debian packages are already
+# there (integration installs MOLECULE_PKGS, mmdebstrap among them), so no two apt runs meet.
+.PHONY: lanes
+lanes: setup
+	@scripts/apt-ensure.sh $(MOLECULE_PKGS)
+	@$(MAKE) --no-print-directory -j2 --output-sync=target molecule controller-next
 
 unit: setup
 	@scripts/apt-ensure.sh $(UNIT_PKGS)
