@@ -159,6 +159,8 @@ def main():
         result = report.audit_report_run(module.params, module.check_mode)
     except report.ReportError as exc:
         module.fail_json(msg=str(exc))
+    for line in result.pop("warnings", None) or []:     # ansible-core 2.19+: warn(), not a key
+        module.warn(line)
     module.exit_json(**result)
 
 

@@ -13,6 +13,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (
@@ -20,6 +21,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (
     check,
 )
 
+
+display = Display()
 
 class ReportAction(ActionBase):
     """A report module run in the controller's process. Subclasses set ``NAME`` (the
@@ -49,5 +52,7 @@ class ReportAction(ActionBase):
             out = self.RUN(params, self._task.check_mode)
         except report.ReportError as exc:
             raise AnsibleActionFail(str(exc))
+        for line in out.pop("warnings", None) or []:   # shown once, not a result key
+            display.warning(line)
         result.update(out)
         return result
