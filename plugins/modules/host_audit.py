@@ -242,7 +242,7 @@ audit:
     passthrough:
       description:
         - What VMs pass through (C(/etc/pve/qemu-server/<vmid>.conf) C(hostpciN:), by address
-          or by C(mapping=) of C(/etc/pve/mapping/pci.cfg) for this node): C(node),
+          or by C(mapping=) of C(/etc/pve/mapping/pci.cfg) for this node) - C(node),
           C(vms) (C(vmid), C(name), C(path), C(onboot), C(running), C(devices), C(hookscript)
           C({volume, path, state})), C(devices) (one per address: C(vmid), C(key),
           C(address), C(via), C(mdev), C(exists), C(id), C(subsystem), C(driver),
