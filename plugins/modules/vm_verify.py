@@ -15,9 +15,9 @@ version_added: 0.3.0
 description:
   - For each Proxmox VM (C(/etc/pve/qemu-server/<vmid>.conf)) that passes a GPU through
     whole (C(hostpciN:) by address or C(mapping=)), ran before the reboot
-    (O(running_before)) or is marked C(onboot) (set to 1) - reads its status (C(qm status)), starts it
-    (C(qm start)) when it should run and is stopped, reads the status again, and reads
-    each of its GPUs' driver from sysfs.
+    (O(running_before)) or is marked C(onboot) (set to 1) - reads its status
+    (C(qm status)), starts it (C(qm start)) when it should run and is stopped, reads the
+    status again, and reads each of its GPUs' driver from sysfs.
   - A GPU is right when it is bound to C(vfio-pci); one with no driver is right only while
     its VM is stopped (PVE binds it when the VM starts); one on a host driver (C(nvidia))
     is a problem - the boot's vfio-pci binding did not hold (see
