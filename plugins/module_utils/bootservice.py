@@ -30,6 +30,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.bootapply import (
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     host_path,
+    isfile,
     read_bytes,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (
@@ -47,6 +48,12 @@ UNIT_DIR = "/etc/systemd/system"
 UNIT_PATH = UNIT_DIR + "/" + UNIT_NAME
 WANTS_LINK = UNIT_DIR + "/multi-user.target.wants/" + UNIT_NAME
 LIB_DIR = "/usr/local/lib/gpuhost-tuning"
+# pmxcfs (pve-cluster.service) mounts /etc/pve: the boot-time program reads the VM configs
+# there to decide which GPUs are the host's, so on a Proxmox host the unit waits for it.
+# Ordered on it only where its unit file exists (systemd's unit search path), so the unit
+# stays harmless on a host without Proxmox.
+PVE_CLUSTER = "pve-cluster.service"
+SYSTEM_UNIT_DIRS = ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
 PYTHON = "/usr/bin/python3"
 # The module_utils the boot-time program runs, copied byte for byte.
 SHIPPED = ("hostfs.py", "pci.py", "passthrough.py", "pci_write.py", "cpu.py", "cpu_write.py",
@@ -113,8 +120,16 @@ def exec_start(python=PYTHON, config_path=CONFIG_PATH):
     return " ".join(exec_word(word) for word in (python, "-m", MODULE, "--config", config_path))
 
 
+def cluster_units(root):
+    """``[PVE_CLUSTER]`` when its unit file is on the host under ``root``, else ``[]``."""
+    for folder in SYSTEM_UNIT_DIRS:
+        if isfile(host_path(root, "%s/%s" % (folder, PVE_CLUSTER))):
+            return [PVE_CLUSTER]
+    return []
+
+
 def render_unit(after=("nvidia-persistenced.service",), before=("pve-guests.service",),
-                python=PYTHON, lib_dir=LIB_DIR, config_path=CONFIG_PATH):
+                python=PYTHON, lib_dir=LIB_DIR, config_path=CONFIG_PATH, wants=()):
     lines = [
         "# Installed by gpuhost.tuning (module boot_service); changes are overwritten.",
         "# Re-applies what a reboot or an NVIDIA driver reload resets: PCIe Max Read Request",
@@ -123,6 +138,8 @@ def render_unit(after=("nvidia-persistenced.service",), before=("pve-guests.serv
         "[Unit]",
         "Description=gpuhost.tuning: re-apply PCIe MRRS and CPU idle-state settings",
     ]
+    if wants:
+        lines.append("Wants=%s" % " ".join(wants))
     if after:
         lines.append("After=%s" % " ".join(after))
     if before:
@@ -300,7 +317,9 @@ def service_present(p, check_mode, live):
         mrrs_size=p["mrrs_size"] or None, vendor=p["vendor"], classes=p["classes"],
         include_upstream=p["include_upstream"],
         cpuidle_deeper_than=p["cpuidle_deeper_than"] or None)
-    unit = render_unit(after=p["after"], before=p["before"], python=p["python"])
+    cluster = cluster_units(root)
+    unit = render_unit(after=list(p["after"]) + [u for u in cluster if u not in p["after"]],
+                       before=p["before"], python=p["python"], wants=cluster)
     files = desired_files(config, unit)
     plan = plan_files(root, files)
     link_ok = wants_link_ok(root)

@@ -10,6 +10,7 @@ __metaclass__ = type
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import CommandTimeout
 
 IMAGE = "/boot/initrd.img-{kernel}"
 
@@ -27,9 +28,11 @@ def listing(text):
     return names
 
 
-def check_images(root, kernels, lister, runner, files=(), absent_files=(), image=IMAGE):
+def check_images(root, kernels, lister, runner, files=(), absent_files=(), image=IMAGE,
+                 timeout=None):
     """Check each kernel's image (``image`` with ``{kernel}`` replaced) under ``root`` with
-    ``lister`` (the lsinitramfs path) run by ``runner`` (runner.Runner). Returns
+    ``lister`` (the lsinitramfs path) run by ``runner`` (runner.Runner; killed after
+    ``timeout`` s when given, which is a problem naming the image). Returns
     ``{changed, images, ok, problems, stale}`` as module initramfs_check does."""
     images, problems, stale = [], [], []
     for release in kernels:
@@ -43,7 +46,13 @@ def check_images(root, kernels, lister, runner, files=(), absent_files=(), image
             stale.append(release)
             continue
         # the image as resolved inside the root: the lister never follows a link out
-        rc, out, err = runner.run([lister, hostfs.realpath(local)], check=False)
+        try:
+            rc, out, err = runner.run([lister, hostfs.realpath(local)], check=False,
+                                      timeout=timeout)
+        except CommandTimeout as exc:
+            problems.append("%s: %s" % (path, exc))
+            stale.append(release)
+            continue
         if rc != 0:
             problems.append("%s %s exited %s: %s" % (lister, path, rc, (err or out).strip()))
             stale.append(release)

@@ -74,7 +74,7 @@ def property_string(text):
 
 
 def parse_vm_config(text):
-    """``{onboot, hookscript, hostpci: [{key, host, mapping, mdev, driver, raw}]}`` of the
+    """``{name, onboot, hookscript, hostpci: [{key, host, mapping, mdev, driver, raw}]}`` of the
     live section of a qemu-server config (snapshots and ``[PENDING]`` left out)."""
     values = {}
     hostpci = []
@@ -100,7 +100,8 @@ def parse_vm_config(text):
                 "raw": value,
             })
     hostpci.sort(key=lambda d: int(_HOSTPCI.match(d["key"]).group(1)))
-    return {"onboot": values.get("onboot") in ("1", "yes", "on", "true"),
+    return {"name": values.get("name"),
+            "onboot": values.get("onboot") in ("1", "yes", "on", "true"),
             "hookscript": values.get("hookscript"), "hostpci": hostpci}
 
 
@@ -163,7 +164,7 @@ def node_name(root):
 
 
 def vm_configs(root, config_dir=QEMU_DIR):
-    """``[{vmid, path, onboot, hookscript, hostpci}]`` of this node's VM configs."""
+    """``[{vmid, path, name, onboot, hookscript, hostpci}]`` of this node's VM configs."""
     out = []
     for vmid, path in hostfs.numbered_entries(host_path(root, config_dir), _CONF,
                                               files_only=True)[:MAX_CONFIGS]:

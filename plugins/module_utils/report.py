@@ -1041,6 +1041,20 @@ def render_reboot_markdown(doc):
         out += ["## Checks", "| check | status | detail |", "|---|---|---|"]
         out += ["| %s | %s | %s |" % (c["name"], c["status"], c["detail"])
                 for c in doc["checks"]]
+    gate = doc.get("vfio_initramfs")
+    if gate:
+        out += ["## VM GPUs in the next initramfs (%s)" % gate.get("kernel"),
+                "- %s" % ("every GPU a VM passes through is bound to vfio-pci there"
+                          if gate.get("ok") else "refused: " + _joined(gate.get("problems"), "; "))]
+    if doc.get("vms"):
+        out += ["## VMs",
+                "| VM | name | ran before | onboot | started | status | GPUs bound | problems |",
+                "|---|---|---|---|---|---|---|---|"]
+        out += ["| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            v["vmid"], v.get("name") or "-", v["running_before"], v["onboot"], v["started"],
+            v.get("status") or "-", _joined("%s %s" % (g["address"], g["driver"] or "no driver")
+                                            for g in v.get("gpus") or []) or "-",
+            _joined(v.get("problems"), "; ")) for v in doc["vms"]]
     if doc.get("containers"):
         out += ["## Containers",
                 "| CT | GPU | ran before | onboot | rules added | rules removed | restarted "

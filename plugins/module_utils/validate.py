@@ -519,6 +519,22 @@ def _container_verify(p):
     int_range("cuda_timeout", p.get("cuda_timeout"), 1, 3600)
 
 
+def _vfio_initramfs_check(p):
+    _common(p)
+    if not p.get("kernel"):
+        _fail("kernel", p.get("kernel"), "the kernel release that boots next")
+    names("kernel", [p["kernel"]], RELEASE, "a kernel release like 6.14.11-5-bpo12-pve")
+    inside(dict(p, image=p["image"].replace("{kernel}", p["kernel"])), "image")
+    int_range("timeout", p.get("timeout"), 1, 3600)
+
+
+def _vm_verify(p):
+    _common(p)
+    for vmid in p.get("running_before") or []:
+        int_range("running_before", vmid, *VMID_RANGE)
+    int_range("start_timeout", p.get("start_timeout"), 1, 3600)
+
+
 def _reboot_report(p):
     _common(p, skip=("report",))
     if not isinstance(p.get("report"), dict):
@@ -622,6 +638,8 @@ RULES = {
     "tune_report": _reports("results"),
     "post_boot_verify": _post_boot_verify,
     "container_verify": _container_verify,
+    "vfio_initramfs_check": _vfio_initramfs_check,
+    "vm_verify": _vm_verify,
     "reboot_report": _reboot_report,
     "run_lock": _run_lock,
 }
@@ -639,7 +657,7 @@ def check(name, params):
 LOCKING = {
     "host_tune": None, "sysctl_settings": None, "cpuidle_state": None, "boot_service": None,
     "kernel_cmdline": None, "lxc_cgroup_devices": None, "container_verify": None,
-    "dkms_build": None, "audit_timer": None,
+    "dkms_build": None, "audit_timer": None, "vm_verify": None,
     "setpci_maxreadreq": ("present",), "tuning_snapshot": ("present", "restore"),
 }
 

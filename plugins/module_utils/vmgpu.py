@@ -64,11 +64,11 @@ def hookscript(root, volume, paths):
     return {"volume": volume, "path": path, "state": state}
 
 
-def vfio_boot(root):
-    """``{ids, softdeps, blacklist, files}`` of modprobe.d: vendor:device ids given to
-    vfio-pci, modules loaded after vfio-pci (``softdep <m> pre: vfio-pci``), blacklisted
-    modules."""
-    out = {"ids": [], "softdeps": [], "blacklist": [], "files": []}
+def modprobe_files(root):
+    """``[{file, ids, softdeps, blacklist}]``, one per modprobe.d file that binds anything to
+    vfio-pci at boot: vendor:device ids given to vfio-pci, modules loaded after vfio-pci
+    (``softdep <m> pre: vfio-pci``), blacklisted modules."""
+    out = []
     folder = host_path(root, MODPROBE_DIR)
     try:
         names = sorted(n for n in hostfs.listdir(folder) if _MODPROBE.match(n))
@@ -76,24 +76,32 @@ def vfio_boot(root):
         names = []
     for name in names:
         text = read_text(os.path.join(folder, name)) or ""
-        used = False
+        item = {"file": "%s/%s" % (MODPROBE_DIR, name), "ids": [], "softdeps": [],
+                "blacklist": []}
         for line in text.splitlines():
             words = line.split("#", 1)[0].split()
             if len(words) >= 3 and words[0] == "options" and words[1] in ("vfio-pci", "vfio_pci"):
                 for word in words[2:]:
                     if word.startswith("ids="):
-                        out["ids"] += [":".join(i.split(":")[:2]).lower()
-                                       for i in word[4:].split(",") if i]
-                        used = True
+                        item["ids"] += [":".join(i.split(":")[:2]).lower()
+                                        for i in word[4:].split(",") if i]
             elif len(words) >= 4 and words[0] == "softdep" and "pre:" in words and (
                     "vfio-pci" in words or "vfio_pci" in words):
-                out["softdeps"].append(words[1])
-                used = True
+                item["softdeps"].append(words[1])
             elif len(words) == 2 and words[0] == "blacklist":
-                out["blacklist"].append(words[1])
-                used = True
-        if used:
-            out["files"].append("%s/%s" % (MODPROBE_DIR, name))
+                item["blacklist"].append(words[1])
+        if item["ids"] or item["softdeps"] or item["blacklist"]:
+            out.append(item)
+    return out
+
+
+def vfio_boot(root):
+    """``{ids, softdeps, blacklist, files}`` of modprobe.d (``modprobe_files`` merged)."""
+    out = {"ids": [], "softdeps": [], "blacklist": [], "files": []}
+    for item in modprobe_files(root):
+        for key in ("ids", "softdeps", "blacklist"):
+            out[key] += item[key]
+        out["files"].append(item["file"])
     return out
 
 
@@ -198,7 +206,8 @@ def collect(root, containers=()):
     out_vms, devices, problems = [], [], []
     for vm in vms:
         running = hostfs.exists(host_path(root, "%s/%d.pid" % (PID_DIR, vm["vmid"])))
-        out_vms.append({"vmid": vm["vmid"], "path": vm["path"], "onboot": vm["onboot"],
+        out_vms.append({"vmid": vm["vmid"], "name": vm.get("name"), "path": vm["path"],
+                        "onboot": vm["onboot"],
                         "running": running, "devices": [d["key"] for d in vm["hostpci"]],
                         "hookscript": hookscript(root, vm["hookscript"], paths)
                         if vm["hookscript"] else None})

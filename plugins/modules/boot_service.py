@@ -19,6 +19,11 @@ description:
     C(nvidia-persistenced.service) and before C(pve-guests.service), wanted by
     C(multi-user.target), that re-applies both at every boot and logs each device and state
     to the journal; it exits non-zero naming any device whose MRRS did not take.
+  - On a Proxmox host (a C(pve-cluster.service) unit file in C(/etc/systemd/system),
+    C(/usr/lib/systemd/system) or C(/lib/systemd/system)) the unit also C(Wants=) and is
+    ordered C(After=) C(pve-cluster.service), so C(/etc/pve) is mounted when the program
+    decides which GPUs are the host's (a GPU a VM passes through is never written); on
+    another host it names no Proxmox unit.
   - The program is not Ansible. The module writes copies of its own bundled module_utils
     (C(hostfs.py), C(pci.py), C(pci_write.py), C(cpu.py), C(cpu_write.py), C(bootapply.py)),
     byte for byte, under C(/usr/local/lib/gpuhost-tuning), so the boot-time code is the code

@@ -15,7 +15,8 @@ version_added: 0.2.0
 description:
   - "Writes O(report) (the document role reboot_verify assembles: C(host), C(result),
     C(failure), C(root), C(asked), C(before), C(upgrade), C(boot_config), C(reboot),
-    C(after), C(checks), C(containers), C(pin)) into O(dest) as C(<host>-reboot.json) and
+    C(after), C(checks), C(cuda_host), C(vfio_initramfs), C(vms), C(containers), C(pin)) into
+    O(dest) as C(<host>-reboot.json) and
     C(<host>-reboot.md)."
   - Meant to run on the controller (C(delegate_to localhost)). Files are written atomically
     and only when their content changed, by the same writer as the audit and tune reports.

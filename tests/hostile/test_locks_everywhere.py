@@ -34,6 +34,7 @@ from ansible_collections.gpuhost.tuning.plugins.modules import (
     setpci_maxreadreq,
     sysctl_settings,
     tuning_snapshot,
+    vm_verify,
 )
 
 MODULES = os.path.join(os.path.dirname(TESTS), "plugins", "modules")
@@ -58,6 +59,7 @@ CHANGING = {
                                  "state": "built"}]),
     "setpci_maxreadreq": (setpci_maxreadreq, [{"state": "present"}]),
     "tuning_snapshot": (tuning_snapshot, [{"state": "present"}, {"state": "restore"}]),
+    "vm_verify": (vm_verify, [{}]),
     "audit_timer": (audit_timer, [{"host": "seed",
                                    "textfile": "/var/lib/prometheus/node-exporter/x.prom"},
                                   {"state": "absent"}]),
@@ -70,6 +72,7 @@ READ_ONLY = {
     "boot_entries": "reads the boot loader's files (mounts ESPs read-only and unmounts)",
     "kernel_state": "reads only",
     "initramfs_check": "lists initramfs images, never regenerates",
+    "vfio_initramfs_check": "reads VM configs and sysfs, lists one initramfs image",
     "cuda_probe": "reads and GPU memory copies only",
     "post_boot_verify": "reads only",
     "audit_report": "reports on the controller",

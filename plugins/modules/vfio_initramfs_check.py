@@ -1,0 +1,145 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: vfio_initramfs_check
+short_description: Prove the next initramfs binds the GPUs VMs pass through to vfio-pci
+version_added: 0.3.0
+description:
+  - For each GPU (display class) a Proxmox VM passes through whole (C(hostpciN) of
+    C(/etc/pve/qemu-server/<vmid>.conf), by address or by C(mapping=); not C(mdev=), not
+    C(driver=keep)), finds the C(/etc/modprobe.d) files that keep it from its host driver at
+    boot - its vendor:device in C(options vfio-pci ids=), or a C(softdep) of its host driver
+    with vfio-pci as C(pre), or C(blacklist <driver>) (the host driver is the one it is on;
+    for an NVIDIA GPU now on vfio-pci any of C(nvidia), C(nouveau), C(nvidiafb)) - and lists
+    O(kernel)'s initramfs with C(lsinitramfs) to prove one of them is inside it.
+  - Without that file in the image the host driver loads from the initramfs and takes the
+    GPU before vfio-pci can, so the VM does not start after the reboot (or hangs the host
+    when PVE unbinds a GPU the host uses). Role reboot_verify refuses the reboot then,
+    naming the device and the VM.
+  - A host where no VM passes a GPU through is unaffected (nothing is listed, RV(ok) true).
+  - Read-only; never regenerates anything.
+options:
+  kernel:
+    description: The kernel release that boots next (its image is checked).
+    type: str
+    required: true
+  image:
+    description: Image path pattern, C({kernel}) replaced by the release.
+    type: str
+    default: /boot/initrd.img-{kernel}
+  require:
+    description: Fail when a GPU lacks its binding in the image.
+    type: bool
+    default: true
+  executable:
+    description: The lister; default C(lsinitramfs) from the PATH.
+    type: path
+  timeout:
+    description: Seconds C(lsinitramfs) may take (1 to 3600); past it it is killed and the
+      image counts as unreadable.
+    type: int
+    default: 120
+  root:
+    description: Host root the configs, sysfs and images are read under.
+    type: path
+    default: /
+notes:
+  - Supports check mode (the same read-only run).
+seealso:
+  - module: gpuhost.tuning.initramfs_check
+  - module: gpuhost.tuning.vm_verify
+author:
+  - gpuhost.tuning developers (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Refuse a reboot whose initramfs would give the VMs' GPUs to the host driver
+  gpuhost.tuning.vfio_initramfs_check:
+    kernel: 6.14.11-5-bpo12-pve
+"""
+
+RETURN = r"""
+kernel:
+  description: O(kernel).
+  returned: always
+  type: str
+image:
+  description: The image listed.
+  returned: always
+  type: str
+  sample: /boot/initrd.img-6.14.11-5-bpo12-pve
+devices:
+  description: One per GPU a VM passes through - C(vmid), C(name) (the VM's), C(key)
+    (C(hostpciN)), C(address), C(id) (vendor:device), C(driver) (now), C(files) (the
+    modprobe.d files binding it to vfio-pci at boot) and C(in_image) (those of them inside
+    the image). Empty on a host with no such GPU.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - vmid: 201
+      name: train-201
+      key: hostpci0
+      address: "0000:83:00.0"
+      id: "10de:2bb5"
+      driver: vfio-pci
+      files: [/etc/modprobe.d/vfio.conf]
+      in_image: [/etc/modprobe.d/vfio.conf]
+ok:
+  description: Whether every GPU's binding is inside the image.
+  returned: always
+  type: bool
+problems:
+  description: One line per GPU without its binding in the image, naming the VM, the
+    device and what to run; or the image missing or unreadable.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "vm 201 (train-201) hostpci0 0000:83:00.0 (10de:2bb5): /boot/initrd.img-6.14.11-5-bpo12-pve
+      lacks /etc/modprobe.d/vfio.conf (its vfio-pci binding), so the host driver takes it
+      at boot: update-initramfs -u -k 6.14.11-5-bpo12-pve"
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import initramfs, vmverify  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            kernel=dict(type="str", required=True),
+            image=dict(type="str", default=initramfs.IMAGE),
+            require=dict(type="bool", default=True),
+            executable=dict(type="path"),
+            timeout=dict(type="int", default=vmverify.DEFAULT_LIST_TIMEOUT),
+            root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+    check_module(module, "vfio_initramfs_check")
+    p = module.params
+    lister = p["executable"] or module.get_bin_path("lsinitramfs")
+    if not lister:
+        module.fail_json(msg="lsinitramfs not found on the PATH: install initramfs-tools")
+    result = vmverify.gate(p["root"], p["kernel"], lister, Runner(module), image=p["image"],
+                           timeout=p["timeout"])
+    if p["require"] and result["problems"]:
+        module.fail_json(msg="not rebooting into %s: %s" % (p["kernel"],
+                                                            "; ".join(result["problems"])),
+                         changed=False, **result)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""The VMs' side of a reboot: vfio_initramfs_check (the gate before it: the next kernel's
+initramfs must carry the vfio-pci binding of every GPU a VM passes through) and vm_verify
+(after it: the GPUs on vfio-pci, the VMs that ran or are onboot started, through the qm
+double), on the mixed host of tests/fixtures/passthrough.py."""
+
+import json
+import os
+import stat
+
+import pytest
+from conftest import TESTS
+from modrun import run_module
+
+from ansible_collections.gpuhost.tuning.plugins.modules import vfio_initramfs_check, vm_verify
+from fixtures import hosts
+from fixtures import passthrough as ptfix
+
+DOUBLES = os.path.join(TESTS, "doubles")
+NEW = hosts.SEED_NEW
+IMAGE = "/boot/initrd.img-%s" % NEW
+# lsinitramfs prints the image's members one a line, without a leading slash (the real
+# tool: cpio -t over every segment, early microcode first).
+LISTING = ("kernel\nkernel/x86/microcode/AuthenticAMD.bin\n.\nbin\netc\netc/modprobe.d\n"
+           "etc/modprobe.d/gpuhost-nvidia-uvm.conf\n%s"
+           "usr/lib/modules/%s/kernel/drivers/vfio/pci/vfio-pci.ko\n" % ("%s", NEW))
+
+
+def _lister(folder, members="", rc=0, sleep=0):
+    path = os.path.join(str(folder), "lsinitramfs")
+    with open(path, "w") as handle:
+        handle.write("#!/bin/sh\n%scat <<'EOF'\n%sEOF\nexit %d\n"
+                     % ("sleep %d\n" % sleep if sleep else "", LISTING % members, rc))
+    os.chmod(path, os.stat(path).st_mode | stat.S_IEXEC)
+    return path
+
+
+@pytest.fixture
+def mixed(tmp_path, monkeypatch):
+    root = str(tmp_path / "host")
+    ptfix.mixed_host(root)
+    monkeypatch.setenv("PATH", DOUBLES + os.pathsep + os.environ.get("PATH", ""))
+    monkeypatch.setenv("GPUHOST_DOUBLES_ROOT", root)
+    monkeypatch.setenv("GPUHOST_DOUBLES_LOG", str(tmp_path / "calls.jsonl"))
+    return root
+
+
+def _calls(tmp_path):
+    path = tmp_path / "calls.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(x)["argv"] for x in path.read_text().splitlines() if x.strip()]
+
+
+def _qm_state(root, state):
+    folder = os.path.join(root, "var/lib/gpuhost-doubles")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "qm.json"), "w") as handle:
+        json.dump(state, handle)
+
+
+def gate(root, lister, **kw):
+    return run_module(vfio_initramfs_check, dict({"root": root, "kernel": NEW,
+                                                  "executable": lister}, **kw))
+
+
+# --- the gate before the reboot ----------------------------------------------------------
+
+def test_gate_passes_when_the_next_initramfs_carries_the_vfio_file(mixed, tmp_path):
+    res = gate(mixed, _lister(tmp_path, "etc/modprobe.d/vfio.conf\n"))
+    assert not res.get("failed"), res
+    assert res["ok"] and res["image"] == IMAGE
+    by = dict((d["address"], d) for d in res["devices"])
+    assert sorted(by) == sorted([ptfix.VM_BY_ADDRESS, ptfix.VM_BY_MAPPING])
+    for dev in by.values():
+        assert dev["vmid"] == 201 and dev["name"] == "train-201"
+        assert dev["files"] == dev["in_image"] == ["/etc/modprobe.d/vfio.conf"]
+
+
+def test_gate_refuses_a_next_initramfs_without_the_vfio_file_naming_device_and_vm(
+        mixed, tmp_path):
+    res = gate(mixed, _lister(tmp_path))
+    assert res["failed"] and not res["ok"]
+    assert res["msg"].startswith("not rebooting into %s: " % NEW)
+    for address, key in ((ptfix.VM_BY_ADDRESS, "hostpci0"), (ptfix.VM_BY_MAPPING, "hostpci1")):
+        assert "vm 201 (train-201) %s %s (10de:2bb5): %s lacks /etc/modprobe.d/vfio.conf" % (
+            key, address, IMAGE) in res["msg"]
+    assert "update-initramfs -u -k %s" % NEW in res["msg"]
+    # the audio function and the vGPU VM's virtual function are not GPUs passed whole
+    assert len(res["problems"]) == 2
+
+
+def test_gate_names_the_missing_binding_itself_and_the_ids_line_to_add(mixed, tmp_path):
+    os.unlink(os.path.join(mixed, "etc/modprobe.d/vfio.conf"))
+    with open(os.path.join(mixed, "etc/modprobe.d/other.conf"), "w") as handle:
+        handle.write("options vfio-pci ids=10de:2335\nblacklist nouveau_not_this\n")
+    res = gate(mixed, _lister(tmp_path, "etc/modprobe.d/other.conf\n"), require=False)
+    assert not res.get("failed") and not res["ok"]
+    assert all("nothing in /etc/modprobe.d binds it to vfio-pci" in p
+               and "options vfio-pci ids=10de:2bb5" in p for p in res["problems"])
+
+
+def test_gate_accepts_the_ids_line_or_a_blacklist_instead_of_the_softdep(mixed, tmp_path):
+    os.unlink(os.path.join(mixed, "etc/modprobe.d/vfio.conf"))
+    with open(os.path.join(mixed, "etc/modprobe.d/passthrough.conf"), "w") as handle:
+        handle.write("# GPUs for VM 201\noptions vfio-pci ids=10de:2bb5,10de:22e8\n")
+    res = gate(mixed, _lister(tmp_path, "etc/modprobe.d/passthrough.conf\n"))
+    assert res["ok"], res
+    with open(os.path.join(mixed, "etc/modprobe.d/passthrough.conf"), "w") as handle:
+        handle.write("blacklist nouveau\n")
+    assert gate(mixed, _lister(tmp_path, "etc/modprobe.d/passthrough.conf\n"))["ok"]
+
+
+def test_gate_refuses_a_missing_or_unreadable_image_naming_the_gpus(mixed, tmp_path):
+    res = gate(mixed, _lister(tmp_path, rc=1), require=False)
+    assert not res["ok"] and len(res["problems"]) == 1
+    assert "exited 1" in res["problems"][0] and "vm 201 (train-201) hostpci0" in \
+        res["problems"][0]
+    os.unlink(os.path.join(mixed, IMAGE.lstrip("/")))
+    res = gate(mixed, _lister(tmp_path, "etc/modprobe.d/vfio.conf\n"), require=False)
+    assert not res["ok"] and "%s does not exist" % IMAGE in res["problems"][0]
+
+
+def test_gate_kills_a_hanging_lister_within_its_limit(mixed, tmp_path):
+    res = gate(mixed, _lister(tmp_path, "etc/modprobe.d/vfio.conf\n", sleep=30), timeout=1,
+               require=False)
+    assert not res["ok"] and "did not return in 1 s" in res["problems"][0]
+
+
+def test_a_host_without_passed_through_gpus_is_unaffected(tmp_path):
+    root = str(tmp_path / "host")
+    hosts.seed_host(root)
+    res = gate(root, _lister(tmp_path, rc=3))  # never run: nothing to prove
+    assert not res.get("failed") and res["ok"] and res["devices"] == []
+
+
+# --- after the boot ----------------------------------------------------------------------
+
+def test_onboot_vm_is_started_and_its_gpus_reported_bound(mixed, tmp_path):
+    res = run_module(vm_verify, {"root": mixed})
+    assert not res.get("failed") and res["changed"] is True, res
+    assert res["problems"] == []
+    assert [v["vmid"] for v in res["vms"]] == [201]
+    vm = res["vms"][0]
+    assert vm["name"] == "train-201" and vm["onboot"] and vm["started"]
+    assert vm["status_before"] == "stopped" and vm["status"] == "running"
+    assert [(g["address"], g["driver"], g["bound"]) for g in vm["gpus"]] == [
+        (ptfix.VM_BY_ADDRESS, "vfio-pci", True), (ptfix.VM_BY_MAPPING, "vfio-pci", True)]
+    assert _calls(tmp_path) == [["qm", "status", "201"], ["qm", "start", "201"],
+                                ["qm", "status", "201"]]
+    # second run: it runs, nothing to start
+    again = run_module(vm_verify, {"root": mixed})
+    assert again["changed"] is False and again["vms"][0]["started"] is False
+    assert ["qm", "start", "201"] not in _calls(tmp_path)[3:]
+
+
+def test_a_vm_that_fails_to_start_is_reported_with_its_name(mixed, tmp_path):
+    _qm_state(mixed, {"start_fail": {"202": "kvm: -device vfio-pci,sysfsdev=/sys/bus/mdev/"
+                                            "devices/00000000-0000-0000-0000-000000000202: "
+                                            "vfio: error getting device\n"
+                                            "start failed: QEMU exited with code 1"}})
+    res = run_module(vm_verify, {"root": mixed, "running_before": [202]})
+    assert not res.get("failed")
+    vm202 = [v for v in res["vms"] if v["vmid"] == 202][0]
+    assert vm202["started"] is False and vm202["status"] == "stopped"
+    assert res["problems"] == [
+        "vm 202 (vdi-202): qm start 202 exited 255: kvm: -device vfio-pci,sysfsdev=/sys/bus/"
+        "mdev/devices/00000000-0000-0000-0000-000000000202: vfio: error getting device / "
+        "start failed: QEMU exited with code 1",
+        "vm 202 (vdi-202): status stopped after qm start, expected running"]
+    assert [v["vmid"] for v in res["vms"] if v["started"]] == [201]
+
+
+def test_a_gpu_the_host_driver_took_at_boot_is_a_problem(mixed, tmp_path):
+    ptfix.rebind(mixed, ptfix.VM_BY_MAPPING, "nvidia")
+    _qm_state(mixed, {"start_fail": {"201": "start failed: QEMU exited with code 1"}})
+    res = run_module(vm_verify, {"root": mixed})
+    assert "vm 201 (train-201): hostpci1 %s on nvidia, not vfio-pci: the host driver took " \
+        "it at boot (check vfio-pci ids= in the initramfs)" % ptfix.VM_BY_MAPPING \
+        in res["problems"]
+
+
+def test_check_mode_and_no_qm_start_nothing(mixed, tmp_path, snapshot_tree):
+    before = snapshot_tree(mixed)
+    res = run_module(vm_verify, {"root": mixed}, check_mode=True)
+    assert res["changed"] is False and res["vms"][0]["skipped"] == ["qm start 201 (check mode)"]
+    assert _calls(tmp_path) == [["qm", "status", "201"]]
+    res = run_module(vm_verify, {"root": mixed, "qm": False})
+    assert res["changed"] is False and res["vms"][0]["status"] is None
+    assert all(g["bound"] for g in res["vms"][0]["gpus"])
+    assert len(_calls(tmp_path)) == 1
+    assert snapshot_tree(mixed) == before
+
+
+def test_a_hanging_start_is_killed_and_named(mixed, tmp_path):
+    _qm_state(mixed, {"start_hang": ["201"]})
+    res = run_module(vm_verify, {"root": mixed, "start_timeout": 1})
+    assert res["problems"][0].startswith("vm 201 (train-201): qm start 201 timed out: "
+                                         "qm start 201 did not return in 1 s")
+
+
+def test_the_qm_double_prints_qm_list_as_qm_pm_does(mixed, tmp_path):
+    import subprocess
+
+    env = dict(os.environ, GPUHOST_DOUBLES_ROOT=mixed)
+    _qm_state(mixed, {"vms": {"201": {"status": "running", "pid": 48213}}})
+    out = subprocess.run([os.path.join(DOUBLES, "qm"), "list"], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    assert out.splitlines() == [
+        "      VMID NAME                 STATUS     MEM(MB)    BOOTDISK(GB) PID       ",
+        "       201 train-201            running    262144           500.00 48213     ",
+        "       202 vdi-202              stopped    32768            120.00 0         "]
