@@ -43,7 +43,7 @@ def _boots_lost(item, missing_now):
     return boots
 
 
-@check("gpu_lost", COLUMN, severity="high", severities=("high", "critical", "low"), order=11)
+@check("gpu_lost", COLUMN, severity="high", severities=("high", "critical", "low"), order=73)
 def gpu_lost(facts, wanted):
     """One per host GPU on the PCI bus that the driver does not list (nvidia-smi, else
     /proc/driver/nvidia/gpus), or that the kernel log says fell off the bus with no XID
@@ -83,7 +83,7 @@ def gpu_lost(facts, wanted):
                         len(boots), count.get("boots") or 0), severity=severity)
 
 
-@check("gpu_count_expected", COLUMN, severity="high", severities=("high", "low"), order=12)
+@check("gpu_count_expected", COLUMN, severity="high", severities=("high", "low"), order=74)
 def gpu_count_expected(facts, wanted):
     """The NVIDIA GPUs on the PCI bus (any owner) against the host's expected count
     (``gpu_count``): fewer is high (a GPU not even enumerated), more is low (the inventory

@@ -26,7 +26,7 @@ def _who(proc):
                                       proc.get("name") or "?", proc.get("used_mib"))
 
 
-@check("gpu_held_unbound", COLUMN, severity="high", order=19)
+@check("gpu_held_unbound", COLUMN, severity="high", order=82)
 def gpu_held_unbound(facts, wanted):
     """One per GPU and container whose processes use a GPU the container's config does
     not bind (its /dev/nvidiaN entries): the container reaches GPUs past its config."""
@@ -48,7 +48,7 @@ def gpu_held_unbound(facts, wanted):
                 % (ct, gpu["index"]))
 
 
-@check("gpu_memory_no_process", COLUMN, severity="medium", order=72)
+@check("gpu_memory_no_process", COLUMN, severity="medium", order=84)
 def gpu_memory_no_process(facts, wanted):
     """GPU memory in use (at least 256 MiB) with no process listed: a dead server's memory
     or a context the driver did not free."""

@@ -42,7 +42,7 @@ def _detail(entry):
 
 
 @check("host_hardware_error", COLUMN, severity="high", severities=("high", "critical", "medium"),
-       order=13)
+       order=75)
 def host_hardware_error(facts, wanted):
     """CPER/APEI hardware error reports and machine checks in the window: critical when one
     was fatal, high when uncorrected or recoverable, medium when all were corrected."""
@@ -65,7 +65,7 @@ def host_hardware_error(facts, wanted):
 
 
 @check("host_edac_errors", COLUMN, severity="critical", severities=("critical", "medium"),
-       order=14)
+       order=76)
 def host_edac_errors(facts, wanted):
     """One per EDAC memory controller with errors since boot: uncorrectable (ue_count)
     critical, correctable only (ce_count) medium (on EPYC they show a DIMM going bad
@@ -91,7 +91,7 @@ def host_edac_errors(facts, wanted):
                     severity="critical" if ue else "medium")
 
 
-@check("host_fs_readonly", COLUMN, severity="high", order=15)
+@check("host_fs_readonly", COLUMN, severity="high", order=77)
 def host_fs_readonly(facts, wanted):
     """One per filesystem the kernel remounted read-only (or shut down) in the window."""
     entry = _events(facts, "fs_readonly")
@@ -103,7 +103,7 @@ def host_fs_readonly(facts, wanted):
             "then remount or reboot" % dev, detail=_detail(entry))
 
 
-@check("host_kernel_oops", COLUMN, severity="high", order=16)
+@check("host_kernel_oops", COLUMN, severity="high", order=78)
 def host_kernel_oops(facts, wanted):
     """Kernel oopses, BUGs and panics in the window: the kernel is in an unknown state."""
     entry = _events(facts, "oops")
@@ -114,7 +114,7 @@ def host_kernel_oops(facts, wanted):
                     "update that kernel or driver", reboot_required=True, detail=_detail(entry))
 
 
-@check("host_kernel_hang", COLUMN, severity="high", order=17)
+@check("host_kernel_hang", COLUMN, severity="high", order=79)
 def host_kernel_hang(facts, wanted):
     """Soft or hard lockups and tasks blocked 120 s or more in the window."""
     entry = _events(facts, "lockup")
@@ -126,7 +126,7 @@ def host_kernel_hang(facts, wanted):
                     detail=_detail(entry))
 
 
-@check("host_nvme_errors", COLUMN, severity="high", order=18)
+@check("host_nvme_errors", COLUMN, severity="high", order=81)
 def host_nvme_errors(facts, wanted):
     """One per NVMe controller with command timeouts or controller resets in the window."""
     entry = _events(facts, "nvme")
@@ -138,7 +138,7 @@ def host_nvme_errors(facts, wanted):
             "power-state resets" % dev, detail=_detail(entry))
 
 
-@check("host_oom_kill", COLUMN, severity="medium", order=71)
+@check("host_oom_kill", COLUMN, severity="medium", order=83)
 def host_oom_kill(facts, wanted):
     """One per memory cgroup owner (an LXC container, or the host) whose processes the OOM
     killer killed in the window."""
