@@ -97,7 +97,10 @@ def _holder(root, pid):
     """``(container or None, how)`` of a process id: how is ``cgroup`` or why not known."""
     if not _PID.match(str(pid or "")):
         return None, "no pid"
-    text = hostfs.read_text(host_path(root, "/proc/%s/cgroup" % pid), limit=65536)
+    try:
+        text = hostfs.read_text(host_path(root, "/proc/%s/cgroup" % pid), limit=65536)
+    except (hostfs.HostFileError, IOError, OSError):  # named in errors by the session
+        text = None
     if text is None:
         return None, "pid %s not in /proc (exited, or another PID namespace)" % pid
     return cgroup_container(text), "cgroup"

@@ -236,6 +236,17 @@ def _mc_number(name):
     return int(name[2:]) if re.match(r"^mc\d+$", name) else None
 
 
+def _read(path, number=False):
+    """A sysfs value, None when missing or refused (a FIFO, a link out of the root: the
+    reading session names it in the audit's errors)."""
+    try:
+        if number:
+            return hostfs.read_int(path, base=10)
+        return hostfs.read_text(path)
+    except (hostfs.HostFileError, IOError, OSError, ValueError):
+        return None
+
+
 def edac(root):
     """``[{controller, name, ce_count, ue_count, dimms: [{dimm, label, ce_count,
     ue_count}]}]`` of ``/sys/devices/system/edac/mc/mc*`` (dimms only those with a
@@ -251,16 +262,15 @@ def edac(root):
         path = os.path.join(folder, name)
         if not hostfs.isdir(path):
             continue
-        item = {"controller": name, "name": hostfs.read_text(os.path.join(path, "mc_name")),
-                "ce_count": hostfs.read_int(os.path.join(path, "ce_count"), base=10),
-                "ue_count": hostfs.read_int(os.path.join(path, "ue_count"), base=10),
+        item = {"controller": name, "name": _read(os.path.join(path, "mc_name")),
+                "ce_count": _read(os.path.join(path, "ce_count"), True),
+                "ue_count": _read(os.path.join(path, "ue_count"), True),
                 "dimms": []}
         for number, dimm in hostfs.numbered_entries(path, re.compile(r"^dimm(\d+)$")):
-            ce = hostfs.read_int(os.path.join(dimm, "dimm_ce_count"), base=10)
-            ue = hostfs.read_int(os.path.join(dimm, "dimm_ue_count"), base=10)
+            ce = _read(os.path.join(dimm, "dimm_ce_count"), True)
+            ue = _read(os.path.join(dimm, "dimm_ue_count"), True)
             if ce or ue:
                 item["dimms"].append({"dimm": number, "ce_count": ce, "ue_count": ue,
-                                      "label": hostfs.read_text(os.path.join(dimm,
-                                                                             "dimm_label"))})
+                                      "label": _read(os.path.join(dimm, "dimm_label"))})
         out.append(item)
     return out
