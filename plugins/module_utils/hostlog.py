@@ -58,10 +58,13 @@ SAMPLES = 3
 SAMPLE_CHARS = 240
 
 # Cheap substrings first (every journal line is tested), then the exact patterns.
-_HINTS = ("[Hardware Error]", "soft lockup", "hard LOCKUP", "blocked for more than", "Oops:",
-          "BUG:", "kernel BUG at", "general protection fault", "Kernel panic", "Killed process",
-          "oom-kill:", "nvme", "read-only", "forced readonly", "Shutting down filesystem",
-          "fallen off the bus", "Linux version ")
+_HINTS = ("Error]", "BUG", "LOCKUP", "blocked for more than", "Oops", "general protection",
+          "Kernel panic", "Killed process", "oom-kill:", "timeout", "will reset",
+          "aborting reset", "probe failure", "read-only", "forced readonly",
+          "Shutting down filesystem", "fallen off the bus", "Linux version ")
+# One alternation scans a line once: about 1 us per journal line, against 0.07 us for the
+# XID filter alone (any() over the hints: 1.6 us).
+_HINT = re.compile("|".join(re.escape(h) for h in _HINTS))
 
 _PATTERNS = (
     ("hardware_error", re.compile(
@@ -98,7 +101,7 @@ def classify(line):
     XID lines are kernlog's (an XID 79 is read there and by :func:`facts`)."""
     if "Xid" in line and "NVRM: Xid" in line:
         return None, None
-    if not any(hint in line for hint in _HINTS):
+    if not _HINT.search(line):
         return None, None
     for kind, pattern in _PATTERNS:
         match = pattern.search(line)
