@@ -251,9 +251,9 @@ audit:
     passthrough:
       description:
         - What VMs pass through (C(/etc/pve/qemu-server/<vmid>.conf) C(hostpciN:), by address
-          or by C(mapping=) of C(/etc/pve/mapping/pci.cfg) for this node): C(node),
+          or by C(mapping=) of C(/etc/pve/mapping/pci.cfg) for this node) - C(node),
           C(vms) (C(vmid), C(path), C(onboot), C(running), C(devices), C(hookscript)
-          C({volume, path, state})), C(devices) (one per address: C(vmid), C(key),
+          C({volume, path, state})), C(devices) (one per address - C(vmid), C(key),
           C(address), C(via), C(mdev), C(exists), C(id), C(subsystem), C(driver),
           C(iommu_group), C(group_others), C(reset_method), the mapping's C(expected_*),
           and for mdev C(sriov_numvfs), C(sriov_totalvfs), C(physfn), C(mdev_type)),
