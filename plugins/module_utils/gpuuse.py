@@ -130,9 +130,10 @@ def process_facts(root, smi, placement):
                     "index": minor if isinstance(minor, int) else index,
                     "memory_used_mib": gpu.get("memory_used_mib"),
                     "mig_mode": gpu.get("mig_mode"), "processes": procs,
-                    "bound": sorted(bound.get(gpu.get("address"), []), key=_vmid_key)})
+                    "bound": sorted(bound.get(gpu.get("address"), []), key=vmid_key)})
     return out
 
 
-def _vmid_key(vmid):
+def vmid_key(vmid):
+    """Sort key of container ids: numeric ones first, by number."""
     return (0, int(vmid), "") if str(vmid).isdigit() else (1, 0, str(vmid))

@@ -36,7 +36,7 @@ def gpu_held_unbound(facts, wanted):
             ct = proc.get("container")
             if ct is not None and ct not in gpu["bound"]:
                 holders.setdefault(ct, []).append(proc)
-        for ct in sorted(holders, key=gpuuse._vmid_key):
+        for ct in sorted(holders, key=gpuuse.vmid_key):
             yield found(
                 gpu["address"], "held by lxc %s: %s" % (ct, ", ".join(
                     _who(p) for p in holders[ct])),
