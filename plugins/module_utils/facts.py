@@ -40,6 +40,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     argspec,
     cmdout,
     gpuhealth,
+    gpuuse,
     procfs,
     sysinfo,
 )
@@ -53,6 +54,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     placement as placement_mod,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils import kernlog as kernlog_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import passthrough, vmgpu
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path, read_text
 
@@ -78,6 +80,7 @@ def wanted_spec():
         acknowledged=dict(type="list", elements="dict", default=[]),
         xid_policy=dict(type="list", elements="dict", default=[]),
         copy_rate_marks=dict(type="list", elements="dict", default=[]),
+        gpu_count=dict(type="int"),
     )
     return spec
 
@@ -378,5 +381,13 @@ def _collect(root, wanted, outputs):
     facts["passthrough"] = _guard(errors, "passthrough", lambda: vmgpu.collect(
         root, (placement or {}).get("containers") or []), {})
     facts["gpu_placement"] = _host_placement(placement, facts["gpus"])
+    window = int(wanted.get("xid_window_days") or gpuhealth.DEFAULT_WINDOW_DAYS)
+    facts["host_health"] = _guard(errors, "host_health", lambda: kernlog_mod.health_facts(
+        root, outputs, window, boot_time=kernlog_mod.boot_time(root)), {"available": False})
+    facts["gpu_count"] = _guard(errors, "gpu_count", lambda: gpuuse.count_facts(
+        root, facts["gpus"], facts.get("nvidia_smi"), facts["host_health"],
+        wanted.get("gpu_count")), {})
+    facts["gpu_processes"] = _guard(errors, "gpu_processes", lambda: gpuuse.process_facts(
+        root, facts.get("nvidia_smi"), facts["gpu_placement"]), [])
     facts["errors"] = errors
     return facts

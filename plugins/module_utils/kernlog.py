@@ -12,8 +12,10 @@ Where it comes from:
   (``/.gpuhost-capture/kernel-log.txt``), else ``<root>/var/log/kern.log*``.
 
 What is kept (and stored in a capture): a header naming the source, the time it was read
-and the window, then only the ``NVRM: Xid`` and ``SXid`` lines, so a capture holds no
-other kernel messages and an offline audit counts from the time of the capture.
+and the window, then only the ``NVRM: Xid`` and ``SXid`` lines and the host-health lines
+``hostlog.wanted`` accepts (hardware errors, lockups, oopses, OOM kills, NVMe timeouts,
+read-only remounts, GPUs fallen off the bus, boot lines), so a capture holds no other
+kernel messages and an offline audit counts from the time of the capture.
 
 Line formats read (time stamp first, then the message):
 
@@ -40,6 +42,7 @@ import re
 import time
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils import hostlog
 from ansible_collections.gpuhost.tuning.plugins.module_utils import xid as xid_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
 
@@ -149,16 +152,17 @@ _BAD_LINE = (ValueError, KeyError, OverflowError, IndexError, TypeError)
 
 
 def keep(lines, notes=None):
-    """Only the XID and SXID lines, the newest ``MAX_KEPT`` of them (``notes`` gets a line
-    saying how many older ones were dropped)."""
+    """Only the XID and SXID lines and the host-health lines (``hostlog.wanted``), the newest
+    ``MAX_KEPT`` of them (``notes`` gets a line saying how many older ones were dropped)."""
     kept = collections.deque(maxlen=MAX_KEPT)
     seen = 0
+    wanted = hostlog.wanted
     for line in lines:
-        if "Xid" in line and any(k in line for k in _KEEP):
+        if ("Xid" in line and any(k in line for k in _KEEP)) or wanted(line):
             kept.append(line.rstrip("\n"))
             seen += 1
     if seen > MAX_KEPT and notes is not None:
-        notes.append("%d older XID/SXID lines dropped (only the newest %d are kept)"
+        notes.append("%d older XID/SXID/host-health lines dropped (only the newest %d are kept)"
                      % (seen - MAX_KEPT, MAX_KEPT))
     return list(kept)
 
@@ -363,3 +367,35 @@ def boot_time(root):
     except (IOError, OSError, ValueError, IndexError):
         return None
     return None
+
+
+def health_facts(root, outputs, window_days=DEFAULT_WINDOW_DAYS, now=None, boot_time=None):
+    """The ``host_health`` audit fact: the kernel log's host-health events over the window
+    (``hostlog.summarize``: classes, boots, GPUs fallen off the bus) and EDAC's counters
+    (``hostlog.edac``, sysfs: there with or without a kernel log)."""
+    text, _info = load(outputs, window_days, now)
+    head = parse_header(text)
+    available = bool(text) and head.get("source") not in (None, "none")
+    read_at = head.get("read_at") or (now if now is not None else time.time())
+    window = head.get("window_days") or window_days
+    out = {"available": available, "window_days": window,
+           "read_at": iso(read_at) if available else None, "boots": 0,
+           "events": {}, "lost_gpus": [], "edac": hostlog.edac(root)}
+    if not available:
+        return out
+
+    def when(line):
+        try:
+            return line_time(line)
+        except _BAD_LINE:
+            return None
+
+    lines = text.splitlines()[1:] if head else text.splitlines()
+    summary = hostlog.summarize(lines, when, read_at - window * 86400, boot_time)
+    for entry in summary["events"].values():
+        entry["first"] = iso(entry["first"])
+        entry["last"] = iso(entry["last"])
+    for item in summary["lost_gpus"]:
+        item["last"] = iso(item["last"])
+    out.update(summary)
+    return out

@@ -5,7 +5,9 @@
 
 What only the driver knows and no file shows: persistence mode, ECC mode (current and
 pending), ECC error counts, retired pages, remapped rows, clock event (throttle) reasons,
-power limits, performance state, fabric state, VBIOS and serial.
+power limits, performance state, fabric state, VBIOS and serial, memory used and the
+processes on each GPU (``<processes><process_info>``: ``pid``, ``type``,
+``process_name``, ``used_memory``; real H200 layout in tests/fixtures/nvidia).
 
 The XML differs between driver branches and GPUs, and a real file holds ``N/A`` in many
 places (a VM, a GPU without the feature), so every reader here takes a missing element or
@@ -180,6 +182,8 @@ def _gpu(gpu):
         "address": address,
         "name": _text(gpu, "product_name"),
         "memory_total_mib": _number(_text(gpu, "fb_memory_usage/total")),
+        "memory_used_mib": _number(_text(gpu, "fb_memory_usage/used")),
+        "minor": _number(_text(gpu, "minor_number")),
         "architecture": _text(gpu, "product_architecture"),
         "serial": _text(gpu, "serial"),
         "uuid": _text(gpu, "uuid"),
@@ -206,7 +210,20 @@ def _gpu(gpu):
         "power": _power(gpu),
         "fabric_state": _text(gpu, "fabric/state"),
         "fabric_status": _text(gpu, "fabric/status"),
+        "processes": _processes(gpu),
     }
+
+
+def _processes(gpu):
+    """``[{pid, type, name, used_mib}]`` of ``<processes><process_info>`` (empty when none
+    run; ``type`` C compute, G graphics, C+G both)."""
+    out = []
+    for proc in gpu.findall("processes/process_info"):
+        pid = _number(_text(proc, "pid"))
+        out.append({"pid": pid if isinstance(pid, int) else None,
+                    "type": _text(proc, "type"), "name": (_text(proc, "process_name") or "")[:200],
+                    "used_mib": _number(_text(proc, "used_memory"))})
+    return out
 
 
 def parse(text):

@@ -28,7 +28,7 @@ description:
     unexpectedly is reported as an C(audit_error) finding and the rest of the audit goes on.
   - "Finding ids (stable):
     C(dkms_missing_for_kernel), C(gpu_row_remap_failed), C(cuda_init_failed),
-    C(passthrough_iommu_off), C(gpu_vm_container_conflict) (critical),
+    C(passthrough_iommu_off), C(gpu_vm_container_conflict), C(host_edac_errors) (critical),
     C(gpu_retired_pages), C(gpu_xid_events), C(nvswitch_sxid_events), C(fabric_manager),
     C(gpu_row_remap_pending), C(gpu_ecc_uncorrectable), C(gpu_clock_throttle),
     C(gpu_no_driver), C(pcie_mrrs), C(pcie_link_degraded), C(numa_balancing),
@@ -36,13 +36,16 @@ description:
     C(kernel_headers_missing), C(pcie_aer_errors), C(p2p_iommu_translated),
     C(gpu_numa_mismatch), C(pcie_bandwidth_low), C(passthrough_device_missing),
     C(passthrough_id_mismatch), C(passthrough_iommu_group), C(vm_hookscript_missing),
-    C(vgpu_manager_not_running), C(vgpu_type_unavailable) (high),
+    C(vgpu_manager_not_running), C(vgpu_type_unavailable), C(gpu_lost),
+    C(gpu_count_expected), C(host_hardware_error), C(host_fs_readonly), C(host_kernel_oops),
+    C(host_kernel_hang), C(host_nvme_errors), C(gpu_held_unbound) (high),
     C(gpu_ecc_pending), C(cpufreq_driver), C(sysctl), C(nvidia_uvm_hmm), C(reboot_pending),
     C(gpu_power_capped), C(gpu_persistence_off), C(fleet_drift), C(audit_error),
     C(p2p_acs_redirect), C(gpu_bar1_small), C(gpu_container_unpinned),
-    C(gpu_launch_latency_high), C(passthrough_not_vfio), C(passthrough_no_reset) (medium),
+    C(gpu_launch_latency_high), C(passthrough_not_vfio), C(passthrough_no_reset),
+    C(host_oom_kill), C(gpu_memory_no_process) (medium),
     C(boot_param), C(lxc_onboot), C(nvidia_peermem_not_loaded) (low),
-    C(pcie_unreadable), C(nvidia_peermem_unavailable) (info).
+    C(pcie_unreadable), C(nvidia_peermem_unavailable), C(gpu_held) (info).
     Some ids take another severity by context; see RV(audit.findings)."
 extends_documentation_fragment:
   - gpuhost.tuning.gpu_selection
@@ -173,6 +176,12 @@ options:
     type: list
     elements: dict
     default: []
+  gpu_count:
+    description:
+      - How many NVIDIA GPUs this host has (role common's C(gpuhost_gpu_count)); NVIDIA
+        display and 3D functions on the PCI bus other than this are C(gpu_count_expected).
+        Unset, only the bus is compared with the driver (C(gpu_lost)).
+    type: int
   record_files:
     description:
       - Also return RV(files_read), every path under O(root) the audit read, listed or
@@ -341,7 +350,9 @@ audit:
           C(remapped_rows_uncorrectable), C(remapped_rows_pending), C(remapped_rows_failure),
           C(clock_reasons_active) and C(clock_reasons_read) (short names such as
           C(sw_power_cap)), C(power) C({limit_w, default_limit_w, max_limit_w, draw_w,
-          management}), C(fabric_state), C(fabric_status). N/A and missing elements are null.
+          management}), C(fabric_state), C(fabric_status), C(memory_used_mib)
+          (C(fb_memory_usage/used)), C(minor) (C(/dev/nvidiaN)), C(processes) (each
+          C({pid, type, name, used_mib})). N/A and missing elements are null.
       type: dict
       returned: always
     kernel_log:
@@ -397,6 +408,39 @@ audit:
           C({offset, capability, control, enabled, p2p_redirect}) read from config space,
           or null without the capability).
       type: dict
+      returned: always
+    host_health:
+      description:
+        - The host's own health from the same kernel-log read (its host-health lines are
+          kept with the XID ones) and EDAC - C(available) (a kernel log was read),
+          C(window_days), C(read_at), C(boots) (C(Linux version) lines, one per boot),
+          C(events), C(lost_gpus) and C(edac).
+        - C(events) maps each class (C(hardware_error), C(lockup), C(oops), C(oom),
+          C(nvme), C(fs_readonly)) to C({count, first, last, samples, subjects}) over the
+          window; C(subjects) maps an OOM kill's memory cgroup owner (C(lxc/<vmid>) or
+          C(host)), an NVMe controller or a block device to C({count, tasks});
+          C(hardware_error) also has C(severities) (the CPER severities reported).
+        - C(lost_gpus) - each GPU the log says fell off the bus, C({address, text (lines
+          without an XID), xid (XID 79 lines), boots (the boots it happened in), last}).
+        - C(edac) - each C(/sys/devices/system/edac/mc/mc*) as C({controller, name,
+          ce_count, ue_count, dimms}), C(dimms) the DIMMs with a count.
+      type: dict
+      returned: always
+    gpu_count:
+      description: NVIDIA GPUs on the PCI bus against the driver's - C(bus) (the host's,
+        bound to nvidia), C(bus_all) (any owner), C(bus_gpus), C(driver) (how many the
+        driver lists, null when it cannot be read), C(driver_source) (C(nvidia-smi) or
+        C(/proc/driver/nvidia/gpus)), C(missing) (on the bus, not in the driver),
+        C(expected) (O(gpu_count)), C(lost_text) (C(host_health.lost_gpus)), C(boots).
+      type: dict
+      returned: always
+    gpu_processes:
+      description: For each GPU of nvidia-smi C({address, index, memory_used_mib, mig_mode,
+        processes, bound}); each process C({pid, type, name, used_mib, container, how}),
+        C(container) the LXC container its C(/proc/<pid>/cgroup) names (null - the host's),
+        C(bound) the containers whose config passes in that GPU's C(/dev/nvidiaN).
+      type: list
+      elements: dict
       returned: always
     gpu_placement:
       description:

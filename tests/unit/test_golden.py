@@ -19,7 +19,19 @@ import shutil
 import tarfile
 
 import pytest
-from fixtures import boot, cpu, dkms, health, hosts, lxc, nvhealth, pci, procsys, realhost
+from fixtures import (
+    boot,
+    cpu,
+    dkms,
+    health,
+    hosts,
+    kernmsg,
+    lxc,
+    nvhealth,
+    pci,
+    procsys,
+    realhost,
+)
 from fixtures import passthrough as ptfix
 from modrun import run_module
 
@@ -123,8 +135,29 @@ def cuda_results():
     return [host, ct]
 
 
+def lost_gpu_host(root):
+    """The issue-25 host (hosts.lost_gpu_host, GPU 3 held by container 129, which does not
+    bind it) with every other host-health class in its kernel log (a fatal GHES report, an
+    oops, a soft lockup, NVMe timeouts), 2 GiB used on GPU 0 by no process, and an
+    expected count of 9 (role common's gpuhost_gpu_count)."""
+    built = hosts.lost_gpu_host(root, unbound=True)
+    now = built["now"]
+    log = os.path.join(str(root), ".gpuhost-capture/kernel-log.txt")
+    extra = kernmsg.ghes("fatal") + [kernmsg.OOPS, kernmsg.SOFT_LOCKUP, kernmsg.NVME_TIMEOUT,
+                                     kernmsg.NVME_RESET]
+    with open(log, "a") as handle:
+        handle.write("\n".join(kernmsg.line(now - 1800, m) for m in extra) + "\n")
+    smi = os.path.join(str(root), ".gpuhost-capture/nvidia-smi-q-x.xml")
+    with open(smi) as handle:
+        text = handle.read()
+    with open(smi, "w") as handle:
+        handle.write(text.replace("<used>0 MiB</used>", "<used>2048 MiB</used>", 1))
+    return built
+
+
 # name -> (builder, extra wanted values)
 HOSTS = {
+    "pve-gpu05": (lost_gpu_host, {"gpu_count": 9}),
     "pve-gpu01": (hosts.seed_health_host, {}),
     "pve-gpu02": (hosts.tuned_host, {}),
     "h200-vm": (hosts.vm_host, {"cuda": cuda_results()}),
