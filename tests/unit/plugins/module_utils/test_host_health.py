@@ -6,6 +6,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import tarfile
 import time
 
@@ -139,7 +140,7 @@ def test_live_journal_keeps_only_the_health_lines(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", DOUBLES + os.pathsep + os.environ["PATH"])
     monkeypatch.setenv("GPUHOST_JOURNAL_TEXT", str(journal))
     monkeypatch.setenv("GPUHOST_JOURNAL_RC", "0")
-    outputs = cmdout.CommandOutputs("/", Runner())
+    outputs = cmdout.CommandOutputs("/", Runner(processes=subprocess))
     facts = kernlog.health_facts(str(tmp_path / "none"), outputs, 7)
     assert facts["events"]["oops"]["count"] == 1
     stored = outputs.captured()["/.gpuhost-capture/kernel-log.txt"].decode()
