@@ -39,6 +39,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     argspec,
     cmdout,
+    devnodes,
     gpuhealth,
     procfs,
     sysinfo,
@@ -362,6 +363,11 @@ def _collect(root, wanted, outputs):
     facts["dkms"] = _guard(errors, "dkms", lambda: dkms_facts(root), [])
     facts["lxc"] = _guard(errors, "lxc", lambda: lxc_facts(
         root, wanted["lxc_config_dir"], wanted["lxc_gpu_drivers"]), [])
+    # Before nvidia-smi runs (it creates nvidiaN and nvidiactl): the nodes as the
+    # containers that started at boot found them.
+    facts["device_nodes"] = _guard(errors, "device_nodes", lambda: devnodes.collect(
+        root, outputs, wanted["lxc_config_dir"], facts["char_majors"] or {}),
+        {"available": False, "error": "not read", "containers": [], "units": []})
     facts.update(gpuhealth.collect(
         root, outputs, (facts["nvidia"] or {}).get("driver_version"),
         int(wanted.get("xid_window_days") or gpuhealth.DEFAULT_WINDOW_DAYS),

@@ -19,7 +19,7 @@ import shutil
 import tarfile
 
 import pytest
-from fixtures import boot, cpu, dkms, health, hosts, lxc, nvhealth, pci, procsys, realhost
+from fixtures import boot, cpu, devnodes, dkms, health, hosts, lxc, nvhealth, pci, procsys, realhost
 from fixtures import passthrough as ptfix
 from modrun import run_module
 
@@ -86,6 +86,18 @@ def odd_host(root):
                          pci.plain_config(0x10DE, 0x22A3, 0x068000, 0xA1),
                          driver="nvidia-nvswitch")
     nvhealth.dpkg_status(root, [("nvidia-fabricmanager-570", "570.86.15-1")])
+    # Device nodes at container start: /dev/nvidia-uvm missing (nothing ran nvidia-modprobe
+    # before the containers started), nvidia-uvm-tools left with the major of before the
+    # reboot, no /dev/char links for the nesting container 129, and container 132 (onboot,
+    # PVE 8.1+ devN entries) with a gid= its own /etc/group lacks and no unit before
+    # pve-guests.service
+    devnodes.write_listing(root, devnodes.clean_nodes(
+        char_links=False, without=["/dev/nvidia-uvm"],
+        override={"/dev/nvidia-uvm-tools": "c 504:1 /dev/nvidia-uvm-tools"}))
+    lxc.write_config(root, 132, lxc.container_130_text().replace("subvol-130", "subvol-132")
+                     + "dev0: /dev/nvidia0,gid=44\ndev1: /dev/nvidiactl,gid=993\n"
+                     "dev2: /dev/nvidia-uvm,mode=0666\n")
+    devnodes.write_rootfs_group(root, 132, [("root", 0), ("video", 44), ("render", 104)])
     return built
 
 

@@ -17,6 +17,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import (  # 
     cpufreq,
     cpuidle,
     cuda,
+    device_nodes,
     dkms,
     errors,
     fabric_manager,
