@@ -45,6 +45,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     sysinfo,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (
+    nvlink as nvlink_mod,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     aer as aer_mod,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (
@@ -373,6 +376,9 @@ def _collect(root, wanted, outputs):
         int(wanted.get("xid_window_days") or gpuhealth.DEFAULT_WINDOW_DAYS),
         lxc=facts["lxc"], lxc_config_dir=wanted["lxc_config_dir"],
         guard=lambda section, func, default: _guard(errors, section, func, default)))
+    facts["nvlink"] = _guard(errors, "nvlink", lambda: nvlink_mod.facts(
+        outputs, facts.get("nvidia_smi") or {}, facts.get("fabric_manager") or {}),
+        {"checked": False, "reason": "not read", "available": False, "gpus": []})
     facts["pcie_aer"] = _guard(errors, "pcie_aer", lambda: aer_mod.collect(
         root, wanted["gpu_vendor"], wanted["gpu_classes"]), [])
     others = [g["address"] for g in facts["gpus"] or []

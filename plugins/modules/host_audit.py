@@ -37,13 +37,13 @@ description:
     C(gpu_numa_mismatch), C(pcie_bandwidth_low), C(passthrough_device_missing),
     C(passthrough_id_mismatch), C(passthrough_iommu_group), C(vm_hookscript_missing),
     C(vgpu_manager_not_running), C(vgpu_type_unavailable), C(lxc_device_node_missing),
-    C(lxc_device_node_major) (high),
+    C(lxc_device_node_major), C(nvlink_inactive) (high),
     C(gpu_ecc_pending), C(cpufreq_driver), C(sysctl), C(nvidia_uvm_hmm), C(reboot_pending),
     C(gpu_power_capped), C(gpu_persistence_off), C(fleet_drift), C(audit_error),
     C(p2p_acs_redirect), C(gpu_bar1_small), C(gpu_container_unpinned),
     C(gpu_launch_latency_high), C(passthrough_not_vfio), C(passthrough_no_reset),
-    C(lxc_dev_gid_unknown), C(device_nodes_unit_missing), C(lxc_dev_char_links_missing)
-    (medium),
+    C(lxc_dev_gid_unknown), C(device_nodes_unit_missing), C(lxc_dev_char_links_missing),
+    C(nvlink_errors) (medium),
     C(boot_param), C(lxc_onboot), C(nvidia_peermem_not_loaded) (low),
     C(pcie_unreadable), C(nvidia_peermem_unavailable) (info).
     Some ids take another severity by context; see RV(audit.findings)."
@@ -383,6 +383,17 @@ audit:
           before_guests, enabled, creates}).
       type: dict
       returned: always
+    nvlink:
+      description:
+        - C({checked, reason, available, error, gpus}). C(checked) - whether
+          C(nvidia-smi nvlink -s) and C(-e) were asked (a live host, each bounded by a
+          timeout) or read from a capture, only with 2 or more GPUs in C(-q -x) and
+          NVSwitch functions on the bus, a fabric state, or an NVLink GPU model; C(reason)
+          says why or why not.
+        - C(gpus) - per GPU C({address, index, name, links, active, inactive, errors}),
+          C(errors) the non-zero error counters, by link and counter name.
+      type: dict
+      returned: always
     containers_nvidia:
       description: For each GPU container C({vmid, rootfs, path, version, library, note}) -
         the NVIDIA user-space driver version from C(libcuda.so.1)'s link in the container's
@@ -470,6 +481,10 @@ audit:
           (tune part C(device_nodes)). C(lxc_dev_char_links_missing) medium: a
           C(features: nesting=1) container's NVIDIA nodes lack their
           C(/dev/char/<major>:<minor>) links."
+        - "C(nvlink_inactive) high: subject the GPU's address; links C(nvidia-smi nvlink -s)
+          shows inactive (all of them after XID 149). C(nvlink_errors) medium for non-zero
+          CRC or replay error counters of C(nvidia-smi nvlink -e), high for recovery errors
+          or failed recoveries (counters count since the driver loaded)."
         - "C(kernel_headers_missing) high for the next-boot kernel, medium for the running
           one (only when DKMS modules exist)."
         - "C(cpufreq_driver) medium: acpi-cpufreq where amd-pstate (AMD) or intel_pstate

@@ -20,6 +20,7 @@ import tarfile
 
 import pytest
 from fixtures import boot, cpu, devnodes, dkms, health, hosts, lxc, nvhealth, pci, procsys, realhost
+from fixtures import nvlink
 from fixtures import passthrough as ptfix
 from modrun import run_module
 
@@ -98,6 +99,15 @@ def odd_host(root):
                      + "dev0: /dev/nvidia0,gid=44\ndev1: /dev/nvidiactl,gid=993\n"
                      "dev2: /dev/nvidia-uvm,mode=0666\n")
     devnodes.write_rootfs_group(root, 132, [("root", 0), ("video", 44), ("render", 104)])
+    # NVLink (fixtures/nvlink.py, NVIDIA's format): GPU 2 with every link inactive, GPU 5
+    # with two, CRC and replay errors on GPU 1 and a recovery error on GPU 6
+    uuids = [(i, "NVIDIA B200", "GPU-0b11d014-1685-04bd-26ed-5fc0bc1c44%02x" % i)
+             for i in range(8)]
+    nvlink.write(root, nvlink.status_text(uuids, gbs="53.125",
+                                          inactive={2: list(range(18)), 5: [3, 7]}),
+                 nvlink.errors_text(uuids, counts={
+                     (1, 4): {"CRC Errors": 891, "Replay Errors": 142},
+                     (6, 0): {"Recovery Errors": 3}}))
     return built
 
 

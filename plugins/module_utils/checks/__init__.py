@@ -31,6 +31,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import (  # 
     lxc,
     numa_balancing,
     nvidia,
+    nvlink,
     p2p,
     passthrough,
     pcie_aer,
