@@ -251,8 +251,9 @@ def _enabled_names(root):
 
 def node_units(root):
     """``[{name, path, before_guests, enabled, creates}]``: service units that run a
-    command creating NVIDIA nodes (the first file of a name wins, /etc first), and udev
-    rules that do (``enabled`` true: udev reads every rules file)."""
+    command creating NVIDIA nodes (the first file of a name wins, /etc first; in the
+    package folders only units named ``*nvidia*``), and udev rules that do (``enabled``
+    true: udev reads every rules file)."""
     out = []
     seen = set()
     enabled = None
@@ -263,6 +264,11 @@ def node_units(root):
             continue
         for name in names:
             if not name.endswith(".service") or name in seen:
+                continue
+            # the operator's own units are read whatever their name; packaged ones only
+            # when they are NVIDIA's (nvidia-persistenced.service), so an audit does not
+            # read (and a capture carry) every unit of the distribution
+            if folder != UNIT_DIRS[0] and "nvidia" not in name:
                 continue
             seen.add(name)
             path = host_path(root, folder + "/" + name)
@@ -291,6 +297,8 @@ def node_units(root):
             continue
         for name in names:
             if not name.endswith(".rules") or name in seen:
+                continue
+            if folder != UDEV_DIRS[0] and "nvidia" not in name:
                 continue
             seen.add(name)
             try:
@@ -407,7 +415,10 @@ def collect(root, outputs, config_dir, char_majors):
             if seen and seen["kind"] == "c":
                 link = nodes.get("/dev/char/%d:%d" % (seen["major"], seen["minor"]))
                 node["char_link"] = _link_ok(link, node["path"])
-    out["units"] = node_units(root)
+    # units matter only for containers that start at boot and bind a late node
+    if any(ct["onboot"] and any(LATE.match(n["path"]) for n in ct["nodes"])
+           for ct in containers):
+        out["units"] = node_units(root)
     out["available"] = True
     return out
 

@@ -242,3 +242,22 @@ def test_the_seed_host_with_its_nodes_gives_none_and_uvm_missing_gives_exactly_o
     dn.write_listing(broken, dn.clean_nodes(without=["/dev/nvidia-uvm"]))
     extra = sorted(set(_pairs(audit.audit(str(broken), WANTED))) - set(base))
     assert extra == [("lxc_device_node_missing", "lxc 129 /dev/nvidia-uvm")]
+
+
+def test_packaged_units_are_read_only_when_nvidias(tmp_path, monkeypatch):
+    root = _host(tmp_path, unit=False)
+    dn.write_unit(root, "gpu-init.service", folder="/usr/lib/systemd/system")
+    outputs_seen = []
+    real = devnodes.hostfs.read_text
+
+    def spy(path, *args, **kwargs):
+        outputs_seen.append(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(devnodes.hostfs, "read_text", spy)
+    result = audit.audit(root, WANTED)
+    monkeypatch.undo()
+    assert not [p for p in outputs_seen if p.endswith("/gpu-init.service")]
+    assert [f["id"] for f in _mine(result)] == ["device_nodes_unit_missing"]
+    dn.write_unit(root, "nvidia-device-nodes.service", folder="/usr/lib/systemd/system")
+    assert _mine(audit.audit(root, WANTED)) == []
