@@ -80,13 +80,15 @@ CAPTURE_PREFIXES = ("/sys/", "/proc/", "/etc/", "/lib/", "/lib64/", "/usr/lib/",
 # Read wherever they are: the NVIDIA user-space library links in a container's root file
 # system (a ZFS subvolume's mount point can be anything).
 CAPTURE_NAMES = ("libcuda.so.1", "libnvidia-ml.so.1")
+# ... and a container's own groups, which devN entries' gid= are checked against (devnodes).
+CAPTURE_SUFFIXES = ("/etc/group",)
 _READ_CHUNK = 65536
 
 
 def _wanted_path(path):
     return any(path == p.rstrip("/") or path.startswith(p if p.endswith("/") else p + "/")
                or path == p for p in CAPTURE_PREFIXES) or \
-        path.rsplit("/", 1)[-1] in CAPTURE_NAMES
+        path.rsplit("/", 1)[-1] in CAPTURE_NAMES or path.endswith(CAPTURE_SUFFIXES)
 
 
 class CaptureBuilder(object):

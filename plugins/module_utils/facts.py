@@ -39,10 +39,14 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     argspec,
     cmdout,
+    devnodes,
     gpuhealth,
     gpuuse,
     procfs,
     sysinfo,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils import (
+    nvlink as nvlink_mod,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     aer as aer_mod,
@@ -365,11 +369,19 @@ def _collect(root, wanted, outputs):
     facts["dkms"] = _guard(errors, "dkms", lambda: dkms_facts(root), [])
     facts["lxc"] = _guard(errors, "lxc", lambda: lxc_facts(
         root, wanted["lxc_config_dir"], wanted["lxc_gpu_drivers"]), [])
+    # Before nvidia-smi runs (it creates nvidiaN and nvidiactl): the nodes as the
+    # containers that started at boot found them.
+    facts["device_nodes"] = _guard(errors, "device_nodes", lambda: devnodes.collect(
+        root, outputs, wanted["lxc_config_dir"], facts["char_majors"] or {}),
+        {"available": False, "error": "not read", "containers": [], "units": []})
     facts.update(gpuhealth.collect(
         root, outputs, (facts["nvidia"] or {}).get("driver_version"),
         int(wanted.get("xid_window_days") or gpuhealth.DEFAULT_WINDOW_DAYS),
         lxc=facts["lxc"], lxc_config_dir=wanted["lxc_config_dir"],
         guard=lambda section, func, default: _guard(errors, section, func, default)))
+    facts["nvlink"] = _guard(errors, "nvlink", lambda: nvlink_mod.facts(
+        outputs, facts.get("nvidia_smi") or {}, facts.get("fabric_manager") or {}),
+        {"checked": False, "reason": "not read", "available": False, "gpus": []})
     facts["pcie_aer"] = _guard(errors, "pcie_aer", lambda: aer_mod.collect(
         root, wanted["gpu_vendor"], wanted["gpu_classes"]), [])
     others = [g["address"] for g in facts["gpus"] or []

@@ -68,6 +68,9 @@ MANAGED_FILES = (
     "/etc/gpuhost-tuning/boot.json",
     "/usr/local/lib/gpuhost-tuning",
     "/etc/modules-load.d/gpuhost-nvidia-peermem.conf",
+    # the device_nodes part (devnodes_write.FILES)
+    "/etc/systemd/system/gpuhost-nvidia-device-nodes.service",
+    "/etc/systemd/system/multi-user.target.wants/gpuhost-nvidia-device-nodes.service",
 )
 
 

@@ -50,6 +50,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bandwidth
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils import devnodes_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import latency
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import peermem
@@ -105,6 +106,7 @@ REGISTRY = (
     pci_write.TUNE_PART,
     bootservice.TUNE_PART,
     peermem.TUNE_PART,
+    devnodes_write.TUNE_PART,
     placement_write.TUNE_PART,
     snap.APPLIED_PART,
     VERIFY_PART,

@@ -38,12 +38,14 @@ description:
     C(passthrough_id_mismatch), C(passthrough_iommu_group), C(vm_hookscript_missing),
     C(vgpu_manager_not_running), C(vgpu_type_unavailable), C(gpu_lost),
     C(gpu_count_expected), C(host_hardware_error), C(host_fs_readonly), C(host_kernel_oops),
-    C(host_kernel_hang), C(host_nvme_errors), C(gpu_held_unbound) (high),
+    C(host_kernel_hang), C(host_nvme_errors), C(gpu_held_unbound), C(lxc_device_node_missing),
+    C(lxc_device_node_major), C(nvlink_inactive) (high),
     C(gpu_ecc_pending), C(cpufreq_driver), C(sysctl), C(nvidia_uvm_hmm), C(reboot_pending),
     C(gpu_power_capped), C(gpu_persistence_off), C(fleet_drift), C(audit_error),
     C(p2p_acs_redirect), C(gpu_bar1_small), C(gpu_container_unpinned),
     C(gpu_launch_latency_high), C(passthrough_not_vfio), C(passthrough_no_reset),
-    C(host_oom_kill), C(gpu_memory_no_process) (medium),
+    C(host_oom_kill), C(gpu_memory_no_process), C(lxc_dev_gid_unknown),
+    C(device_nodes_unit_missing), C(lxc_dev_char_links_missing), C(nvlink_errors) (medium),
     C(boot_param), C(lxc_onboot), C(nvidia_peermem_not_loaded) (low),
     C(pcie_unreadable), C(nvidia_peermem_unavailable), C(gpu_held) (info).
     Some ids take another severity by context; see RV(audit.findings)."
@@ -376,6 +378,32 @@ audit:
         C(gpu_states) (each GPU's fabric state and status from nvidia-smi).
       type: dict
       returned: always
+    device_nodes:
+      description:
+        - C({available, error, source, containers, units}). C(containers) - each container
+          binding NVIDIA nodes, C({vmid, onboot, nesting, groups_source, groups_note,
+          nodes}); each node C({path, how, optional, folder, options, kind, major, minor,
+          driver, majors, char_link}) and, for a C(devN:) entry with C(gid=), C(gid) and
+          C(group) (its name in the container's C(/etc/group), null when absent).
+          C(kind) is C(c), C(b), C(f), C(d), C(l) or C(missing).
+        - The nodes come from the live C(/dev) (read before C(nvidia-smi) runs, which
+          creates some), or from the stored listing C(/.gpuhost-capture/dev-nodes) of a
+          capture; C(available) is false without either.
+        - C(units) - service units and udev rules that create NVIDIA nodes, C({name, path,
+          before_guests, enabled, creates}).
+      type: dict
+      returned: always
+    nvlink:
+      description:
+        - C({checked, reason, available, error, gpus}). C(checked) - whether
+          C(nvidia-smi nvlink -s) and C(-e) were asked (a live host, each bounded by a
+          timeout) or read from a capture, only with 2 or more GPUs in C(-q -x) and
+          NVSwitch functions on the bus, a fabric state, or an NVLink GPU model; C(reason)
+          says why or why not.
+        - C(gpus) - per GPU C({address, index, name, links, active, inactive, errors}),
+          C(errors) the non-zero error counters, by link and counter name.
+      type: dict
+      returned: always
     containers_nvidia:
       description: For each GPU container C({vmid, rootfs, path, version, library, note}) -
         the NVIDIA user-space driver version from C(libcuda.so.1)'s link in the container's
@@ -481,7 +509,25 @@ audit:
         - "C(lxc_stale_majors) high: subject C(lxc <vmid>); allowed majors no longer
           registered. C(lxc_gpu_majors_missing) high: a GPU container lacks the current
           major of a driver of O(lxc_gpu_drivers). C(lxc_onboot) low: GPU container not
-          started on boot."
+          started on boot. C(lxc_stale_majors) never counts C(devN:) entries (they name a
+          path, not a major)."
+        - "C(lxc_device_node_missing) high: subject C(lxc <vmid> <node>); a node a GPU
+          container binds (C(lxc.mount.entry) under C(/dev/nvidia), any C(devN:) path) is
+          not on the host (a C(devN:) entry stops the start). C(lxc_device_node_major)
+          high: it is not a character device, or its major is not its driver's in
+          C(/proc/devices). C(lxc_dev_gid_unknown) medium: a C(devN:) C(gid=) that the
+          container's own C(/etc/group) lacks (not checked, said in the column's note,
+          when its root file system cannot be read from the host).
+          C(device_nodes_unit_missing) medium: subject C(pve-guests.service); containers
+          started at boot bind C(nvidia-uvm), C(nvidia-modeset) or C(nvidiaN) and no
+          enabled unit ordered C(Before=pve-guests.service) (nor a udev rule) creates them
+          (tune part C(device_nodes)). C(lxc_dev_char_links_missing) medium: a
+          C(features: nesting=1) container's NVIDIA nodes lack their
+          C(/dev/char/<major>:<minor>) links."
+        - "C(nvlink_inactive) high: subject the GPU's address; links C(nvidia-smi nvlink -s)
+          shows inactive (all of them after XID 149). C(nvlink_errors) medium for non-zero
+          CRC or replay error counters of C(nvidia-smi nvlink -e), high for recovery errors
+          or failed recoveries (counters count since the driver loaded)."
         - "C(kernel_headers_missing) high for the next-boot kernel, medium for the running
           one (only when DKMS modules exist)."
         - "C(cpufreq_driver) medium: acpi-cpufreq where amd-pstate (AMD) or intel_pstate

@@ -39,6 +39,14 @@ description:
     it fails there with Invalid argument: GPUDirect RDMA does not apply). Already loaded: only
     the boot file. O(nvidia_peermem=load) always tries; O(nvidia_peermem=skip) leaves it
     alone."
+  - "C(device_nodes) (opt-in: not in the default O(parts)): installs and enables
+    C(/etc/systemd/system/gpuhost-nvidia-device-nodes.service), a oneshot unit ordered
+    C(Before=pve-guests.service) running C(nvidia-modprobe -u -c=0) (nvidia-uvm),
+    C(nvidia-modprobe -m) (nvidia-modeset) and C(nvidia-smi -L) (the GPU nodes), each
+    allowed to fail, so containers that start at boot find the nodes they bind (finding
+    C(device_nodes_unit_missing)). Written atomically and read back; on the live host
+    followed by C(systemctl daemon-reload) and C(systemctl start) of the unit (bounded in
+    time). Both files are in the snapshot, so a revert removes them."
   - "C(numa_pin) (opt-in: not in the default O(parts)): for each GPU container the audit
     finds misplaced (C(gpu_numa_mismatch), C(gpu_container_unpinned); only those in
     O(numa_pin_vmids) when given), sets C(lxc.cgroup2.cpuset.cpus) to the CPUs of its GPUs'
@@ -94,13 +102,13 @@ options:
   parts:
     description:
       - The parts to run. C(snapshot) also records the applied state; C(verify) audits
-        again afterwards and fails on managed findings that remain. C(numa_pin),
-        C(bandwidth) and C(latency) are opt-in (not in the default).
+        again afterwards and fails on managed findings that remain. C(device_nodes),
+        C(numa_pin), C(bandwidth) and C(latency) are opt-in (not in the default).
       - Role C(gpuhost.tuning.tune) builds this from its C(gpuhost_tune_*) switches and tags.
     type: list
     elements: str
     choices: [snapshot, bandwidth, latency, sysctl, cpuidle, pcie, boot_service,
-              nvidia_peermem, numa_pin, verify]
+              nvidia_peermem, device_nodes, numa_pin, verify]
     default: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, verify]
   mrrs_size:
     description: Wanted PCIe Max Read Request Size (bytes) of GPUs and their bridges.
@@ -256,6 +264,7 @@ parts:
       C(pcie) (M(gpuhost.tuning.setpci_maxreadreq)), C(boot_service)
       (M(gpuhost.tuning.boot_service)), C(nvidia_peermem) (the C(modprobe)),
       C(modules_load_dir) and C(nvidia_peermem_at_boot) (the modules-load.d file),
+      C(device_nodes) (C({changed, plan, diffs, commands, failed, msg})),
       C(numa_pin) (C({changed, containers, failed, diff, message}); per container
       C({vmid, path, before, after, changed, skipped_reason, error}), C(before)/C(after)
       its C({cpus, mems})), C(bandwidth_before) and C(bandwidth_after), C(latency_before)
@@ -281,8 +290,8 @@ rows:
   elements: dict
   contains:
     part:
-      description: C(sysctl), C(cpuidle), C(pcie), C(boot_service), C(nvidia_peermem) or
-        C(numa_pin), C(bandwidth) or C(latency).
+      description: C(sysctl), C(cpuidle), C(pcie), C(boot_service), C(nvidia_peermem),
+        C(device_nodes), C(numa_pin), C(bandwidth) or C(latency).
       type: str
     item:
       description: The value (sysctl key, idle state, device and role, unit, C(lxc

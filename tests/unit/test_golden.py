@@ -22,12 +22,14 @@ import pytest
 from fixtures import (
     boot,
     cpu,
+    devnodes,
     dkms,
     health,
     hosts,
     kernmsg,
     lxc,
     nvhealth,
+    nvlink,
     pci,
     procsys,
     realhost,
@@ -98,6 +100,27 @@ def odd_host(root):
                          pci.plain_config(0x10DE, 0x22A3, 0x068000, 0xA1),
                          driver="nvidia-nvswitch")
     nvhealth.dpkg_status(root, [("nvidia-fabricmanager-570", "570.86.15-1")])
+    # Device nodes at container start: /dev/nvidia-uvm missing (nothing ran nvidia-modprobe
+    # before the containers started), nvidia-uvm-tools left with the major of before the
+    # reboot, no /dev/char links for the nesting container 129, and container 132 (onboot,
+    # PVE 8.1+ devN entries) with a gid= its own /etc/group lacks and no unit before
+    # pve-guests.service
+    devnodes.write_listing(root, devnodes.clean_nodes(
+        char_links=False, without=["/dev/nvidia-uvm"],
+        override={"/dev/nvidia-uvm-tools": "c 504:1 /dev/nvidia-uvm-tools"}))
+    lxc.write_config(root, 132, lxc.container_130_text().replace("subvol-130", "subvol-132")
+                     + "dev0: /dev/nvidia0,gid=44\ndev1: /dev/nvidiactl,gid=993\n"
+                     "dev2: /dev/nvidia-uvm,mode=0666\n")
+    devnodes.write_rootfs_group(root, 132, [("root", 0), ("video", 44), ("render", 104)])
+    # NVLink (fixtures/nvlink.py, NVIDIA's format): GPU 2 with every link inactive, GPU 5
+    # with two, CRC and replay errors on GPU 1 and a recovery error on GPU 6
+    uuids = [(i, "NVIDIA B200", "GPU-0b11d014-1685-04bd-26ed-5fc0bc1c44%02x" % i)
+             for i in range(8)]
+    nvlink.write(root, nvlink.status_text(uuids, gbs="53.125",
+                                          inactive={2: list(range(18)), 5: [3, 7]}),
+                 nvlink.errors_text(uuids, counts={
+                     (1, 4): {"CRC Errors": 891, "Replay Errors": 142},
+                     (6, 0): {"Recovery Errors": 3}}))
     return built
 
 

@@ -261,17 +261,20 @@ def test_ansible_doc_renders_and_matches_the_spec(seed):
 
 def test_parts_tables_come_from_the_registered_parts():
     assert tune.PARTS == ("snapshot", "bandwidth", "latency", "sysctl", "cpuidle", "pcie",
-                          "boot_service", "nvidia_peermem", "numa_pin", "verify")
-    assert tune.DEFAULT_PARTS == tuple(p for p in tune.PARTS
-                                       if p not in ("numa_pin", "bandwidth", "latency"))
+                          "boot_service", "nvidia_peermem", "device_nodes", "numa_pin",
+                          "verify")
+    assert tune.DEFAULT_PARTS == tuple(p for p in tune.PARTS if p not in (
+        "device_nodes", "numa_pin", "bandwidth", "latency"))
     assert tune.argument_spec()["parts"]["default"] == list(tune.DEFAULT_PARTS)
     assert tune.MANAGED == {"numa_balancing": "sysctl", "sysctl": "sysctl",
                             "cpuidle_deep_state": "cpuidle", "pcie_mrrs": "pcie",
                             "gpu_numa_mismatch": "numa_pin",
-                            "gpu_container_unpinned": "numa_pin"}
+                            "gpu_container_unpinned": "numa_pin",
+                            "device_nodes_unit_missing": "device_nodes"}
     assert tune.STEPS == ("snapshot_before", "bandwidth_before", "latency_before", "sysctl",
                           "cpuidle", "pcie", "boot_service", "nvidia_peermem",
-                          "nvidia_peermem_at_boot", "modules_load_dir", "numa_pin",
+                          "nvidia_peermem_at_boot", "modules_load_dir", "device_nodes",
+                          "numa_pin",
                           "snapshot_applied", "bandwidth_after", "latency_after")
 
 

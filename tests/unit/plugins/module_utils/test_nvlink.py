@@ -1,0 +1,154 @@
+"""NVLink state and error counters (issue 25 item 3): parsing nvidia-smi nvlink -s and -e in
+NVIDIA's format, when the two commands run, and the findings."""
+
+import os
+
+from fixtures import hosts, nvhealth, pci
+from fixtures import nvlink as nvl
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, cmdout, nvlink
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import CommandTimeout
+
+WANTED = hosts.common_wanted(host="pve-gpu04")
+IDS = ("nvlink_inactive", "nvlink_errors")
+
+# stas00/ml-engineering, "How to check the error counters of NVLink links" (H100, verbatim
+# apart from the elided links)
+H100_ERRORS = """\
+GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-abcdefab-cdef-abdc-abcd-abababababab)
+         Link 0: Replay Errors: 0
+         Link 0: Recovery Errors: 0
+         Link 0: CRC Errors: 0
+
+         Link 1: Replay Errors: 0
+         Link 1: Recovery Errors: 0
+         Link 1: CRC Errors: 0
+"""
+
+
+def _b200_host(tmp_path, status=None, errors=None):
+    root = str(tmp_path / "hgx")
+    built = pci.seed_gpus(root, mrrs=4096)
+    nvhealth.write_smi(root, nvhealth.smi_xml(nvhealth.B200_580, gpus=built["gpus"]))
+    result = audit.audit(root, WANTED)
+    gpus = nvl.gpus_of(result["nvidia_smi"])
+    nvl.write(root, status(gpus) if status else None, errors(gpus) if errors else None)
+    return root, built
+
+
+def _mine(result):
+    return [f for f in result["findings"] if f["id"] in IDS]
+
+
+def test_the_documented_formats_parse():
+    [gpu] = nvlink.parse_errors(H100_ERRORS)
+    assert gpu["uuid"] == "GPU-abcdefab-cdef-abdc-abcd-abababababab"
+    assert gpu["counters"] == {0: {"Replay Errors": 0, "Recovery Errors": 0, "CRC Errors": 0},
+                               1: {"Replay Errors": 0, "Recovery Errors": 0, "CRC Errors": 0}}
+    status = nvlink.parse_status("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-fde0)\n"
+                                 "\t Link 0: 25 GB/s\n\t Link 1: <inactive>\n"
+                                 "\t Link 2: some status not seen yet\n")
+    assert [ln["state"] for ln in status[0]["links"]] == ["active", "inactive", "unknown"]
+    assert status[0]["links"][0]["gbs"] == 25.0
+
+
+def test_a_clean_hgx_host_gives_none_and_runs_the_column(tmp_path):
+    root, _built = _b200_host(
+        tmp_path, lambda g: nvl.status_text(g, gbs="53.125"), lambda g: nvl.errors_text(g))
+    result = audit.audit(root, WANTED)
+    assert result["nvlink"]["checked"] and result["nvlink"]["available"]
+    assert len(result["nvlink"]["gpus"]) == 8 and result["nvlink"]["gpus"][0]["links"] == 18
+    assert _mine(result) == []
+    assert result["checks"]["nvlink"]["status"] == "ok"
+
+
+def test_inactive_links_and_error_counters_are_named_by_gpu_address(tmp_path):
+    root, built = _b200_host(
+        tmp_path, lambda g: nvl.status_text(g, inactive={2: list(range(18)), 5: [3, 7]}),
+        lambda g: nvl.errors_text(g, counts={(1, 4): {"CRC Errors": 891, "Replay Errors": 142},
+                                             (6, 0): {"Recovery Errors": 3}}))
+    found = dict(((f["id"], f["subject"]), f) for f in _mine(audit.audit(root, WANTED)))
+    gpus = built["gpus"]
+    every = found[("nvlink_inactive", gpus[2])]
+    assert every["current"].startswith("all of 18 NVLinks inactive")
+    assert every["severity"] == "high" and "XID 149" in every["remedy"]
+    assert found[("nvlink_inactive", gpus[5])]["current"] == \
+        "2 of 18 NVLinks inactive (link 3, 7)"
+    crc = found[("nvlink_errors", gpus[1])]
+    assert crc["severity"] == "medium"
+    assert crc["current"] == "link 4: CRC Errors 891, Replay Errors 142"
+    assert found[("nvlink_errors", gpus[6])]["severity"] == "high"
+    assert len(found) == 4
+
+
+def test_no_output_on_a_gpu_without_peers_is_no_nvlink_not_inactive(tmp_path):
+    # the lent H200 (driver 580.159.04, no NVLink peer): both commands print nothing
+    root, _built = _b200_host(tmp_path, lambda g: "", lambda g: "")
+    result = audit.audit(root, WANTED)
+    assert _mine(result) == []
+    assert result["checks"]["nvlink"]["status"] == "n/a"
+    assert "lists no link" in result["checks"]["nvlink"]["note"]
+
+
+def test_pcie_only_hosts_run_no_command(tmp_path):
+    # the seed host's RTX PRO 6000 (PCIe): nothing asked of nvidia-smi nvlink
+    root = str(tmp_path / "seed")
+    hosts.seed_health_host(root)
+    outputs = cmdout.CommandOutputs(root)
+    result = audit.audit(root, WANTED, outputs=outputs)
+    assert not result["nvlink"]["checked"]
+    assert "PCIe-only" in result["nvlink"]["reason"]
+    assert nvlink.STATUS_NAME not in outputs.outputs
+
+
+class _Runner(object):
+    def __init__(self, answers):
+        self.answers = answers
+        self.calls = []
+
+    def which(self, name):
+        return "/usr/bin/" + name
+
+    def run(self, args, check=True, timeout=None, **kwargs):
+        self.calls.append((tuple(args[1:]), timeout))
+        answer = self.answers[tuple(args[1:])]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_live_calls_are_bounded_and_a_hang_is_named(monkeypatch):
+    smi = {"available": True, "gpus": [{"name": "NVIDIA H200", "uuid": "GPU-a",
+                                        "address": "0000:00:06.0"},
+                                       {"name": "NVIDIA H200", "uuid": "GPU-b",
+                                        "address": "0000:00:07.0"}]}
+    runner = _Runner({
+        ("nvlink", "-s"): CommandTimeout(["nvidia-smi", "nvlink", "-s"], 30, "", ""),
+        ("nvlink", "-e"): (0, "", "")})
+    outputs = cmdout.CommandOutputs("/", runner)
+    fact = nvlink.facts(outputs, smi, {"needed": False})
+    assert fact["checked"] and not fact["available"]
+    assert "did not return in 30 s" in fact["error"]
+    assert all(timeout == nvlink.TIMEOUT_S for _args, timeout in runner.calls)
+    assert len(runner.calls) == 2
+
+
+def test_capture_keeps_both_outputs(tmp_path):
+    import io
+    import tarfile
+
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import capture
+    root, _built = _b200_host(tmp_path, lambda g: nvl.status_text(g, inactive={0: [1]}),
+                              lambda g: nvl.errors_text(g))
+    builder, original, _recorded = capture.capture(root, WANTED)
+    buf = io.BytesIO()
+    builder.write(buf, "{}")
+    dest = str(tmp_path / "unpacked")
+    with tarfile.open(fileobj=io.BytesIO(buf.getvalue()), mode="r:gz") as tar:
+        names = tar.getnames()
+        tar.extractall(dest, filter="tar")
+    assert ".gpuhost-capture/" + nvlink.STATUS_NAME in names
+    assert ".gpuhost-capture/" + nvlink.ERRORS_NAME in names
+    again = audit.audit(dest, WANTED)
+    assert _mine(again) == _mine(original) and len(_mine(again)) == 1
+    assert os.path.isdir(dest)
