@@ -30,13 +30,13 @@ def stats(seconds):
 def torch_round_trips(count, gap_us):
     import torch
     x = torch.zeros(1, device="cuda")
-    for _ in range(count // 10 + 5):
+    for _warm in range(count // 10 + 5):
         x.add_(1)
         torch.cuda.synchronize()
     out = {}
     for mode, gap in (("back_to_back", 0), ("sleeping", gap_us / 1e6)):
         times = []
-        for _ in range(count):
+        for _trip in range(count):
             if gap:
                 time.sleep(gap)
             start = time.perf_counter()

@@ -78,7 +78,7 @@ def count_facts(root, gpus, smi, health, expected=None):
     return {"bus": len(bus), "bus_all": len(bus_all), "bus_gpus": bus,
             "driver": len(driver) if driver is not None else None, "driver_source": source,
             "missing": missing, "expected": expected or None,
-            "lost_text": [g for g in (health or {}).get("lost_gpus") or []],
+            "lost_text": list((health or {}).get("lost_gpus") or []),
             "boots": (health or {}).get("boots") or 0}
 
 

@@ -81,6 +81,8 @@ options:
       - /etc/gpuhost-tuning/boot.json
       - /usr/local/lib/gpuhost-tuning
       - /etc/modules-load.d/gpuhost-nvidia-peermem.conf
+      - /etc/systemd/system/gpuhost-nvidia-device-nodes.service
+      - /etc/systemd/system/multi-user.target.wants/gpuhost-nvidia-device-nodes.service
   lxc_config_dir:
     description: Folder of the Proxmox container configs (under O(root)) whose GPU
       containers' cpuset lines are recorded and restored.

@@ -24,6 +24,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (
 
 display = Display()
 
+
 class ReportAction(ActionBase):
     """A report module run in the controller's process. Subclasses set ``NAME`` (the
     module), ``GIVEN`` (its option holding the results), ``SPEC`` and ``RULES`` (its option

@@ -27,8 +27,8 @@ def _audit(root):
 
 
 def _onboot_129(seed):
-    text = lxcfix.container_129_text("before").replace("ostype: ubuntu\n",
-                                                        "onboot: 1\nostype: ubuntu\n", 1)
+    text = lxcfix.container_129_text("before").replace(
+        "ostype: ubuntu\n", "onboot: 1\nostype: ubuntu\n", 1)
     lxcfix.write_config(seed, 129, text)
 
 

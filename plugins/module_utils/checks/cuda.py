@@ -102,8 +102,8 @@ def pcie_bandwidth_low(facts, wanted):
                 expected = "at least %s %% of the link each way" % floor
             yield found(
                 dev["pci_bus_id"],
-                "%s of %.1f GB/s (%s)" % (", ".join(low), dev.get("link_gbs") or 0,
-                                         dev.get("link")),
+                "%s of %.1f GB/s (%s)" % (
+                    ", ".join(low), dev.get("link_gbs") or 0, dev.get("link")),
                 expected,
                 "check this GPU's MRRS (pcie_mrrs), link (pcie_link_degraded) and the bridges "
                 "above it, the IOMMU mode (iommu=pt), and which NUMA node copies; re-measure "

@@ -61,8 +61,8 @@ def lxc_device_node_missing(facts, wanted):
             if late:
                 remedy += ("for every boot a unit ordered Before=pve-guests.service: "
                            "ansible-playbook %s%s -e gpuhost_tune_device_nodes=true "
-                           "--tags tune_device_nodes" % (PLAYBOOK_TUNE,
-                                                          limit(wanted.get("host"))))
+                           "--tags tune_device_nodes"
+                           % (PLAYBOOK_TUNE, limit(wanted.get("host"))))
             yield found(
                 "lxc %s %s" % (ct["vmid"], node["path"]),
                 "%s binds %s; not on the host" % (node["how"], node["path"]),

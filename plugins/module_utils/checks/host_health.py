@@ -74,13 +74,13 @@ def host_edac_errors(facts, wanted):
         ce, ue = mc.get("ce_count") or 0, mc.get("ue_count") or 0
         if not ce and not ue:
             continue
-        dimms = ", ".join("%s ce=%s ue=%s" % (d.get("label") or "dimm%s" % d["dimm"],
-                                               d.get("ce_count"), d.get("ue_count"))
-                          for d in mc.get("dimms") or [])
+        dimms = ", ".join("%s ce=%s ue=%s" % (
+            d.get("label") or "dimm%s" % d["dimm"], d.get("ce_count"), d.get("ue_count"))
+            for d in mc.get("dimms") or [])
         if ue:
             remedy = ("drain the host and replace the DIMM named (%s); uncorrectable memory "
-                      "errors corrupt data or panic the host" % (dimms or "ras-mc-ctl "
-                                                                  "--error-count names it"))
+                      "errors corrupt data or panic the host"
+                      % (dimms or "ras-mc-ctl --error-count names it"))
         else:
             remedy = ("schedule the DIMM's replacement (%s) and watch the count grow: "
                       "correctable errors come before uncorrectable ones" % (

@@ -54,7 +54,7 @@ def test_the_documented_formats_parse():
 
 def test_a_clean_hgx_host_gives_none_and_runs_the_column(tmp_path):
     root, _built = _b200_host(
-        tmp_path, lambda g: nvl.status_text(g, gbs="53.125"), lambda g: nvl.errors_text(g))
+        tmp_path, lambda g: nvl.status_text(g, gbs="53.125"), nvl.errors_text)
     result = audit.audit(root, WANTED)
     assert result["nvlink"]["checked"] and result["nvlink"]["available"]
     assert len(result["nvlink"]["gpus"]) == 8 and result["nvlink"]["gpus"][0]["links"] == 18
@@ -139,7 +139,7 @@ def test_capture_keeps_both_outputs(tmp_path):
 
     from ansible_collections.gpuhost.tuning.plugins.module_utils import capture
     root, _built = _b200_host(tmp_path, lambda g: nvl.status_text(g, inactive={0: [1]}),
-                              lambda g: nvl.errors_text(g))
+                              nvl.errors_text)
     builder, original, _recorded = capture.capture(root, WANTED)
     buf = io.BytesIO()
     builder.write(buf, "{}")

@@ -23,8 +23,8 @@ LINK = devnodes_write.WANTS_LINK.lstrip("/")
 def seed(tmp_path):
     root = str(tmp_path / "seed")
     hosts.seed_host(root)
-    text = lxcfix.container_129_text("before").replace("ostype: ubuntu\n",
-                                                        "onboot: 1\nostype: ubuntu\n", 1)
+    text = lxcfix.container_129_text("before").replace(
+        "ostype: ubuntu\n", "onboot: 1\nostype: ubuntu\n", 1)
     lxcfix.write_config(root, 129, text)
     dn.write_listing(root, dn.clean_nodes(uvm=504))
     return root
