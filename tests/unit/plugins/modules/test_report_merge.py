@@ -104,6 +104,7 @@ def test_newest_result_per_host_wins_and_old_ones_are_marked_stale(audits, tmp_p
     fresh = json.loads((new / "a.json").read_text())
     fresh["collected_at"] = "2026-01-05T02:00:00Z"
     (new / "a.json").write_text(json.dumps(fresh))
+
     def clock():
         return 1767582000.0  # 2026-01-05 03:00:00Z
     # the newer folder given first: still the newer result wins
