@@ -170,6 +170,7 @@ def test_capture_then_audit_elsewhere_gives_the_same_findings(fleet, first_run):
     again = json.loads((fleet["base"] / "elsewhere-reports" / "seed.json").read_text())
     # the same findings; whether each is new depends on what the folder held before (the
     # first run's folder has seen later runs of this file), so that mark is left out
+
     def judged(doc):
         return [dict((k, v) for k, v in f.items() if k != "new") for f in doc["findings"]]
     assert judged(again) == judged(original)
