@@ -27,7 +27,7 @@ for _path in (LINKS, TESTS):
         sys.path.insert(0, _path)
 
 
-def _fast_temproot(path="/dev/shm", need=4 << 30):
+def _fast_temproot(path="/dev/shm", need=4 << 30, need_inodes=1500000):
     """``path`` when it is a writable tmpfs with ``need`` bytes free, else None.
 
     The tiers build hundreds of host trees (the unit tier about 550,000 files, 370 MB).
@@ -43,6 +43,11 @@ def _fast_temproot(path="/dev/shm", need=4 << 30):
             return None
         stat = os.statvfs(path)
         if stat.f_bavail * stat.f_frsize < need or not os.access(path, os.W_OK):
+            return None
+        # a tmpfs has as many inodes as half its pages: the unit tier's trees alone take
+        # about 600,000, and trees older runs left there can use up the rest (seen here:
+        # "could not create numbered dir" at 98 % of 3 M inodes)
+        if stat.f_files and stat.f_favail < need_inodes:
             return None
     except OSError:
         return None
