@@ -19,8 +19,19 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (
 )
 
 
-def alive_with(marker):
-    """PIDs of this user's processes whose environment holds ``marker``."""
+def alive_with(marker, settle=5.0):
+    """PIDs of this user's processes whose environment holds ``marker``, after up to
+    ``settle`` seconds for killed ones to be reaped (a loaded machine, or a PID namespace
+    whose init reaps late, shows a killed child for a moment)."""
+    deadline = time.monotonic() + settle
+    while True:
+        found = _alive_with(marker)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def _alive_with(marker):
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
