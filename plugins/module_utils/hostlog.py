@@ -33,7 +33,7 @@ accepts, so a capture stores exactly those. Message formats, from the kernel sou
   (node-problem-detector ``ReadonlyFilesystem``), btrfs ``forced readonly``, XFS
   ``Shutting down filesystem``;
 - a GPU lost without an XID: the NVIDIA driver's ``NVRM: GPU 0000:2b:00.0: GPU has fallen
-  off the bus.`` (NVSentinel issue 155: logged without XID 79), and XID 79 itself;
+  off the bus.`` (which drivers log without an XID 79 line too), and XID 79 itself;
 - boots: ``Linux version ...``, the first kernel message of every boot.
 
 EDAC: ``/sys/devices/system/edac/mc/mc<N>/{mc_name,ce_count,ue_count}`` and the

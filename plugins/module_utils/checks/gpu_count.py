@@ -67,7 +67,7 @@ def gpu_lost(facts, wanted):
             parts.append("kernel log: fallen off the bus x%d%s, last %s" % (
                 item["text"], "" if item.get("xid") else " with no XID logged",
                 item.get("last") or "?"))
-        reboot = "reboot the host: ansible-playbook %s%s -e gpuhost_reboot=true" % (
+        reboot = "reboot the host: ansible-playbook %s%s -e gpuhost_reboot_verify_reboot=true" % (
             PLAYBOOK_REBOOT, limit(host))
         if len(boots) >= 2:
             severity, remedy = "critical", SERVICE % len(boots)

@@ -76,8 +76,8 @@ def gpu_row_remap_pending(facts, wanted):
                 "no remap pending",
                 "the remap takes effect at the next GPU reset: when its work allows, stop "
                 "its processes and containers and run nvidia-smi -r -i %s, or reboot: "
-                "ansible-playbook %s%s -e gpuhost_reboot=true" % (addr, PLAYBOOK_REBOOT,
-                                                                  limit(host)),
+                "ansible-playbook %s%s -e gpuhost_reboot_verify_reboot=true" % (
+                    addr, PLAYBOOK_REBOOT, limit(host)),
                 reboot_required=True)
 
 
@@ -115,7 +115,7 @@ def gpu_ecc_pending(facts, wanted):
                 addr, "ECC %s, pending %s" % (current, pending),
                 "ECC %s with nothing pending" % current,
                 "the pending mode applies at the next GPU reset or reboot: nvidia-smi -r -i "
-                "%s, or ansible-playbook %s%s -e gpuhost_reboot=true; to keep ECC %s "
+                "%s, or ansible-playbook %s%s -e gpuhost_reboot_verify_reboot=true; to keep ECC %s "
                 "instead: nvidia-smi -e %d -i %s" % (
                     addr, PLAYBOOK_REBOOT, limit(host), current,
                     1 if current == "Enabled" else 0, addr),

@@ -39,8 +39,9 @@ REMEDY = {
     "unknown": "look the code up in NVIDIA's Xid catalogue "
                "(docs.nvidia.com/deploy/xid-errors) and collect nvidia-bug-report.sh",
     "reset_gpu": "stop the GPU's processes and containers, then nvidia-smi -r -i {addr}, or "
-                 "reboot: ansible-playbook %s{limit} -e gpuhost_reboot=true" % PLAYBOOK_REBOOT,
-    "reboot": "reboot the host: ansible-playbook %s{limit} -e gpuhost_reboot=true"
+                 "reboot: ansible-playbook %s{limit} -e gpuhost_reboot_verify_reboot=true"
+                 % PLAYBOOK_REBOOT,
+    "reboot": "reboot the host: ansible-playbook %s{limit} -e gpuhost_reboot_verify_reboot=true"
               % PLAYBOOK_REBOOT,
     "hardware": "hardware service: it came back after resets or reboots; drain the host, "
                 "reseat or replace the GPU (riser, cabling, power), open a case with the "
