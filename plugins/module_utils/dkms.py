@@ -33,6 +33,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.kernel import (
     kernel_sort_key,
     resolve_under,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import QUERY_TIMEOUT_S
 
 DKMS_TREE = "/var/lib/dkms"
 MODULE_SUFFIXES = (".ko", ".ko.xz", ".ko.zst", ".ko.gz")
@@ -397,7 +398,7 @@ def status(runner, name=None, version=None, kernel=None, dkms="dkms"):
             args += ["-v", version]
     if kernel:
         args += ["-k", kernel]
-    _rc, out, _err = runner.run(args, hint="is dkms installed?")
+    _rc, out, _err = runner.run(args, hint="is dkms installed?", timeout=QUERY_TIMEOUT_S)
     return parse_status(out)
 
 

@@ -33,6 +33,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.dkms import (
     state_for,
     status,
 )
+# ``dkms build`` / ``install`` of the real NVIDIA module takes 2-10 minutes on a busy host
+# (the stand-in of the tests seconds): bounded, with room for a slow one.
+BUILD_TIMEOUT_S = 3600
 
 
 def headers_error(root, kernel):
@@ -164,7 +167,7 @@ def ensure(runner, root, name, version=None, kernel=None, state="installed", che
         return result
     outputs = []
     for command in commands:
-        rc, out, err = runner.run(command, check=False)
+        rc, out, err = runner.run(command, check=False, timeout=BUILD_TIMEOUT_S)
         outputs.append({"cmd": command, "rc": rc, "stdout": out, "stderr": err})
         after = status(runner, name, version, kernel, dkms=dkms)
         now = state_for(after, name, version, kernel, arch)

@@ -20,6 +20,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     read_bytes,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import CommandError
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import QUERY_TIMEOUT_S
 
 PEERMEM_CONF = "/etc/modules-load.d/gpuhost-nvidia-peermem.conf"
 PEERMEM_TEXT = ("# Installed by gpuhost.tuning (role tune): GPUDirect RDMA peer memory.\n"
@@ -93,7 +94,7 @@ def persist(root, check_mode, steps):
 
 def _modprobe(runner):
     binary = runner.which("modprobe") or "modprobe"
-    _rc, out, err = runner.run([binary, "nvidia_peermem"])
+    _rc, out, err = runner.run([binary, "nvidia_peermem"], timeout=QUERY_TIMEOUT_S)
     return {"changed": True, "cmd": [binary, "nvidia_peermem"], "stdout": out, "stderr": err}
 
 
