@@ -34,7 +34,7 @@ LAB_PKGS := qemu-system-x86 qemu-utils ovmf mtools dosfstools mmdebstrap e2fspro
 # The cgroup guest (lab/cgroup-real.sh): Debian's kernel, LXC and busybox in an initramfs.
 LAB_CGROUP_PKGS := qemu-system-x86 lxc busybox-static cpio build-essential kmod
 
-.PHONY: help setup venv collection audit test unit packaging integration molecule lint sanity controller-next build clean
+.PHONY: help setup venv collection audit test unit packaging integration molecule lint sanity controller-next build clean lab lab-cgroup lab-collection lab-trixie
 
 help:
 	@echo "make audit   audit this machine read-only; reports in gpuhost-reports/"
@@ -142,7 +142,6 @@ clean:
 # lab: the lab's own upgrade playbook; lab-collection: the collection's audit, tune and
 # reboot_verify (real reboot, trial boot, containers) and the headers gate.
 # lab-cgroup: lxc_cgroup_devices in a small guest with a real dynamic major (about 1 min).
-.PHONY: lab lab-collection lab-cgroup
 lab: setup
 	@scripts/apt-ensure.sh $(LAB_PKGS) $(LAB_CGROUP_PKGS)
 	$(BIN)/pytest -q tests/lab
@@ -157,3 +156,10 @@ lab-collection: setup
 	@scripts/apt-ensure.sh $(LAB_PKGS)
 	$(BIN)/pytest -q tests/lab
 	LAB_COLLECTION=1 lab/run.sh
+
+# The same collection run in a Debian 13 guest (Proxmox VE 9's userland): kernel
+# 6.12.107+deb13-amd64 upgraded to 6.12.117+deb13-amd64, dkms 3.2, systemd 257.
+lab-trixie: setup
+	@scripts/apt-ensure.sh $(LAB_PKGS)
+	$(BIN)/pytest -q tests/lab
+	LAB_RECIPE=recipe-trixie LAB_COLLECTION=1 lab/run.sh
