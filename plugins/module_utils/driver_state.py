@@ -459,7 +459,12 @@ def containers_state(root, config_dir, vmids=None):
             stores = drift_mod.storages(root)
             host_user = host_userspace(root)
         fs_path, reason = root_of(root, vmid, config, stores)
-        userspace = container_userspace(root, config, fs_path, host_user)
+        try:
+            userspace = container_userspace(root, config, fs_path, host_user)
+        except (IOError, OSError) as exc:  # a FIFO, a file over its cap: named, not read
+            fs_path, reason = None, "%s (under %s)" % (exc, fs_path)
+            userspace = {"method": "unknown", "version": None, "packages": [],
+                         "evidence": []}
         userspace["evidence"] = ["/" + os.path.relpath(path, os.path.abspath(root or "/"))
                                  if e == "lxc.hook.mount" else e for e in userspace["evidence"]]
         if userspace["method"] == "bind-mount":
