@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: driver_state
-short_description: Read the NVIDIA driver of a host and its GPU containers, and gate a driver upgrade
+short_description: Read the NVIDIA driver of a host and its GPU containers; gate an upgrade
 version_added: 0.1.0
 description:
   - "Host: the loaded module's version and flavour (C(/proc/driver/nvidia/version), else
@@ -49,7 +49,8 @@ options:
         loader pins and default entry, else the newest installed kernel).
     type: str
   phase:
-    description: Which gate - V(before_reboot) (staged for the next boot) or V(after_boot) (running).
+    description:
+      - Which gate - V(before_reboot) (staged for the next boot) or V(after_boot) (running).
     type: str
     default: before_reboot
     choices: [before_reboot, after_boot]
@@ -135,6 +136,14 @@ gate:
       vmid) or C(host), what it has and what it lacks."
   returned: when target_version is given
   type: dict
+  contains:
+    ok:
+      description: True when nothing is refused.
+      type: bool
+    refusals:
+      description: One line per refusal, the container's vmid or C(host) first.
+      type: list
+      elements: str
   sample: {"ok": false,
            "refusals": ["129: user space 580.95.05, target 590.48.01 (installed-deb): stage it"]}
 """
