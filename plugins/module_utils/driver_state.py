@@ -349,9 +349,21 @@ def _bound_sources(root, config):
     return out
 
 
-def _hooked(config):
-    return any((value.split() or [""])[0].endswith(NVIDIA_HOOK)
-               for value in config.get_all("lxc.hook.mount"))
+def _hook(config):
+    """``(hooked, note)``: LXC's nvidia mount hook set and active. The hook (lxc's
+    hooks/nvidia) exits at once, mounting nothing, when ``NVIDIA_VISIBLE_DEVICES`` is
+    unset, empty or ``void`` (``lxc.environment``; an image's legacy ``CUDA_VERSION`` is
+    not read here)."""
+    if not any((value.split() or [""])[0].endswith(NVIDIA_HOOK)
+               for value in config.get_all("lxc.hook.mount")):
+        return False, None
+    env = dict(v.split("=", 1) for v in config.get_all("lxc.environment") if "=" in v)
+    visible = env.get("NVIDIA_VISIBLE_DEVICES")
+    if visible is None or visible.strip() in ("", "void"):
+        return False, ("lxc.hook.mount runs the nvidia hook but NVIDIA_VISIBLE_DEVICES is %s: "
+                       "the hook mounts nothing" % ("unset" if visible is None else
+                                                    repr(visible)))
+    return True, None
 
 
 def host_userspace(root):
@@ -389,9 +401,18 @@ def _has_tree(path):
 def container_userspace(root, config, fs_root_path, host_user):
     """``{method, version, packages, evidence}`` of one container (``fs_root_path``: its
     root as a host path, None when unreadable; ``host_user``: ``host_userspace``)."""
-    if _hooked(config):
+    hooked, note = _hook(config)
+    if hooked:
         return {"method": "hook", "version": host_user[0], "packages": [],
                 "evidence": [p for p in ("lxc.hook.mount", host_user[1]) if p]}
+    found = _userspace_below(root, config, fs_root_path)
+    if note:
+        found["note"] = note
+    return found
+
+
+def _userspace_below(root, config, fs_root_path):
+    """``container_userspace`` without the hook: bind mounts, then the root."""
     bound = _bound_sources(root, config)
     if bound:
         versions = [v for _s, v, _e in bound if v]

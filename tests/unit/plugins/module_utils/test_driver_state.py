@@ -404,3 +404,23 @@ def test_hook_and_bind_containers_follow_the_hosts_user_space(tmp_path):
     refusals = ds.driver_state(root, NEW)["gate"]["refusals"]
     assert refusals[1] == ("134: hook of the host's user space, but no NVIDIA library "
                            "found where it binds (-)")
+
+
+def test_the_hook_without_visible_devices_mounts_nothing(tmp_path):
+    """lxc's hooks/nvidia exits before nvidia-container-cli when NVIDIA_VISIBLE_DEVICES is
+    unset, empty or void: the container's own root decides then."""
+    root = driver.upgrade_host(tmp_path, staged=True)["root"]
+    driver.ct_hook(root, 134)
+    path = os.path.join(root, "etc/pve/lxc/134.conf")
+    with open(path) as handle:
+        text = handle.read()
+    with open(path, "w") as handle:
+        handle.write(text.replace("NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_VISIBLE_DEVICES=void"))
+    user = _ct(ds.driver_state(root), 134)["userspace"]
+    assert (user["method"], user["version"]) == ("none", None)
+    assert user["note"] == ("lxc.hook.mount runs the nvidia hook but NVIDIA_VISIBLE_DEVICES "
+                            "is 'void': the hook mounts nothing")
+    with open(path, "w") as handle:
+        handle.write(text.replace("lxc.environment: NVIDIA_VISIBLE_DEVICES=all\n", ""))
+    assert "is unset" in _ct(ds.driver_state(root), 134)["userspace"]["note"]
+    assert "134: no NVIDIA user space" in ds.driver_state(root, NEW)["gate"]["refusals"][0]
