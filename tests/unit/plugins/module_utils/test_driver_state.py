@@ -189,8 +189,8 @@ def test_a_bound_versioned_file_is_that_version_whatever_the_host_has_now(tmp_pa
     user = ds.driver_state(root)["containers"][0]["userspace"]
     assert (user["method"], user["version"]) == ("bind-mount", OLD)
     refusals = ds.driver_state(root, NEW)["gate"]["refusals"]
-    assert refusals[1:] == ["131: user space 580.95.05, target 590.48.01 (bind-mount of the "
-                        "host's): stage the host's user space"]
+    assert refusals[1:] == ["131: user space 580.95.05, target 590.48.01 (bind-mount of "
+                            "the host's): stage the host's user space"]
 
 
 def test_a_bound_host_folder_counts_by_the_libcuda_it_holds(tmp_path):
