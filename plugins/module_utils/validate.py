@@ -435,13 +435,13 @@ def _kernel_state(p):
 
 def _driver_state(p):
     _common(p)
-    # imported here: the version rule is driver_state's own, and only this module needs it
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_state
+    # imported here: the version rule is driver_records' own, and only this module needs it
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_records
 
     if p.get("target_version") is not None:
         try:
-            driver_state.check_version("target_version", p["target_version"])
-        except driver_state.DriverStateError as exc:
+            driver_records.check_version("target_version", p["target_version"])
+        except driver_records.DriverStateError as exc:
             raise ValidationError(str(exc))
     names("next_kernel", [p["next_kernel"]] if p.get("next_kernel") else [], RELEASE,
           "a kernel release like 6.14.11-5-bpo12-pve")

@@ -6,6 +6,7 @@ import os
 import pytest
 from fixtures import dkms, driver, lxc
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_records as records
 from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_state as ds
 
 OLD, NEW = driver.OLD, driver.NEW
@@ -21,7 +22,7 @@ def _ct(state, vmid):
 @pytest.mark.parametrize("good", ["590.48.01", "580.95.05", "535.183.01", "550.54.14",
                                   "570.86.15", "550.54", "390.157"])
 def test_driver_versions_nvidia_writes_are_taken(good):
-    assert ds.check_version("target_version", good) == good
+    assert records.check_version("target_version", good) == good
 
 
 @pytest.mark.parametrize("bad", ["590", "590.48.01-1", "590.48.01-1~deb12u1", "latest",
@@ -29,7 +30,7 @@ def test_driver_versions_nvidia_writes_are_taken(good):
                                  None, 590.48])
 def test_anything_else_is_a_clear_error(bad):
     with pytest.raises(ds.DriverStateError) as err:
-        ds.check_version("target_version", bad)
+        records.check_version("target_version", bad)
     assert "target_version" in str(err.value)
     assert "NNN.NN.NN" in str(err.value) and "590.48.01" in str(err.value)
 
@@ -44,7 +45,7 @@ def test_a_bad_target_stops_before_anything_is_read(tmp_path):
     ("580.95.05-0ubuntu1", "580.95.05"), ("1:550.54.14-1", "550.54.14"),
     ("580.95.05", "580.95.05"), ("5.2.15-2+b7", None), ("", None)])
 def test_debian_package_versions_give_the_driver_version(debian, upstream):
-    assert ds.upstream_version(debian) == upstream
+    assert records.upstream_version(debian) == upstream
 
 
 # --------------------------------------------------------------------------- loaded module
@@ -85,12 +86,12 @@ def test_the_run_log_first_line_is_the_installers_compatible_version_string(tmp_
     driver.run_log(str(tmp_path), "535.183.01")
     with open(os.path.join(str(tmp_path), "var/lib/nvidia/log")) as handle:
         assert handle.readline() == "1.0-53518301 (535.183.01)\n"
-    record = ds.run_record(str(tmp_path))
+    record = records.run_record(str(tmp_path))
     assert record["version"] == "535.183.01"
     assert record["description"] == "NVIDIA Accelerated Graphics Driver for Linux-x86_64"
     assert record["kernel_modules"] is False
     driver.run_log(str(tmp_path), "535.183.01", kernel_modules=[driver.RUNNING])
-    assert ds.run_record(str(tmp_path))["kernel_modules"] is True
+    assert records.run_record(str(tmp_path))["kernel_modules"] is True
 
 
 def test_debian_packages_their_dkms_name_and_the_alternatives_links(tmp_path):
@@ -424,3 +425,15 @@ def test_the_hook_without_visible_devices_mounts_nothing(tmp_path):
         handle.write(text.replace("lxc.environment: NVIDIA_VISIBLE_DEVICES=all\n", ""))
     assert "is unset" in _ct(ds.driver_state(root), 134)["userspace"]["note"]
     assert "134: no NVIDIA user space" in ds.driver_state(root, NEW)["gate"]["refusals"][0]
+
+
+def test_a_link_on_the_way_to_a_container_root_resolves_inside_the_host_tree(tmp_path):
+    """/rpool of the host tree is an absolute link (/pool2): followed inside the tree, not
+    to this machine's /pool2."""
+    root = driver.upgrade_host(tmp_path, staged=True)["root"]
+    os.rename(os.path.join(root, "rpool"), os.path.join(root, "pool2"))
+    os.symlink("/pool2", os.path.join(root, "rpool"))
+    ct = _ct(ds.driver_state(root), 129)
+    assert (ct["readable"], ct["rootfs"], ct["python3"]) == (
+        True, "/rpool/data/subvol-129-disk-0", True)
+    assert (ct["userspace"]["method"], ct["userspace"]["version"]) == ("installed-deb", NEW)
