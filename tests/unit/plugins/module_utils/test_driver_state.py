@@ -437,3 +437,14 @@ def test_a_link_on_the_way_to_a_container_root_resolves_inside_the_host_tree(tmp
     assert (ct["readable"], ct["rootfs"], ct["python3"]) == (
         True, "/rpool/data/subvol-129-disk-0", True)
     assert (ct["userspace"]["method"], ct["userspace"]["version"]) == ("installed-deb", NEW)
+
+
+def test_the_next_kernel_is_the_audits_a_proxmox_pin_included(tmp_path):
+    root = driver.upgrade_host(tmp_path, staged=True, headers_next=False)["root"]
+    assert ds.driver_state(root)["host"]["kernels"]["next"] == driver.NEXT   # the newest
+    os.makedirs(os.path.join(root, "etc/kernel"), exist_ok=True)
+    with open(os.path.join(root, "etc/kernel/proxmox-boot-pin"), "w") as handle:
+        handle.write(driver.RUNNING + "\n")
+    state = ds.driver_state(root, NEW)
+    assert state["host"]["kernels"] == {"running": driver.RUNNING, "next": driver.RUNNING}
+    assert state["gate"]["ok"] is True
