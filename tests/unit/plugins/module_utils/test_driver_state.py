@@ -448,3 +448,18 @@ def test_the_next_kernel_is_the_audits_a_proxmox_pin_included(tmp_path):
     state = ds.driver_state(root, NEW)
     assert state["host"]["kernels"] == {"running": driver.RUNNING, "next": driver.RUNNING}
     assert state["gate"]["ok"] is True
+
+
+def test_a_runaway_file_in_a_container_root_is_refused_at_its_cap(tmp_path):
+    root = driver.upgrade_host(tmp_path, staged=True)["root"]
+    log = os.path.join(root, "rpool/data/subvol-131-disk-0/var/lib/nvidia/log")
+    os.makedirs(os.path.dirname(log))
+    with open(log, "wb") as handle:
+        handle.truncate(5 << 20)   # sparse: over the 4 MiB cap of one read
+    # 131 binds the host's libraries: its root's records are not read, so no refusal
+    assert _ct(ds.driver_state(root), 131)["readable"] is True
+    os.rename(os.path.join(root, "rpool/data/subvol-131-disk-0/var/lib/nvidia"),
+              os.path.join(root, "rpool/data/subvol-129-disk-0/var/lib/nvidia"))
+    ct = _ct(ds.driver_state(root), 129)
+    assert ct["readable"] is False
+    assert "over the 4 MiB this read takes: not read" in ct["reason"]
