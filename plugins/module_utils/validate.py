@@ -443,6 +443,30 @@ def _dkms_build(p):
     names("arch", [p["arch"]] if p.get("arch") else [], what="an architecture like x86_64")
 
 
+def _driver_stage(p):
+    _common(p, skip=("state",))
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.driver_stage import VERSION
+
+    if not VERSION.match(p.get("version") or ""):
+        _fail("version", p.get("version"), "an NVIDIA driver version like 590.48.01 or "
+              "550.54 (NNN.NN.NN or NNN.NN), not a Debian revision")
+    names("kernels", p.get("kernels"), RELEASE, "kernel releases like 6.14.11-5-bpo12-pve")
+    for vmid in p.get("containers") or []:
+        if not str(vmid).isdigit():
+            _fail("containers", vmid, "container ids (digits)")
+        int_range("containers", int(vmid), *VMID_RANGE)
+    names("dkms_name", [p["dkms_name"]] if p.get("dkms_name") else [],
+          what="a DKMS module name (letters, digits, _ . + -)")
+    if p.get("run_file"):
+        inside(p, "run_file")
+    int_range("timeout", p.get("timeout"), 1, 3600)
+    int_range("install_timeout", p.get("install_timeout"), 1, 86400)
+    if not isinstance(p.get("state"), dict) or "host" not in p["state"]:
+        _fail("state", "(%s)" % type(p.get("state")).__name__,
+              "the registered result of gpuhost.tuning.driver_state (with host and "
+              "containers)")
+
+
 def _initramfs_check(p):
     _common(p)
     non_empty_list("kernels", p.get("kernels"), "kernel releases")
@@ -631,6 +655,7 @@ RULES = {
     "boot_entries": _boot_entries,
     "kernel_state": _kernel_state,
     "dkms_build": _dkms_build,
+    "driver_stage": _driver_stage,
     "initramfs_check": _initramfs_check,
     "cuda_probe": _cuda_probe,
     "audit_report": _audit_report,
@@ -657,7 +682,7 @@ def check(name, params):
 LOCKING = {
     "host_tune": None, "sysctl_settings": None, "cpuidle_state": None, "boot_service": None,
     "kernel_cmdline": None, "lxc_cgroup_devices": None, "container_verify": None,
-    "dkms_build": None, "audit_timer": None, "vm_verify": None,
+    "dkms_build": None, "driver_stage": None, "audit_timer": None, "vm_verify": None,
     "setpci_maxreadreq": ("present",), "tuning_snapshot": ("present", "restore"),
 }
 
