@@ -433,6 +433,22 @@ def _kernel_state(p):
           "a kernel release like 6.14.11-5-bpo12-pve")
 
 
+def _driver_state(p):
+    _common(p)
+    # imported here: the version rule is driver_state's own, and only this module needs it
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_state
+
+    if p.get("target_version") is not None:
+        try:
+            driver_state.check_version("target_version", p["target_version"])
+        except driver_state.DriverStateError as exc:
+            raise ValidationError(str(exc))
+    names("next_kernel", [p["next_kernel"]] if p.get("next_kernel") else [], RELEASE,
+          "a kernel release like 6.14.11-5-bpo12-pve")
+    for vmid in p.get("containers") or []:
+        int_range("containers", vmid, *VMID_RANGE)
+
+
 def _dkms_build(p):
     _common(p)
     names("name", [p.get("name")], what="a DKMS module name (letters, digits, _ . + -)")
@@ -654,6 +670,7 @@ RULES = {
     "kernel_cmdline": _kernel_cmdline,
     "boot_entries": _boot_entries,
     "kernel_state": _kernel_state,
+    "driver_state": _driver_state,
     "dkms_build": _dkms_build,
     "driver_stage": _driver_stage,
     "initramfs_check": _initramfs_check,
