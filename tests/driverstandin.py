@@ -30,6 +30,19 @@ HOST_PACKAGES = ("nvidia-kernel-dkms", "libcuda1", "libnvidia-ml1", "nvidia-smi"
 CT_PACKAGES = ("libcuda1", "libnvidia-ml1", "nvidia-smi")
 
 
+# What Debian's DKMS packages run before their files go (dh_dkms's prerm): the module's
+# builds removed from dkms, so an upgrade leaves no dangling source link. dpkg runs it
+# outside a chroot (--force-script-chrootless); the test root's dkms only, never /'s.
+PRERM = """#!/bin/sh
+set -e
+case "$1" in
+    remove|upgrade|deconfigure)
+        d="${GPUHOST_RUN_DKMS:?stand-in package: GPUHOST_RUN_DKMS must name the test root's dkms}"
+        "$d" remove -m nvidia -v %s --all >/dev/null 2>&1 || true ;;
+esac
+"""
+
+
 def headers_kernel():
     """The newest kernel of this machine with real headers installed, or None."""
     found = [os.path.basename(os.path.dirname(p)) for p in glob.glob("/lib/modules/*/build")
@@ -48,8 +61,9 @@ def module_source(dest, version):
     return dest
 
 
-def build_deb(out_dir, package, version, files, depends=None):
-    """A .deb made by the real dpkg-deb: ``files`` {path: text}. Returns its path."""
+def build_deb(out_dir, package, version, files, depends=None, links=None, scripts=None):
+    """A .deb made by the real dpkg-deb: ``files`` {path: text}, ``links`` {path:
+    target}, ``scripts`` {prerm: text}. Returns its path."""
     work = os.path.join(out_dir, ".build-%s-%s" % (package, version))
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "DEBIAN"))
@@ -58,6 +72,14 @@ def build_deb(out_dir, package, version, files, depends=None):
         os.makedirs(os.path.dirname(full), exist_ok=True)
         with open(full, "w") as handle:
             handle.write(text)
+    for path, target in (links or {}).items():
+        full = os.path.join(work, path.lstrip("/"))
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        os.symlink(target, full)
+    for name, text in (scripts or {}).items():
+        with open(os.path.join(work, "DEBIAN", name), "w") as handle:
+            handle.write(text)
+        os.chmod(os.path.join(work, "DEBIAN", name), 0o755)
     control = ["Package: %s" % package, "Version: %s" % version, "Architecture: amd64",
                "Maintainer: gpuhost.tuning tests <tests@localhost>",
                "Installed-Size: %d" % max(1, sum(len(t) for t in files.values()) // 1024),
@@ -88,11 +110,13 @@ def build_repo(repo, version, revision=REVISION):
     smi = "#!/bin/sh\necho 'stand-in nvidia-smi %s'\n" % version
     out = {
         "nvidia-kernel-dkms": build_deb(repo, "nvidia-kernel-dkms", debver, src,
-                                        depends="dkms"),
+                                        scripts={"prerm": PRERM % version}),
         "libcuda1": build_deb(repo, "libcuda1", debver, {
-            "/%s/libcuda.so.%s" % (LIB, version): "stand-in libcuda %s\n" % version}),
+            "/%s/libcuda.so.%s" % (LIB, version): "stand-in libcuda %s\n" % version},
+            links={"/%s/libcuda.so.1" % LIB: "libcuda.so.%s" % version}),
         "libnvidia-ml1": build_deb(repo, "libnvidia-ml1", debver, {
-            "/%s/libnvidia-ml.so.%s" % (LIB, version): "stand-in NVML %s\n" % version}),
+            "/%s/libnvidia-ml.so.%s" % (LIB, version): "stand-in NVML %s\n" % version},
+            links={"/%s/libnvidia-ml.so.1" % LIB: "libnvidia-ml.so.%s" % version}),
         "nvidia-smi": build_deb(repo, "nvidia-smi", debver, {"/usr/bin/nvidia-smi": smi},
                                 depends="libnvidia-ml1 (= %s)" % debver),
     }
@@ -130,17 +154,24 @@ def dpkg_install(root, debs):
     """The real dpkg installing ``debs`` into ``root`` (no maintainer scripts run)."""
     dpkg_root(root)
     subprocess.run(["dpkg", "--root=%s" % root, "--force-not-root", "--force-depends",
-                    "-i"] + list(debs), check=True, capture_output=True)
+                    "--force-script-chrootless", "-i"] + list(debs), check=True,
+                   capture_output=True)
 
 
 def copy_headers(dest_root, release):
-    """This machine's real headers for ``release`` (and the -common tree they link into),
-    copied to ``dest_root``'s /usr/src; returns the path of the headers inside the root."""
+    """This machine's real headers for ``release`` copied to ``dest_root`` with the kbuild
+    tree their ``scripts``/``tools`` links lead to (Debian: ../../lib/linux-kbuild-6.1);
+    Debian's headers Makefile includes the -common tree by its absolute path, which the
+    build only reads. Returns the headers' path inside the root."""
     real = os.path.realpath("/lib/modules/%s/build" % release)
-    for tree in {real, os.path.realpath(os.path.join(real, "..", os.path.basename(real)
-                                                     .replace("-amd64", "-common")))}:
-        if os.path.isdir(tree):
-            shutil.copytree(tree, os.path.join(dest_root, tree.lstrip("/")), symlinks=True)
+    shutil.copytree(real, os.path.join(dest_root, real.lstrip("/")), symlinks=True)
+    for name in ("scripts", "tools"):
+        link = os.path.join(real, name)
+        if os.path.islink(link):
+            target = os.path.dirname(os.path.realpath(link))
+            dest = os.path.join(dest_root, target.lstrip("/"))
+            if not os.path.exists(dest):
+                shutil.copytree(target, dest, symlinks=True)
     return real
 
 

@@ -23,15 +23,11 @@ import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.dkms import DkmsError
+from ansible_collections.gpuhost.tuning.plugins.module_utils.driver_state import upstream_version
 from ansible_collections.gpuhost.tuning.plugins.module_utils import dkms_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import CommandError
 
-# NVIDIA's driver versions: 580.95.05, 550.54.14, 535.183.01, 570.86.15, and NNN.NN.
-VERSION = re.compile(r"^[0-9]{3}\.[0-9]{2,3}(\.[0-9]{2})?$")
-# Debian and NVIDIA's repository append a revision: 590.48.01-1, 535.216.01-1~deb12u1.
-DEB_VERSION = re.compile(r"^(?:[0-9]+:)?(?P<upstream>[0-9]{3}\.[0-9]{2,3}(?:\.[0-9]{2})?)-"
-                         r"[A-Za-z0-9.+~]+$")
 # DKMS names the driver's packages register: NVIDIA's .run and repository (nvidia,
 # nvidia-open), Debian (nvidia-current, nvidia-current-open), tried in this order.
 DKMS_NAMES = ("nvidia", "nvidia-open", "nvidia-current", "nvidia-current-open")
@@ -62,12 +58,6 @@ class StageError(Exception):
         self.details = details
 
 
-def upstream(deb_version):
-    """``590.48.01`` from ``590.48.01-1~deb12u1``; None when it is no driver version."""
-    match = DEB_VERSION.match(deb_version or "")
-    return match.group("upstream") if match else None
-
-
 def parse_madison(text):
     """``apt-cache madison`` lines -> ``{package: [versions, as listed]}``."""
     found = {}
@@ -86,11 +76,11 @@ def pick_versions(madison, packages, version):
     chosen, missing = {}, []
     for name in packages:
         listed = madison.get(name, [])
-        match = [v for v in listed if upstream(v) == version]
+        match = [v for v in listed if upstream_version(v) == version]
         if match:
             chosen[name] = match[0]
         else:
-            have = sorted({upstream(v) or v for v in listed})
+            have = sorted({upstream_version(v) or v for v in listed})
             missing.append("%s %s (apt knows %s)" % (name, version,
                                                       ", ".join(have) if have else "no version"))
     return chosen, missing
@@ -215,10 +205,12 @@ class Stager(object):
         if missing:
             raise StageError("not staging %s (nothing changed): %s" % (
                 self.version, "; ".join(missing)))
+        self.run_info = None
+        if self.run_file:
+            self.run_info = run_header(self.root, self.run_file, self.version)
         if self.source == "run":
             if not self.run_file:
                 raise StageError("source run needs run_file: the .run on the host")
-            self.run_info = run_header(self.root, self.run_file, self.version)
             return
         packages = self._host_packages()
         if not packages:
@@ -333,7 +325,6 @@ class Stager(object):
         return out
 
     def plan_containers(self):
-        self.ct_plans = []
         for ct in self._selected():
             vmid = str(ct.get("vmid"))
             user = ct.get("userspace") or {}
@@ -366,15 +357,11 @@ class Stager(object):
             if not running and self.check_mode:
                 row.update(action="would start to stage")
                 continue
+            self.ct_plans.append(plan)
             if not running:
                 self._run([self.p["pct"], "start", vmid], what="%s: pct start" % vmid)
                 row["started"] = True
-            try:
-                self._preflight(plan)
-            except StageError:
-                self._put_back(plan)
-                raise
-            self.ct_plans.append(plan)
+            self._preflight(plan)
 
     def _running(self, vmid):
         _rc, out, _err = self._run([self.p["pct"], "status", vmid],
@@ -407,26 +394,28 @@ class Stager(object):
             need = RUN_ROOM_FACTOR * (self.run_info["size"] + 1023) // 1024 + MARGIN_KIB
         row["need_kib"], row["free_kib"] = need, free
         if free is not None and free < need:
-            raise StageError("%s: disk full: %d MiB free on / , %s %s needs %d MiB (nothing "
+            raise StageError("%s: disk full: %d MiB free on /, %s %s needs %d MiB (nothing "
                              "changed; the user space stays %s)" % (
                                  vmid, free // 1024, row["method"], self.version,
                                  need // 1024, row["from"]))
         row["action"] = "would stage" if self.check_mode else "stage"
 
     def stage_containers(self):
-        for plan in self.ct_plans:
-            row = plan["row"]
-            if self.check_mode:
-                self.result["changed"] = True
-                continue
-            try:
+        try:
+            for plan in self.ct_plans:
+                row = plan["row"]
+                if self.check_mode:
+                    self.result["changed"] = True
+                    continue
                 if row["method"] == "installed-deb":
                     self._stage_deb(plan)
                 else:
                     self._stage_run(plan)
                 row["action"] = "staged"
                 self.result["changed"] = True
-            finally:
+                self._put_back(plan)
+        finally:
+            for plan in self.ct_plans:
                 self._put_back(plan)
 
     def _stage_deb(self, plan):
@@ -472,15 +461,26 @@ class Stager(object):
 
     def _put_back(self, plan):
         row = plan["row"]
-        if row.get("started") and not self.check_mode:
+        if row.get("started") is True and not self.check_mode:
             self._run([self.p["pct"], "shutdown", row["vmid"], "--timeout", "60"],
                       check=False, what="%s: pct shutdown" % row["vmid"])
             row["started"] = "and stopped again"
 
     def stage(self):
         self.plan_host()
-        self.plan_containers()
-        self.stage_host()
+        self.ct_plans = []
+        try:
+            self.plan_containers()
+        except StageError:
+            for plan in self.ct_plans:
+                self._put_back(plan)
+            raise
+        try:
+            self.stage_host()
+        except StageError:
+            for plan in self.ct_plans:
+                self._put_back(plan)
+            raise
         if self.result["host"]["changed"]:
             self.result["changed"] = True
         self.stage_containers()

@@ -461,16 +461,13 @@ def _dkms_build(p):
 
 def _driver_stage(p):
     _common(p, skip=("state",))
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.driver_stage import VERSION
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_state
 
-    if not VERSION.match(p.get("version") or ""):
-        _fail("version", p.get("version"), "an NVIDIA driver version like 590.48.01 or "
-              "550.54 (NNN.NN.NN or NNN.NN), not a Debian revision")
+    if not driver_state.VERSION_RE.match(p.get("version") or ""):
+        _fail("version", p.get("version"), driver_state.VERSION_WANTED)
     names("kernels", p.get("kernels"), RELEASE, "kernel releases like 6.14.11-5-bpo12-pve")
     for vmid in p.get("containers") or []:
-        if not str(vmid).isdigit():
-            _fail("containers", vmid, "container ids (digits)")
-        int_range("containers", int(vmid), *VMID_RANGE)
+        int_range("containers", vmid, *VMID_RANGE)
     names("dkms_name", [p["dkms_name"]] if p.get("dkms_name") else [],
           what="a DKMS module name (letters, digits, _ . + -)")
     if p.get("run_file"):

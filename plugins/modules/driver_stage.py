@@ -71,7 +71,7 @@ options:
     description:
       - Only these GPU containers (vmids). Default is every GPU container in O(state).
     type: list
-    elements: str
+    elements: int
   dkms_name:
     description:
       - The DKMS module name. Default is the first of C(nvidia), C(nvidia-open),
@@ -265,7 +265,7 @@ def build_module():
             run_file=dict(type="path"),
             state=dict(type="dict", required=True),
             kernels=dict(type="list", elements="str"),
-            containers=dict(type="list", elements="str"),
+            containers=dict(type="list", elements="int"),
             dkms_name=dict(type="str"),
             dkms=dict(type="path"),
             apt_get=dict(type="path"),

@@ -46,21 +46,33 @@ if [ -z "$root" ] || [ "$root" = / ]; then
 fi
 [ "$silent" = yes ] || { echo "ERROR: stand-in installer: only --silent installs" >&2; rc=1; record "$@"; exit 1; }
 lib="$root/usr/lib/x86_64-linux-gnu"
-# uninstall what an earlier .run installed (the real installer does this first)
-if [ -f "$root/var/lib/nvidia/files" ]; then
-    while read -r f; do rm -f "$root$f"; done < "$root/var/lib/nvidia/files"
+# uninstall what an earlier .run installed (the real installer does this first), from its
+# backup log (nvidia-installer's /var/lib/nvidia/log: "1.0-<digits> (<version>)", the
+# driver's description, then "<n>: <path>" per installed file)
+if [ -f "$root/var/lib/nvidia/log" ]; then
+    old="$(sed -n '1s/.*(\(.*\)).*/\1/p' "$root/var/lib/nvidia/log")"
+    if [ -n "$old" ] && [ -n "${GPUHOST_RUN_DKMS:-}" ] && [ -d "$root/var/lib/dkms/nvidia/$old" ]; then
+        "$GPUHOST_RUN_DKMS" remove -m nvidia -v "$old" --all >/dev/null 2>&1
+    fi
+    sed -n 's/^[0-9][0-9]*: //p' "$root/var/lib/nvidia/log" | while read -r f; do rm -f "$root$f"; done
 fi
 mkdir -p "$lib" "$root/usr/bin" "$root/var/lib/nvidia" "$root/var/log" || { rc=1; record "$@"; exit 1; }
-: > "$root/var/lib/nvidia/files"
+backup="$root/var/lib/nvidia/log.new"
+printf '1.0-%s (%s)\n%s\n' "$(echo "$version" | tr -d .)" "$version" "$label" > "$backup"
+n=0
 for so in libcuda.so libnvidia-ml.so; do
     echo "stand-in $so $version" > "$lib/$so.$version" || { rc=1; record "$@"; exit 1; }
     ln -sf "$so.$version" "$lib/$so.1"
-    printf '/usr/lib/x86_64-linux-gnu/%s\n' "$so.$version" "$so.1" >> "$root/var/lib/nvidia/files"
+    for f in "$so.$version" "$so.1"; do
+        n=$((n + 1)); echo "$n: /usr/lib/x86_64-linux-gnu/$f" >> "$backup"
+    done
 done
 printf '#!/bin/sh\necho "nvidia-installer:  version %s"\n' "$version" > "$root/usr/bin/nvidia-installer"
 chmod 755 "$root/usr/bin/nvidia-installer"
 ln -sf nvidia-installer "$root/usr/bin/nvidia-uninstall"
-printf '/usr/bin/nvidia-installer\n/usr/bin/nvidia-uninstall\n' >> "$root/var/lib/nvidia/files"
+echo "$((n + 1)): /usr/bin/nvidia-installer" >> "$backup"
+echo "$((n + 2)): /usr/bin/nvidia-uninstall" >> "$backup"
+mv "$backup" "$root/var/lib/nvidia/log"
 {
     echo "nvidia-installer log file '/var/log/nvidia-installer.log'"
     echo "creation time: $(date)"
