@@ -488,8 +488,11 @@ class Stager(object):
 
 
 def _last_lines(text, count=3):
-    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
-    return " / ".join(lines[-count:]) or "(no output)"
+    """The last lines of a command's output, and before them the lines that say why
+    (dpkg's ``cannot copy extracted data ... (No space left on device)``)."""
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    why = [ln for ln in lines[:-count] if "No space left" in ln or ln.startswith("E: ")]
+    return " / ".join(why[-2:] + lines[-count:]) or "(no output)"
 
 
 def _same_file(one, two):

@@ -349,6 +349,7 @@ def test_missing_headers_for_the_next_kernel(lab, tmp_path, monkeypatch):
 def test_bad_input_changes_nothing(lab, tmp_path, monkeypatch):
     host = Host(lab, tmp_path, monkeypatch)
     state = host.state()
+    os.makedirs(os.path.join(host.root, "root"))
     snap = digest(host.root)
 
     unknown = host.stage(state, version="595.11.02")
