@@ -509,6 +509,11 @@ def _same_file(one, two):
 def _copy_atomic(root, source, dest):
     """Copy a (large) file into ``dest`` atomically: a temporary file beside it, renamed."""
     folder = os.path.dirname(dest)
+    existing = folder
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    # the part that exists must not lead out of the root before anything is created below it
+    hostfs.folder_in_root(root, existing, "the keep folder %s" % folder)
     if not os.path.isdir(folder):
         os.makedirs(folder, 0o755)
     hostfs.folder_in_root(root, folder, "the keep folder %s" % folder)
