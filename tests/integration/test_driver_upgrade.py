@@ -431,3 +431,47 @@ def test_host_from_the_run_installer(lab, tmp_path, monkeypatch):
     again = host.stage(after, source="run")   # run_file: the kept copy
     assert not again.get("failed"), again.get("msg")
     assert again["changed"] is False
+
+
+def test_playbook_stages_gates_and_summarizes(lab, tmp_path, monkeypatch):
+    """ansible-playbook gpuhost.tuning.driver_upgrade on the host tree (no reboot: another
+    root): staged, gated, the rollout summary naming the driver; a container left out stops
+    the gate naming it."""
+    host = Host(lab, tmp_path, monkeypatch, containers={"129": CONTAINERS["129"],
+                                                         "131": CONTAINERS["131"]})
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(repo, "tests/output/pathlink"),
+               ANSIBLE_CONFIG=os.path.join(repo, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    reports = str(tmp_path / "reports")
+
+    def play(extra):
+        variables = {
+            "ansible_python_interpreter": os.path.join(repo, ".venv/bin/python"),
+            "gpuhost_root": host.root, "gpuhost_report_dir": reports,
+            "gpuhost_tree_commands": ["pct"],
+            "gpuhost_driver_version": NEW, "gpuhost_driver_next_kernel": NEXT,
+            "gpuhost_driver_dkms_executable": os.path.join(DOUBLES, "dkms-in-root"),
+            "gpuhost_driver_apt_get": os.path.join(DOUBLES, "apt-get"),
+            "gpuhost_driver_apt_cache": os.path.join(DOUBLES, "apt-cache"),
+            "gpuhost_reboot_verify_boot_config": False, "gpuhost_reboot_verify_vms": False,
+            "gpuhost_reboot_verify_containers": False, "gpuhost_reboot_verify_checks": [],
+            "gpuhost_reboot_verify_preflight_fail_on_critical": False,
+            "gpuhost_reboot_verify_report": False}
+        variables.update(extra)
+        return subprocess.run(
+            [os.path.join(repo, ".venv/bin/ansible-playbook"), "-c", "local", "-i",
+             "localhost,", "gpuhost.tuning.driver_upgrade", "-e", json.dumps(variables)],
+            env=env, capture_output=True, text=True, check=False, timeout=900)
+
+    left_out = play({"gpuhost_driver_containers": [131]})
+    assert left_out.returncode == 2, left_out.stdout[-3000:]
+    assert ("not rebooting: driver gate for %s: 129: user space %s, target %s "
+            "(installed-deb): stage it" % (NEW, OLD, NEW)) in left_out.stdout
+    done = play({})
+    assert done.returncode == 0, done.stdout[-3000:]
+    with open(os.path.join(reports, "rollout.json")) as handle:
+        doc = json.load(handle)
+    assert doc["title"] == "driver_upgrade"
+    assert doc["hosts"][0]["status"] == "done"
+    assert doc["hosts"][0]["driver"] == {"before": OLD, "after": None}
+    assert host.state()["gate"]["ok"] is True
