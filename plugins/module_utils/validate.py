@@ -459,6 +459,27 @@ def _dkms_build(p):
     names("arch", [p["arch"]] if p.get("arch") else [], what="an architecture like x86_64")
 
 
+def _driver_stage(p):
+    _common(p, skip=("state",))
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_state
+
+    if not driver_state.VERSION_RE.match(p.get("version") or ""):
+        _fail("version", p.get("version"), driver_state.VERSION_WANTED)
+    names("kernels", p.get("kernels"), RELEASE, "kernel releases like 6.14.11-5-bpo12-pve")
+    for vmid in p.get("containers") or []:
+        int_range("containers", vmid, *VMID_RANGE)
+    names("dkms_name", [p["dkms_name"]] if p.get("dkms_name") else [],
+          what="a DKMS module name (letters, digits, _ . + -)")
+    if p.get("run_file"):
+        inside(p, "run_file")
+    int_range("timeout", p.get("timeout"), 1, 3600)
+    int_range("install_timeout", p.get("install_timeout"), 1, 86400)
+    if not isinstance(p.get("state"), dict) or "host" not in p["state"]:
+        _fail("state", "(%s)" % type(p.get("state")).__name__,
+              "the registered result of gpuhost.tuning.driver_state (with host and "
+              "containers)")
+
+
 def _initramfs_check(p):
     _common(p)
     non_empty_list("kernels", p.get("kernels"), "kernel releases")
@@ -648,6 +669,7 @@ RULES = {
     "kernel_state": _kernel_state,
     "driver_state": _driver_state,
     "dkms_build": _dkms_build,
+    "driver_stage": _driver_stage,
     "initramfs_check": _initramfs_check,
     "cuda_probe": _cuda_probe,
     "audit_report": _audit_report,
@@ -674,7 +696,7 @@ def check(name, params):
 LOCKING = {
     "host_tune": None, "sysctl_settings": None, "cpuidle_state": None, "boot_service": None,
     "kernel_cmdline": None, "lxc_cgroup_devices": None, "container_verify": None,
-    "dkms_build": None, "audit_timer": None, "vm_verify": None,
+    "dkms_build": None, "driver_stage": None, "audit_timer": None, "vm_verify": None,
     "setpci_maxreadreq": ("present",), "tuning_snapshot": ("present", "restore"),
 }
 
