@@ -3,10 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """host_audit's CPU per host on the seed tree, two versions of the collection side by side.
 
-  python bench/audit_cpu.py [--runs 10] [--python /usr/bin/python3] REV [REV ...]
+  python bench/audit_cpu.py [--runs 10] [--python /usr/bin/python3] --ansible-path DIR REV...
 
 Each REV (a commit, or "." for the working tree) is exported with `git archive` and zipped
-with ansible-core's module_utils as source (ansible/__init__.py, ansible/module_utils/),
+with the ansible package (ansible-core) as source,
 the way AnsiballZ ships a module (no bytecode: the host's zipimport compiles every
 imported file, twice on 3.11 and 3.13), and the module is run from that zip as a host runs
 it: `PYTHON -m ansible_collections.gpuhost.tuning.plugins.modules.host_audit args.json`
@@ -62,19 +62,20 @@ def export(rev, dest):
 
 
 def pack(dest, ansible_path, zip_path):
-    """One zip as AnsiballZ's payload: the collection's plugins and ansible-core's
-    module_utils, .py files only."""
+    """One zip as AnsiballZ's payload: the collection's plugins and the ansible package's
+    .py files (AnsiballZ ships only the module_utils a module imports; a file that is never
+    imported costs nothing here either)."""
     import zipfile
     with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as zf:
         for base, top in ((dest, "ansible_collections"), (ansible_path, "ansible")):
             for folder, _dirs, names in os.walk(os.path.join(base, top)):
                 rel = os.path.relpath(folder, base)
-                if top == "ansible" and rel not in ("ansible",) and not \
-                        rel.startswith(os.path.join("ansible", "module_utils")):
+                if "__pycache__" in rel:
                     continue
-                for name in names:
-                    if name.endswith(".py") and (top != "ansible" or rel != "ansible"
-                                                 or name == "__init__.py"):
+                if "__init__.py" not in names:     # zipimport wants them (AnsiballZ adds them)
+                    zf.writestr(os.path.join(rel, "__init__.py"), "")
+                for name in names:      # only what the module imports is compiled
+                    if name.endswith(".py"):
                         zf.write(os.path.join(folder, name), os.path.join(rel, name))
     return zip_path
 
@@ -91,7 +92,11 @@ def one(python, path, args, env_extra, chroot=""):
         inner(args)], capture_output=True, text=True, env=env)
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    result = json.loads(out.stdout)
+    try:
+        result = json.loads(out.stdout)
+    except ValueError:
+        raise SystemExit("host_audit printed no result (rc %s): %s" % (
+            out.returncode, out.stderr.strip()[-2000:]))
     if result.get("failed"):
         raise SystemExit("host_audit failed: %s" % result.get("msg"))
     return {"cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
