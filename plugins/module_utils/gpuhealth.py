@@ -6,7 +6,7 @@
 ``fabric_manager`` (NVSwitch hosts) and ``containers_nvidia`` (the user-space driver in
 each GPU container). The checks that judge them live in ``checks/gpu_xid``,
 ``checks/gpu_memory``, ``checks/gpu_state``, ``checks/fabric_manager`` and
-``checks/fleet_drift``.
+``fleet/drift`` (the fleet check, over the report's documents).
 """
 
 from __future__ import absolute_import, division, print_function

@@ -20,7 +20,9 @@ import stat
 import time
 from collections.abc import Mapping
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import aer, drift, gpuhealth
+from ansible_collections.gpuhost.tuning.plugins.module_utils import gpuhealth
+from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import base as fleet_base
+from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import run as fleet_run
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import atomic_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics
 from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import (
@@ -32,7 +34,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import (
 
 FACT_KEYS = ("kernel", "cpu", "sysctl", "gpus", "nvidia", "char_devices", "char_majors", "dkms",
              "lxc", "errors", "pcie_aer") + gpuhealth.FACT_KEYS
-AER_ID = "pcie_aer_errors"
 STATUS_ORDER = SEVERITIES + ("ok", "n/a")
 
 
@@ -115,57 +116,6 @@ def previous_documents(dest, hosts, warnings=None):
         if doc.get("host") == host:
             out[host] = doc
     return out
-
-
-def _aer_change(doc, prev):
-    """The ``aer_change`` of ``doc`` against its previous report ``prev`` (None: nothing
-    to compare). TypeError, KeyError, AttributeError or ValueError when ``prev`` is not
-    what a report writes."""
-    before = prev["facts"].get("pcie_aer")
-    if prev.get("collected_at") == doc.get("collected_at") and \
-            before == doc["facts"].get("pcie_aer"):
-        change = prev.get("aer_change")
-        if change is not None and not (
-                isinstance(change, dict) and isinstance(change.get("devices"), dict) and
-                all(isinstance(v, str) for v in change["devices"].values())):
-            raise ValueError("aer_change is not {since, devices: {address: text}}")
-        return change
-    if before is None:
-        return None
-    if not isinstance(before, list) or not all(isinstance(e, dict) for e in before):
-        raise ValueError("facts.pcie_aer is not a list of devices")
-    deltas = aer.changes(before, doc["facts"].get("pcie_aer"))
-    return {"since": prev.get("collected_at"),
-            "devices": dict((address, aer.change_text(delta))
-                            for address, delta in sorted(deltas.items()))}
-
-
-def apply_aer_changes(docs, previous, warnings=None, dest=None):
-    """Give each document with a previous report ``aer_change`` (``{since, devices:
-    {address: text}}``: the AER counts' growth since that report, aer.changes) and each of
-    its ``pcie_aer_errors`` findings ``change`` (that text). A previous report of the same
-    audit (same ``collected_at`` and counters: the reports written again) passes on its own
-    comparison, so writing them again changes nothing; one without AER counters (an older
-    report) compares nothing; a malformed one compares nothing, with a line in
-    ``warnings`` naming its file (in ``dest``), and never fails the report."""
-    for doc in docs:
-        prev = (previous or {}).get(doc["host"])
-        if not prev:
-            continue
-        try:
-            change = _aer_change(doc, prev)
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            _ignored(warnings, _previous_path(dest or ".", doc["host"]),
-                     "is malformed (%s: %s)" % (type(exc).__name__, exc))
-            continue
-        if not isinstance(change, dict) or not isinstance(change.get("devices"), dict):
-            continue
-        doc["aer_change"] = change
-        doc["findings"] = [
-            dict(f, change=change["devices"][f["subject"]])
-            if f.get("id") == AER_ID and f.get("subject") in change["devices"] else f
-            for f in doc["findings"]]
-    return docs
 
 
 def _finding_key(finding):
@@ -688,18 +638,21 @@ FLEET_FILES = ("summary.md", "index.html", "gpuhost.prom")
 
 
 def report_files(audits, generated_at=None, want_mrrs=4096, previous=None, warnings=None,
-                 dest=None, fleet=True, stale=None):
+                 dest=None, fleet=True, stale=None, docs=None):
     """``{filename: text}`` for ``audits`` (host -> audit result): one JSON per host,
     ``summary.md``, ``index.html`` and ``gpuhost.prom`` (Prometheus text format, every
     host of the run). ``previous`` (host -> its last report document,
-    :func:`previous_documents`) adds the AER change since then (:func:`apply_aer_changes`;
-    a malformed one is a line in ``warnings``).
+    :func:`previous_documents`) adds the AER change since then (the fleet check
+    ``pcie_aer_change``; a malformed one is a line in ``warnings``). ``docs``: the
+    documents :func:`report_documents` already made of them (the fleet checks are run once
+    per report).
 
     ``fleet=False`` (a slice of a sliced job): only the per-host JSON, each with the host's
     own verdict (no fleet drift: a slice sees part of the fleet), for report_merge to
     combine; nothing a second slice writing the same folder overwrites."""
     check_file_names(audits)
-    docs = report_documents(audits, previous, warnings, dest, fleet)
+    if docs is None:
+        docs = report_documents(audits, previous, warnings, dest, fleet)
     files = {}
     for doc in docs:
         files["%s.json" % safe_name(doc["host"])] = render_json(doc)
@@ -712,19 +665,19 @@ def report_files(audits, generated_at=None, want_mrrs=4096, previous=None, warni
 
 
 def report_documents(audits, previous=None, warnings=None, dest=None, fleet=True):
-    """The per-host documents as written: fleet drift (``fleet``), the AER change and the
-    new / seen-before marks against ``previous`` applied."""
-    docs = judged_documents(audits) if fleet else [
-        host_document(host, audit) for host, audit in audits.items()]
-    docs = apply_aer_changes(docs, previous, warnings, dest)
+    """The per-host documents as written: the fleet checks run once over them
+    (module_utils/fleet; a slice, ``fleet=False``, only those that need no other host), then
+    the new / seen-before marks against ``previous``."""
+    docs = [host_document(host, audit) for host, audit in audits.items()]
+    context = fleet_base.Context(previous, warnings,
+                                 lambda host: _previous_path(dest or ".", host))
+    fleet_run.judge(docs, context, whole_fleet=fleet)
     return apply_seen(docs, previous, warnings, dest)
 
 
 def judged_documents(audits):
-    """The per-host documents with the run-level checks (fleet drift) applied."""
-    docs = [host_document(host, audit) for host, audit in audits.items()]
-    drift.apply_to_documents(docs, audits)
-    return docs
+    """The per-host documents with the fleet checks applied (no previous report)."""
+    return report_documents(audits)
 
 
 def judged_audits(audits, docs=None):
@@ -926,11 +879,11 @@ def audit_report_run(p, check_mode=False):
         # made before anything is written: a malformed audit is a message, no files
         fleet = p.get("fleet_files", True)
         previous = previous_documents(p["dest"], audits, warnings)
-        files = report_files(audits, generated, p["mrrs_size"], previous, warnings,
-                             p["dest"], fleet=fleet)
+        check_file_names(audits)
+        docs = report_documents(audits, previous, warnings, p["dest"], fleet)
+        files = report_files(audits, generated, p["mrrs_size"], fleet=fleet, docs=docs)
         # the per-host metrics say what the reports say (fleet drift, new since the last)
-        judged = judged_audits(audits, report_documents(audits, previous, None, p["dest"],
-                                                        fleet))
+        judged = judged_audits(audits, docs)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ReportError("audit_report: %s (pass the 'audit' value host_audit returned for "
                           "each host); nothing was written" % _malformed(audits, generated, exc))
@@ -1170,29 +1123,7 @@ def folder_documents(folder, warnings):
     return out
 
 
-def host_audit_of(doc):
-    """The host_audit result a report document was made from: its facts, findings and
-    columns with what the report added taken off (fleet drift, the AER change), so the
-    merge judges the union of the folders as one run over those hosts would."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.fleet_drift import (
-        HOST_LEVEL_NOTE,
-    )
-    findings = []
-    for item in doc["findings"]:
-        if item.get("id") == drift.FINDING_ID:
-            continue
-        if item.get("id") == AER_ID and "change" in item:
-            item = dict((k, v) for k, v in item.items() if k != "change")
-        findings.append(item)
-    checks = dict(doc["checks"])
-    if drift.FINDING_ID in checks:
-        label = (checks[drift.FINDING_ID] or {}).get("label") or "Fleet drift"
-        checks[drift.FINDING_ID] = {"label": label, "status": "n/a", "count": 0,
-                                    "note": HOST_LEVEL_NOTE}
-    audit = dict(doc["facts"])
-    audit.update(findings=findings, checks=checks, collected_at=doc.get("collected_at"),
-                 duration_s=doc.get("duration_s"), root=doc.get("root"))
-    return audit
+host_audit_of = fleet_run.host_audit_of
 
 
 def _stamp(doc):
