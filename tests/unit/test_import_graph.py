@@ -41,7 +41,6 @@ OVERSIZE = {
     "cuda.py": 1015,
     "hostfs.py": 1111,
     "pci.py": 646,
-    "report.py": 1272,
     "snapshot.py": 896,
     "validate.py": 712,
 }
