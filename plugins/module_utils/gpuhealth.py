@@ -19,7 +19,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import kernlog as k
 from ansible_collections.gpuhost.tuning.plugins.module_utils import nvsmi as nvsmi_mod
 
 DEFAULT_WINDOW_DAYS = kernlog_mod.DEFAULT_WINDOW_DAYS
-FACT_KEYS = ("nvidia_smi", "kernel_log", "fabric_manager", "containers_nvidia")
 
 
 def collect(root, outputs, driver_version, window_days=DEFAULT_WINDOW_DAYS, lxc=None,

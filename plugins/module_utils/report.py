@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import run as fleet_run
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.documents import (  # noqa: F401
-    FACT_KEYS,
+    fact_keys,
     host_document,
     judged_audits,
     judged_documents,

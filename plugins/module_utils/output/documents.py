@@ -11,7 +11,6 @@ __metaclass__ = type
 import json
 import os
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import gpuhealth
 from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import SCHEMA
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import base as fleet_base
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import run as fleet_run
@@ -21,24 +20,29 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import
 )
 
 
-FACT_KEYS = ("kernel", "cpu", "sysctl", "gpus", "nvidia", "char_devices", "char_majors", "dkms",
-             "lxc", "errors", "pcie_aer") + gpuhealth.FACT_KEYS
+# what a host_audit result holds besides its facts: the run (document fields of their own)
+# and the verdict. Every other key of the result is a fact and goes into ``facts``.
+RUN_KEYS = ("collected_at", "root", "duration_s")
+VERDICT_KEYS = ("findings", "checks")
+
+
+def fact_keys(audit):
+    """The facts of a host_audit result, in the result's order: every key but the run's and
+    the verdict's (so a fact the audit gains is in ``<host>.json`` with no list to keep)."""
+    return [key for key in audit if key not in RUN_KEYS + VERDICT_KEYS]
 
 
 def host_document(host, audit):
-    """The per-host JSON document: ``{schema, host, collected_at, facts, findings, checks}``."""
+    """The per-host JSON document: ``{schema, host, collected_at, root, duration_s, facts,
+    findings, checks}``."""
     audit = audit or {}
-    return {
-        "schema": SCHEMA,
-        "host": host,
-        "collected_at": audit.get("collected_at"),
-        "root": audit.get("root"),
-        "duration_s": audit.get("duration_s"),
-        "facts": dict((key, audit.get(key)) for key in FACT_KEYS),
-        "findings": audit.get("findings") or [],
-        # a copy: the report's fleet checks never change the audit result it was given
-        "checks": dict(audit.get("checks") or {}),
-    }
+    doc = {"schema": SCHEMA, "host": host}
+    doc.update((key, audit.get(key)) for key in RUN_KEYS)
+    doc["facts"] = dict((key, audit[key]) for key in fact_keys(audit))
+    doc["findings"] = audit.get("findings") or []
+    # a copy: the report's fleet checks never change the audit result it was given
+    doc["checks"] = dict(audit.get("checks") or {})
+    return doc
 
 
 def previous_path(dest, host):
