@@ -14,6 +14,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import (
     SCHEMA,
     SEVERITIES,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils import fleet
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output import templates
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.render import (
     render,
@@ -51,11 +52,40 @@ def _size(value, want=None):
     return {"value": value, "bad": bool(want and value is not None and value < want)}
 
 
-def _cells(doc):
-    """The matrix row of one document: a cell per column, in the registry's order."""
+# The matrix's column groups, by subject: each column of the check registry in one (a unit
+# test fails on a column in none), in the registry's order within its group. The fleet
+# checks' own columns make the last group, from their declarations.
+GROUPS = (
+    ("GPU", ("gpu_driver", "gpu_count", "gpu_xid", "gpu_memory", "gpu_state", "gpu_use",
+             "nvidia", "fabric_manager", "nvlink", "gpu_numa")),
+    ("PCIe", ("pcie_mrrs", "pcie_link", "pcie_aer", "p2p")),
+    ("CPU", ("numa_balancing", "cpuidle", "cpufreq")),
+    ("Kernel and boot", ("dkms", "sysctl", "kernel", "host_health", "audit")),
+    ("Containers and VMs", ("lxc", "device_nodes", "passthrough")),
+)
+OTHER = "Other"
+
+
+def column_groups():
+    """``[{label, columns: [{key, label}]}]``: the matrix's groups with their columns, in
+    the order the page shows them (a column in no group, which a unit test refuses, shows
+    under ``Other`` rather than not at all)."""
+    member = dict((key, index) for index, (_label, keys) in enumerate(GROUPS) for key in keys)
+    labels = [label for label, _keys in GROUPS] + ["Fleet", OTHER]
+    fleet_columns = set(item.id for item in fleet.fleet_checks() if item.column)
+    out = [{"label": label, "columns": []} for label in labels]
+    for check, label, _ids in CHECKS:
+        index = len(GROUPS) if check in fleet_columns else member.get(check, len(GROUPS) + 1)
+        out[index]["columns"].append({"key": check, "label": label})
+    return [group for group in out if group["columns"]]
+
+
+def _cells(doc, groups):
+    """The matrix row of one document: a cell per column, in the page's order."""
     checks = doc.get("checks") or {}
     out = []
-    for check, label, _ids in CHECKS:
+    labels = [(col["key"], col["label"]) for group in groups for col in group["columns"]]
+    for check, label in labels:
         info = checks.get(check) or {"status": "n/a", "count": 0, "note": "not audited"}
         status = info.get("status", "n/a")
         text = status
@@ -132,11 +162,11 @@ def _gpu_rows(gpus, want_mrrs):
     return out
 
 
-def _view(doc, want_mrrs):
+def _view(doc, want_mrrs, groups):
     """What the page shows of one document."""
     findings = doc["findings"]
     change = doc.get("aer_change")
-    return {"host": doc["host"], "worst": worst(findings), "cells": _cells(doc),
+    return {"host": doc["host"], "worst": worst(findings), "cells": _cells(doc, groups),
             "facts": _facts_items(doc), "count": len(findings),
             "rows": _finding_rows(findings),
             "fresh": sum(1 for f in findings if f.get("new")),
@@ -155,8 +185,8 @@ def render_html(documents, generated_at=None, want_mrrs=4096, title="GPU host au
     for doc in docs:
         for key, value in counts(doc["findings"]).items():
             totals[key] += value
-    columns = [{"key": check, "label": label} for check, label, _ids in CHECKS]
+    groups = column_groups()
     return render("index.html", title=title, css=templates.CSS, generated_at=generated_at,
                   severities=SEVERITIES, totals=totals, statuses=STATUS_ORDER,
-                  stale=stale or [], columns=columns, schema=SCHEMA,
-                  docs=[_view(doc, want_mrrs) for doc in docs])
+                  stale=stale or [], groups=groups, schema=SCHEMA,
+                  docs=[_view(doc, want_mrrs, groups) for doc in docs])

@@ -32,8 +32,14 @@ th,td{border:1px solid #dfe4ec;padding:5px 7px;text-align:left;vertical-align:to
   overflow-wrap:anywhere}
 th{background:#eef1f6;font-weight:600;font-size:12px;color:#3b4456}
 table.matrix{table-layout:fixed}
-table.matrix th{text-align:center;font-size:11.5px;line-height:1.2}
+table.matrix th{text-align:center;font-size:11.5px;line-height:1.2;overflow-wrap:normal;
+  word-break:normal;hyphens:none;-webkit-hyphens:none}
 table.matrix th.host,table.matrix td.host{text-align:left;width:190px}
+table.matrix th.worst{width:64px}
+table.matrix th.group{background:#e3e8f0;border-bottom:2px solid #c3cbd8;font-size:12px}
+table.matrix th.col{vertical-align:bottom;padding:6px 2px}
+table.matrix th.col span{display:inline-block;writing-mode:vertical-rl;
+  transform:rotate(180deg);white-space:nowrap}
 table.matrix td{text-align:center;font-weight:600;font-size:12px;padding:6px 3px}
 table.findings{table-layout:fixed}
 table.findings col.sev{width:78px} table.findings col.id{width:182px}
@@ -151,10 +157,17 @@ INDEX_HTML = """\
 </tbody></table>\
 {%- endmacro -%}\
 
-{%- macro matrix(columns, docs) -%}\
-<table class="matrix"><thead><tr><th class="host">Host</th><th>Worst</th>\
-{%- for col in columns -%}\
-<th>{{ col.label|h }}</th>\
+{%- macro matrix(groups, docs) -%}\
+<table class="matrix"><thead><tr><th class="host" rowspan="2">Host</th>\
+<th class="worst" rowspan="2">Worst</th>\
+{%- for group in groups -%}\
+<th class="group" colspan="{{ group.columns|length }}">{{ group.label|h }}</th>\
+{%- endfor -%}\
+</tr><tr>\
+{%- for group in groups -%}\
+{%- for col in group.columns -%}\
+<th class="col" title="{{ col.label|h }}"><span>{{ col.label|h }}</span></th>\
+{%- endfor -%}\
 {%- endfor -%}\
 </tr></thead><tbody>\
 {%- for doc in docs -%}\
@@ -267,7 +280,7 @@ INDEX_HTML = """\
 {{ stale_table(stale) }}
 {% endif %}
 <h3>Hosts x checks (worst severity; hover a cell for details)</h3>
-{{ matrix(columns, docs) }}
+{{ matrix(groups, docs) }}
 <p class="legend note">
 {%- for s in statuses %}{% if not loop.first %} {% endif %}\
 <span class="badge {{ s|cls }}">{{ s }}</span>{% endfor %}</p>
