@@ -36,11 +36,15 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import
     write_files,
     write_reports,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import merged
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.merge import (  # noqa: F401
     age_text,
     folder_documents,
+    folder_names,
     is_host_document,
+    rollout_documents,
     stamp,
+    tune_documents,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.page import render_html
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.reboot import (  # noqa: F401
@@ -215,20 +219,46 @@ def merge_run(p, check_mode=False, clock=time.time):
     """Module report_merge: ``p`` its options (``folders``, ``dest``, ``stale_hours``,
     ``generated_at``, ``mrrs_size``). Every host's newest report among the folders (by
     ``collected_at``; a later folder wins a tie), the fleet checks over their union, and the
-    reports written in ``dest`` as one run over all of them would write them. Folders with no
-    host report (an empty slice) add nothing; none at all writes nothing and is no failure."""
+    reports written in ``dest`` as one run over all of them would write them; the same for
+    the tune reports and rollout summaries in them (``output.merged``). Folders with no
+    report (an empty slice) add nothing; none at all writes nothing and is no failure."""
     warnings = []
-    found = {}
-    for folder in p["folders"]:
-        for doc, path in folder_documents(folder, warnings):
+    found, tunes, rollouts = {}, {}, {}
+    for index, folder in enumerate(p["folders"]):
+        names = folder_names(folder)
+        for doc, path in folder_documents(folder, warnings, names):
             found.setdefault(doc["host"], []).append((doc, path))
-    if not found:
+        for doc, path, mtime in tune_documents(folder, warnings, names):
+            tunes.setdefault(doc["host"], []).append((doc, path, mtime, index))
+        for name, doc, path in rollout_documents(folder, warnings, names):
+            rollouts.setdefault(name, []).append((doc, path, index))
+    generated = p.get("generated_at") or now()
+    if not (found or tunes or rollouts):
         out = dict(changed=False, files=[], written=[], hosts={}, stale=[],
                    index=None, msg="no host report in %s: nothing to merge, nothing written"
                    % ", ".join(p["folders"]))
         if warnings:
             out["warnings"] = warnings
         return out
+    files, out = {}, dict(hosts={}, stale=[], index=None)
+    if found:
+        files, out = _merge_audits(p, found, warnings, generated, clock)
+    if tunes:
+        more, out["tune"] = merged.tune_merge_files(tunes, generated)
+        files.update(more)
+    if rollouts:
+        more, out["rollout"] = merged.rollout_merge_files(rollouts, generated)
+        files.update(more)
+    paths, written = write_reports("report_merge", p["dest"], files, check_mode,
+                                   "gpuhost_merge_dest")
+    out.update(changed=bool(written), files=paths, written=written)
+    if warnings:
+        out["warnings"] = warnings
+    return out
+
+
+def _merge_audits(p, found, warnings, generated, clock):
+    """The audit part of :func:`merge_run`: ``(files, result keys)``."""
     chosen, audits, previous, hosts, stale = {}, {}, {}, {}, []
     now_s = clock()
     limit_s = p["stale_hours"] * 3600.0
@@ -256,21 +286,14 @@ def merge_run(p, check_mode=False, clock=time.time):
             stale.append({"host": host, "collected_at": doc.get("collected_at") or "unknown",
                           "age": "unknown" if age is None else age_text(age),
                           "folder": os.path.dirname(path)})
-    generated = p.get("generated_at") or now()
     try:
         files = report_files(audits, generated, p["mrrs_size"], previous, warnings,
                              p["dest"], stale=stale)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ReportError("report_merge: %s; nothing was written" % _merge_malformed(
             audits, hosts, generated, exc))
-    paths, written = write_reports("report_merge", p["dest"], files, check_mode,
-                                   "gpuhost_merge_dest")
-    out = dict(changed=bool(written), files=paths, written=written, hosts=hosts,
-               stale=[row["host"] for row in stale],
-               index=os.path.join(p["dest"], "index.html"))
-    if warnings:
-        out["warnings"] = warnings
-    return out
+    return files, dict(hosts=hosts, stale=[row["host"] for row in stale],
+                       index=os.path.join(p["dest"], "index.html"))
 
 
 def _merge_malformed(audits, hosts, generated, exc):
