@@ -197,8 +197,8 @@ def test_no_module_utils_file_over_the_limit():
                 count = sum(1 for _line in handle)
             allowed = OVERSIZE.get(rel)
             if allowed is None and count > MAX_LINES:
-                problems.append("%s has %d lines (at most %d): split it" % (rel, count,
-                                                                             MAX_LINES))
+                problems.append("%s has %d lines (at most %d): split it"
+                                % (rel, count, MAX_LINES))
             elif allowed is not None and count > allowed:
                 problems.append("%s grew to %d lines (listed at %d, still to be split below "
                                 "%d)" % (rel, count, allowed, MAX_LINES))

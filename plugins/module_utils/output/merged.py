@@ -82,4 +82,3 @@ def rollout_merge_files(entries, generated_at):
         files.update(rollout.files(doc, name, generated_at))
         counts[name] = doc["counts"]
     return files, counts
-
