@@ -65,6 +65,20 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.output.views import
 )
 
 
+# what the report modules, action plugins, rollout_report and the host-side program use
+__all__ = [
+    "age_text", "audit_report_run", "check_file_names", "counts", "fact_keys", "FLEET_FILES",
+    "folder_documents", "folder_names", "group_findings", "host_audit_of", "host_document",
+    "is_host_document", "judged_audits", "judged_documents", "merge_run", "now",
+    "previous_documents", "reboot_files", "reboot_report_run", "registered",
+    "registered_audits", "registered_tunes", "render_html", "render_json", "render_markdown",
+    "render_reboot_markdown", "render_tune_markdown", "report_documents", "report_files",
+    "ReportError", "rollout_documents", "safe_name", "stamp", "tune_document",
+    "tune_documents", "tune_files", "TUNE_KEYS", "tune_report_run", "worst", "write_files",
+    "write_reports",
+]
+
+
 FLEET_FILES = ("summary.md", "index.html", "gpuhost.prom")
 
 
