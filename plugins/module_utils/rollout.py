@@ -18,7 +18,7 @@ import math
 import os
 import re
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import files as report
 
 STATUSES = ("done", "stopped", "not reached")
 
