@@ -145,6 +145,13 @@ class _Measurement(object):
     name = NAME
     options = OPTIONS
     worse = "lower"
+    role_doc = [
+        "Measure pinned host-to-GPU and GPU-to-host copy rates of every GPU before the "
+        "changes and after them (tag C(tune_bandwidth)); the report shows per GPU "
+        "C(before -> after) in GB/s with the share of its PCIe link. A lower rate is "
+        "reported and warned about, not a failure; a CUDA error fails the host.",
+        "Live host only (gpuhost_root C(/)); elsewhere, without the NVIDIA driver library "
+        "and in check mode it is reported as not measured."]
     check_options = staticmethod(check_options)
     measure = staticmethod(measure)
     rows = staticmethod(_rows)

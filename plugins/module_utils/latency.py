@@ -141,6 +141,15 @@ class _Measurement(object):
     name = NAME
     options = OPTIONS
     worse = "slower"
+    role_doc = [
+        "Measure the round trip of an empty kernel launch plus synchronise on every GPU, "
+        "after a sleep of gpuhost_tune_latency_gap_us and back to back, before the changes "
+        "and after verify (tag C(tune_latency); apart from gpuhost_tune_bandwidth); the "
+        "report shows per GPU C(before -> after) p50 and p99 in microseconds, C(better), "
+        "C(worse) or C(same), and which parts ran in between. Slower is warned about, not a "
+        "failure; a CUDA error fails the host.",
+        "Live host only (gpuhost_root C(/)); elsewhere, without the NVIDIA driver library "
+        "and in check mode it is reported as not measured."]
     check_options = staticmethod(check_options)
     measure = staticmethod(measure)
     rows = staticmethod(_rows)

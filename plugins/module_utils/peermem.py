@@ -109,6 +109,8 @@ class PeermemPart(object):
     stage = "tune"
     options = dict(nvidia_peermem=dict(type="str", default="auto",
                                        choices=["auto", "load", "skip"]))
+    files = (PEERMEM_CONF,)
+    role_doc = "Handle nvidia_peermem per gpuhost_nvidia_peermem (tag C(tune_nvidia_peermem))."
 
     def run(self, ctx):
         choice = decision(ctx.params["nvidia_peermem"], ctx.before.get("nvidia"), ctx.root)
