@@ -11,13 +11,24 @@ marker comments at the end of each dependent role's entry points' options, repla
 wrote before and any hand-written entry of the same name. ``ansible-doc -t role`` then shows
 every variable a role reads.
 
+It also writes role tune's part switches from the tune part registry
+(plugins/module_utils/parts/registry.py): for every part, its ``gpuhost_tune_<name>``
+entry in the role's argument spec (type bool, its ``default_on``, its ``role_doc``), its
+default in defaults/main.yml and its line in vars/main.yml's ``__gpuhost_tune_switches``
+(which the tags select from), each between marker comments. A part's switch written by
+hand outside the markers is refused.
+
     python3 scripts/role-specs.py           rewrite the dependent roles' specs
     python3 scripts/role-specs.py --check   exit 1 (naming the files) when one is out of date
 """
 
+import json
 import os
 import re
+import shutil
 import sys
+import tempfile
+import textwrap
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROLES = os.path.join(REPO, "roles")
@@ -80,6 +91,101 @@ def updated(path, shared_lines, names):
     return "".join(lines)
 
 
+TUNE = os.path.join(ROLES, "tune")
+PART_BEGIN = ("# >>> tune part switches, written by scripts/role-specs.py from the tune part "
+              "registry\n")
+PART_END = "# <<< end of the tune part switches\n"
+
+
+def load_switches():
+    """``[(name, default_on, role_doc)]`` from the registry of this checkout."""
+    links = tempfile.mkdtemp(prefix="role-specs-")
+    try:
+        os.makedirs(os.path.join(links, "ansible_collections", "gpuhost"))
+        os.symlink(REPO, os.path.join(links, "ansible_collections", "gpuhost", "tuning"))
+        sys.path.insert(0, links)
+        from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import registry
+        return registry.switches()
+    finally:
+        sys.path.remove(links) if links in sys.path else None
+        shutil.rmtree(links)
+
+
+def _paragraphs(doc):
+    return [doc] if isinstance(doc, str) else list(doc)
+
+
+def _scalar(text, first, rest, width=92):
+    """YAML lines of one scalar, wrapped: plain when it can be, else double-quoted."""
+    plain = not (": " in text or " #" in text or text[:1] in "!&*-:?{}[],#|>@`\"'%")
+    lines = textwrap.wrap(text if plain else json.dumps(text), width - len(rest),
+                          break_long_words=False, break_on_hyphens=False)
+    return [first + lines[0] + "\n"] + [rest + line + "\n" for line in lines[1:]]
+
+
+def switch_spec(switches, indent="      "):
+    out = [indent + PART_BEGIN]
+    for name, default_on, doc in switches:
+        out += [indent + "gpuhost_tune_%s:\n" % name, indent + "  type: bool\n",
+                indent + "  default: %s\n" % ("true" if default_on else "false"),
+                indent + "  description:\n"]
+        for text in _paragraphs(doc):
+            out += _scalar(text, indent + "    - ", indent + "      ")
+    return out + [indent + PART_END]
+
+
+def switch_defaults(switches):
+    out = [PART_BEGIN]
+    for name, default_on, doc in switches:
+        for text in _paragraphs(doc):
+            out += ["# %s\n" % line for line in textwrap.wrap(text, 88, break_on_hyphens=False)]
+        out.append("gpuhost_tune_%s: %s\n" % (name, "true" if default_on else "false"))
+    return out + [PART_END]
+
+
+def switch_vars(switches):
+    return ([PART_BEGIN, "__gpuhost_tune_switches:\n"]
+            + ['  %s: "{{ gpuhost_tune_%s }}"\n' % (name, name) for name, _on, _doc in switches]
+            + [PART_END])
+
+
+def with_block(text, block, anchor, where, indent=""):
+    """``text`` with ``block`` between the markers (in place of the one there, else after
+    the first match of ``anchor``); a part switch written outside the markers is refused."""
+    begin, end = indent + PART_BEGIN, indent + PART_END
+    if begin in text:
+        head, rest = text.split(begin, 1)
+        tail = rest.split(end, 1)[1]
+    else:
+        match = re.search(anchor, text, re.M)
+        if match is None:
+            raise SystemExit("role-specs.py: no place for the part switches in %s" % where)
+        head, tail = text[:match.end()], text[match.end():]
+    for name in re.findall(r"^\s*(gpuhost_tune_[a-z0-9_]+): ?(?:true|false)?\s*$",
+                           "".join(block), re.M):
+        if re.search(r"^\s*%s:" % name, head + tail, re.M):
+            raise SystemExit("role-specs.py: %s is written by hand in %s: remove it (its tune "
+                             "part declares it)" % (name, where))
+    return head + "".join(block) + tail
+
+
+def _read(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+def tune_files(switches):
+    """``{path: text}`` of role tune's defaults and vars with the part switches."""
+    defaults = os.path.join(TUNE, "defaults", "main.yml")
+    variables = os.path.join(TUNE, "vars", "main.yml")
+    return {
+        defaults: with_block(_read(defaults), switch_defaults(switches),
+                             r"^# with a switch here and a tag.*\n\n", defaults),
+        variables: with_block(_read(variables), switch_vars(switches), r"^---\n(#.*\n)*",
+                              variables),
+    }
+
+
 def dependents():
     out = []
     for role in sorted(os.listdir(ROLES)):
@@ -102,8 +208,15 @@ def main(argv):
     shared = source[span[0]:span[1]]
     names = set(m.group(1) for m in map(OPTION.match, shared) if m)
     stale = []
+    switches = load_switches()
+    wanted = tune_files(switches)
     for path in dependents():
         text = updated(path, shared, names)
+        if path == os.path.join(TUNE, "meta", "argument_specs.yml"):
+            text = with_block(text, switch_spec(switches),
+                              r"^  main:\n(?:    .*\n)*?    options:.*\n", path, indent="      ")
+        wanted[path] = text
+    for path, text in sorted(wanted.items()):
         with open(path) as handle:
             if handle.read() == text:
                 continue
