@@ -11,7 +11,8 @@ marker comments at the end of each dependent role's entry points' options, repla
 wrote before and any hand-written entry of the same name. ``ansible-doc -t role`` then shows
 every variable a role reads.
 
-It also writes role tune's part switches from the tune part registry
+It also writes host_tune's DOCUMENTATION of ``parts`` and of every part's options (spec
+and ``option_docs``), and role tune's part switches, from the tune part registry
 (plugins/module_utils/parts/registry.py): for every part, its ``gpuhost_tune_<name>``
 entry in the role's argument spec (type bool, its ``default_on``, its ``role_doc``), its
 default in defaults/main.yml and its line in vars/main.yml's ``__gpuhost_tune_switches``
@@ -97,15 +98,15 @@ PART_BEGIN = ("# >>> tune part switches, written by scripts/role-specs.py from t
 PART_END = "# <<< end of the tune part switches\n"
 
 
-def load_switches():
-    """``[(name, default_on, role_doc)]`` from the registry of this checkout."""
+def load_registry():
+    """``parts.registry`` of this checkout."""
     links = tempfile.mkdtemp(prefix="role-specs-")
     try:
         os.makedirs(os.path.join(links, "ansible_collections", "gpuhost"))
         os.symlink(REPO, os.path.join(links, "ansible_collections", "gpuhost", "tuning"))
         sys.path.insert(0, links)
         from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import registry
-        return registry.switches()
+        return registry
     finally:
         sys.path.remove(links) if links in sys.path else None
         shutil.rmtree(links)
@@ -118,9 +119,9 @@ def _paragraphs(doc):
 def _scalar(text, first, rest, width=92):
     """YAML lines of one scalar, wrapped: plain when it can be, else double-quoted."""
     plain = not (": " in text or " #" in text or text[:1] in "!&*-:?{}[],#|>@`\"'%")
-    lines = textwrap.wrap(text if plain else json.dumps(text), width - len(rest),
-                          break_long_words=False, break_on_hyphens=False)
-    return [first + lines[0] + "\n"] + [rest + line + "\n" for line in lines[1:]]
+    return [line + "\n" for line in textwrap.wrap(
+        text if plain else json.dumps(text), width, initial_indent=first,
+        subsequent_indent=rest, break_long_words=False, break_on_hyphens=False)]
 
 
 def switch_spec(switches, indent="      "):
@@ -132,6 +133,71 @@ def switch_spec(switches, indent="      "):
         for text in _paragraphs(doc):
             out += _scalar(text, indent + "    - ", indent + "      ")
     return out + [indent + PART_END]
+
+
+HOST_TUNE = os.path.join(REPO, "plugins", "modules", "host_tune.py")
+DOC_BEGIN = ("  # >>> tune part options, written by scripts/role-specs.py from the tune part "
+             "registry\n")
+DOC_END = "  # <<< end of the tune part options\n"
+
+
+def _flow(values):
+    return "[%s]" % ", ".join(json.dumps(v) if not isinstance(v, str) else v for v in values)
+
+
+def _option_doc(name, spec, doc, indent="  "):
+    out = [indent + "%s:\n" % name]
+    if isinstance(doc, str):
+        out += _scalar(doc, indent + "  description: ", indent + "    ")
+    else:
+        out.append(indent + "  description:\n")
+        for text in doc:
+            out += _scalar(text, indent + "    - ", indent + "      ")
+    out.append(indent + "  type: %s\n" % spec["type"])
+    if "elements" in spec:
+        out.append(indent + "  elements: %s\n" % spec["elements"])
+    for key in ("default", "choices"):
+        if spec.get(key) is None:
+            continue
+        value = spec[key]
+        if isinstance(value, list):
+            out += [line + "\n" for line in textwrap.wrap(
+                indent + "  %s: %s" % (key, _flow(value)), 92,
+                subsequent_indent=indent + "    ", break_long_words=False,
+                break_on_hyphens=False)]
+        else:
+            out.append(indent + "  %s: %s\n" % (key, json.dumps(value) if not isinstance(
+                value, str) else value))
+    return out
+
+
+def host_tune_doc(registry):
+    """host_tune's DOCUMENTATION with ``parts`` and every part's options from the registry."""
+    opt_in = ["C(%s)" % n for n in registry.PARTS if n not in registry.DEFAULT_PARTS]
+    parts_doc = [
+        "The parts to run. C(snapshot) also records the applied state; C(verify) audits "
+        "again afterwards and fails on managed findings that remain. %s and %s are opt-in "
+        "(not in the default)." % (", ".join(opt_in[:-1]), opt_in[-1]),
+        "Role C(gpuhost.tuning.tune) builds this from its C(gpuhost_tune_*) switches and tags."]
+    block = [DOC_BEGIN] + _option_doc("parts", {
+        "type": "list", "elements": "str", "choices": list(registry.PARTS),
+        "default": list(registry.DEFAULT_PARTS)}, parts_doc)
+    for name, spec, doc in registry.options():
+        block += _option_doc(name, spec, doc)
+    block.append(DOC_END)
+    text = _read(HOST_TUNE)
+    if DOC_BEGIN in text:
+        head, rest = text.split(DOC_BEGIN, 1)
+        tail = rest.split(DOC_END, 1)[1]
+    else:
+        head, tail = text.split("\nnotes:\n", 1)
+        head, tail = head + "\n", "notes:\n" + tail
+    names = ["parts"] + [name for name, _spec, _doc in registry.options()]
+    for name in names:
+        if re.search(r"^  %s:" % name, head.split('DOCUMENTATION = r"""', 1)[-1], re.M):
+            raise SystemExit("role-specs.py: option %s is written by hand in %s: remove it (its "
+                             "tune part declares it)" % (name, os.path.relpath(HOST_TUNE, REPO)))
+    return head + "".join(block) + tail
 
 
 def switch_defaults(switches):
@@ -208,8 +274,10 @@ def main(argv):
     shared = source[span[0]:span[1]]
     names = set(m.group(1) for m in map(OPTION.match, shared) if m)
     stale = []
-    switches = load_switches()
+    registry = load_registry()
+    switches = registry.switches()
     wanted = tune_files(switches)
+    wanted[HOST_TUNE] = host_tune_doc(registry)
     for path in dependents():
         text = updated(path, shared, names)
         if path == os.path.join(TUNE, "meta", "argument_specs.yml"):

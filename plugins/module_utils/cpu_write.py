@@ -262,6 +262,7 @@ class IdlePart(object):
     steps = ("cpuidle",)
     stage = "tune"
     options = {}
+    option_docs = {}
     role_doc = ("Disable idle states deeper than gpuhost_cpuidle_deeper_than on every online "
                 "CPU (tag C(tune_cpuidle)).")
     # the snapshot's section (protocol in parts/registry.py)

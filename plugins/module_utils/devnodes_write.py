@@ -125,6 +125,7 @@ class DeviceNodesPart(object):
     steps = ("device_nodes",)
     stage = "tune"
     options = {}
+    option_docs = {}
     default_on = False
     files = FILES
     role_doc = [

@@ -47,6 +47,7 @@ class MeasureBefore(object):
         self.name = measurement.name
         self.role_doc = measurement.role_doc
         self.options = measurement.options
+        self.option_docs = measurement.option_docs
         self.steps = (self.name + "_before",)
 
     def run(self, ctx):
@@ -77,6 +78,7 @@ class MeasureAfter(object):
         self.name = measurement.name
         self.role_doc = measurement.role_doc
         self.options = measurement.options
+        self.option_docs = measurement.option_docs
         self.steps = (self.name + "_after",)
 
     def run(self, ctx):

@@ -390,6 +390,7 @@ class MrrsPart(object):
     steps = ("pcie",)
     stage = "tune"
     options = dict(mrrs_method=dict(type="str", default="sysfs", choices=["sysfs", "setpci"]))
+    option_docs = {"mrrs_method": "How MRRS is written now (the boot service always uses sysfs)."}
     role_doc = "Set MRRS gpuhost_mrrs_size on every GPU and its bridges (tag C(tune_pcie))."
     # the snapshot's section (protocol in parts/registry.py)
     snapshot_key = "pcie"

@@ -109,6 +109,7 @@ class PeermemPart(object):
     stage = "tune"
     options = dict(nvidia_peermem=dict(type="str", default="auto",
                                        choices=["auto", "load", "skip"]))
+    option_docs = {"nvidia_peermem": "What to do with C(nvidia_peermem) (see the description)."}
     files = (PEERMEM_CONF,)
     role_doc = "Handle nvidia_peermem per gpuhost_nvidia_peermem (tag C(tune_nvidia_peermem))."
 

@@ -358,6 +358,9 @@ class NumaPinPart(object):
     stage = "tune"
     default_on = False
     options = dict(PIN_OPTIONS, numa_pin_vmids=dict(type="list", elements="int"))
+    option_docs = {"numa_pin_vmids": (
+        "With C(numa_pin), pin only these containers (others are reported as skipped); each "
+        "must have a config with a C(/dev/nvidiaN). Default all GPU containers.")}
     role_doc = [
         "Opt-in (tag C(tune_numa_pin)). Pin each GPU container the audit finds misplaced "
         "(C(gpu_numa_mismatch), C(gpu_container_unpinned)) to its GPUs' NUMA nodes - "

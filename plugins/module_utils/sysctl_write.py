@@ -421,6 +421,13 @@ class SettingsPart(object):
         sysctl_at_least=dict(type="list", elements="str", default=list(AT_LEAST)),
         sysctl_file=dict(type="path", default=OWN_FILE),
     )
+    option_docs = {
+        "sysctl_at_least": [
+            "Keys where a larger current value counts as right and is kept (live and in the "
+            "file). The default is the collection's rule, the one the audit judges by - the "
+            "socket buffer sizes and ceilings; V([]) makes every key exact."],
+        "sysctl_file": "The sysctl.d file owned by the pass (it holds exactly O(sysctl)).",
+    }
     files = (OWN_FILE,)
     file_options = ("sysctl_file",)
     role_doc = "Apply gpuhost_sysctl now and persist it (tag C(tune_sysctl))."

@@ -95,8 +95,8 @@ def _tree(top):
 
 def test_adding_a_part_touches_the_files_architecture_md_says(tmp_path):
     """The worked example: a part is one object in its subject's file and one registry line;
-    scripts/role-specs.py writes its switch into role tune's three files; host_tune's
-    DOCUMENTATION is the last file (its ``parts`` choices, which sanity compares)."""
+    scripts/role-specs.py writes host_tune's DOCUMENTATION (``parts``, the part's options)
+    and its switch into role tune's three files: 6 files."""
     copy = tmp_path / "ansible_collections" / "gpuhost" / "tuning"
     for folder in ("plugins", "roles", "scripts"):
         shutil.copytree(os.path.join(REPO, folder), str(copy / folder),
@@ -115,12 +115,25 @@ def test_adding_a_part_touches_the_files_architecture_md_says(tmp_path):
     after = _tree(str(copy))
     touched = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
     assert touched == ["plugins/module_utils/parts/registry.py",
-                       "plugins/module_utils/peermem.py",
+                       "plugins/module_utils/peermem.py", "plugins/modules/host_tune.py",
                        "roles/tune/defaults/main.yml", "roles/tune/meta/argument_specs.yml",
                        "roles/tune/vars/main.yml"]
-    # ... and host_tune's DOCUMENTATION, which lists the choices of parts by hand
+    doc = after["plugins/modules/host_tune.py"].decode().split('DOCUMENTATION = r"""', 1)[1]
+    doc = yaml.safe_load(doc.split('"""')[0])
+    assert "hugepages" in doc["options"]["parts"]["choices"]
+    assert "hugepages" not in doc["options"]["parts"]["default"]  # default_on False
+    switches = yaml.safe_load(after["roles/tune/vars/main.yml"])["__gpuhost_tune_switches"]
+    assert switches["hugepages"] == "{{ gpuhost_tune_hugepages }}"
+    with open(os.path.join(REPO, "docs", "architecture.md")) as handle:
+        assert "Adding a part touches %d files" % len(touched) in handle.read()
+
+
+def test_host_tune_documents_each_part_option_as_the_part_does():
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import registry
+
     with open(os.path.join(REPO, "plugins", "modules", "host_tune.py")) as handle:
         doc = yaml.safe_load(handle.read().split('DOCUMENTATION = r"""', 1)[1].split('"""')[0])
-    assert "hugepages" not in doc["options"]["parts"]["choices"]
-    with open(os.path.join(REPO, "docs", "architecture.md")) as handle:
-        assert "touches 6 files" in handle.read()
+    for name, spec, description in registry.options():
+        assert doc["options"][name]["description"] == description, name
+        assert doc["options"][name].get("default") == spec.get("default"), name
+    assert doc["options"]["parts"]["choices"] == list(registry.PARTS)

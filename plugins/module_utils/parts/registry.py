@@ -19,9 +19,10 @@ A part is an object with:
 ``stage``
     ``before`` (runs first; when it fails nothing after it runs), ``tune`` (a change of the
     host: any change makes the after stage record and verify), or ``after``.
-``options``
-    host_tune options only this part reads: ``{name: argument spec}`` (may be empty; their
-    docs are in host_tune's DOCUMENTATION, which sanity compares with the spec).
+``options`` and ``option_docs``
+    host_tune options only this part reads: ``{name: argument spec}`` (may be empty), and
+    ``{name: description}`` (an option two parts share is described by one of them):
+    ``scripts/role-specs.py`` writes them into host_tune's DOCUMENTATION.
 ``default_on`` (optional, True when absent)
     False for an opt-in part: left out of the default of host_tune's ``parts``; its role
     switch defaults to false. Objects sharing a name agree on it.
@@ -135,6 +136,24 @@ def switches(registry=REGISTRY):
                              % name)
         out.append((name, bool(getattr(objects[0], "default_on", True)), docs[0]))
     return out
+
+
+def options(registry=REGISTRY):
+    """``[(option, spec, description)]`` of every part's host_tune options, in run order
+    (an option two parts share once, with the first description given)."""
+    out, seen = [], {}
+    for part in registry:
+        for name in part.options:
+            doc = (getattr(part, "option_docs", None) or {}).get(name)
+            if name not in seen:
+                seen[name] = len(out)
+                out.append([name, part.options[name], doc])
+            elif out[seen[name]][2] is None:
+                out[seen[name]][2] = doc
+    for name, _spec, doc in out:
+        if not doc:
+            raise ValueError("tune part option %s has no description (option_docs)" % name)
+    return [tuple(item) for item in out]
 
 
 def switch(name):

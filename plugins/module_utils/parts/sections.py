@@ -145,6 +145,12 @@ def restore_diff(sections, result):
 
 OPTIONS = dict(snapshot_dir=dict(type="path", default=snapstore.SNAPSHOT_DIR),
                lxc_config_dir=dict(type="path", default=lxc_mod.DEFAULT_CONFIG_DIR))
+OPTION_DOCS = {
+    "snapshot_dir": "Folder of the snapshots on the host (under O(root)).",
+    "lxc_config_dir": "Folder of the Proxmox container configs (under O(root)) that the audit "
+                      "reads, the snapshot records the GPU containers' cpuset lines of and "
+                      "C(numa_pin) edits.",
+}
 
 
 def _tune_snapshot(ctx, kind, check_mode):
@@ -171,6 +177,7 @@ class BeforePart(object):
     steps = ("snapshot_before",)
     stage = "before"
     options = OPTIONS
+    option_docs = OPTION_DOCS
     role_doc = [
         "Record everything managed before any change (tag C(tune_snapshot)); the first "
         "snapshot ever is kept as C(original.json). Also records the applied state after."]
@@ -200,6 +207,7 @@ class AppliedPart(object):
     steps = ("snapshot_applied",)
     stage = "after"
     options = OPTIONS
+    option_docs = OPTION_DOCS
 
     def run(self, ctx):
         if not ctx.changed:
