@@ -12,7 +12,9 @@ wrote before and any hand-written entry of the same name. ``ansible-doc -t role`
 every variable a role reads.
 
 It also writes host_tune's DOCUMENTATION of ``parts`` and of every part's options (spec
-and ``option_docs``), and role tune's part switches, from the tune part registry
+and ``option_docs``), tuning_snapshot's choices of ``parts`` (the snapshot's sections) and
+default of ``files`` (the paths the parts may write), and role tune's part switches, from
+the tune part registry
 (plugins/module_utils/parts/registry.py): for every part, its ``gpuhost_tune_<name>``
 entry in the role's argument spec (type bool, its ``default_on``, its ``role_doc``), its
 default in defaults/main.yml and its line in vars/main.yml's ``__gpuhost_tune_switches``
@@ -200,6 +202,31 @@ def host_tune_doc(registry):
     return head + "".join(block) + tail
 
 
+TUNING_SNAPSHOT = os.path.join(REPO, "plugins", "modules", "tuning_snapshot.py")
+
+
+def _set_option_value(text, option, key, lines):
+    """``text`` with the ``key:`` value of DOCUMENTATION option ``option`` set to ``lines``
+    (the value's own lines: a flow list on the key's line, or a block list below it)."""
+    pattern = re.compile(r"(?m)^(  %s:\n(?:    .*\n|      .*\n)*?)    %s:.*\n(?:      - .*\n)*"
+                         % (re.escape(option), re.escape(key)))
+    if not pattern.search(text):
+        raise SystemExit("role-specs.py: no %s of option %s in %s"
+                         % (key, option, os.path.relpath(TUNING_SNAPSHOT, REPO)))
+    return pattern.sub(lambda m: m.group(1) + "".join(lines), text, count=1)
+
+
+def tuning_snapshot_doc(registry):
+    """tuning_snapshot's DOCUMENTATION with ``parts`` (the snapshot's sections) and the
+    default of ``files`` (every path a part may write) from the registry."""
+    keys = [s.snapshot_key for s in registry.SECTIONS]
+    text = _read(TUNING_SNAPSHOT)
+    text = _set_option_value(text, "parts", "choices", ["    choices: %s\n" % _flow(keys)])
+    text = _set_option_value(text, "parts", "default", ["    default: %s\n" % _flow(keys)])
+    return _set_option_value(text, "files", "default", ["    default:\n"] + [
+        "      - %s\n" % path for path in registry.MANAGED_FILES])
+
+
 def switch_defaults(switches):
     out = [PART_BEGIN]
     for name, default_on, doc in switches:
@@ -278,6 +305,7 @@ def main(argv):
     switches = registry.switches()
     wanted = tune_files(switches)
     wanted[HOST_TUNE] = host_tune_doc(registry)
+    wanted[TUNING_SNAPSHOT] = tuning_snapshot_doc(registry)
     for path in dependents():
         text = updated(path, shared, names)
         if path == os.path.join(TUNE, "meta", "argument_specs.yml"):
