@@ -95,8 +95,9 @@ def _tree(top):
 
 def test_adding_a_part_touches_the_files_architecture_md_says(tmp_path):
     """The worked example: a part is one object in its subject's file and one registry line;
-    scripts/role-specs.py writes host_tune's DOCUMENTATION (``parts``, the part's options)
-    and its switch into role tune's three files: 6 files."""
+    scripts/role-specs.py writes host_tune's DOCUMENTATION (``parts``, the part's options),
+    tuning_snapshot's (the default of ``files``: the part writes a file) and its switch into
+    role tune's three files: 7 files."""
     copy = tmp_path / "ansible_collections" / "gpuhost" / "tuning"
     for folder in ("plugins", "roles", "scripts"):
         shutil.copytree(os.path.join(REPO, folder), str(copy / folder),
@@ -116,6 +117,7 @@ def test_adding_a_part_touches_the_files_architecture_md_says(tmp_path):
     touched = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
     assert touched == ["plugins/module_utils/parts/registry.py",
                        "plugins/module_utils/peermem.py", "plugins/modules/host_tune.py",
+                       "plugins/modules/tuning_snapshot.py",  # its files default
                        "roles/tune/defaults/main.yml", "roles/tune/meta/argument_specs.yml",
                        "roles/tune/vars/main.yml"]
     doc = after["plugins/modules/host_tune.py"].decode().split('DOCUMENTATION = r"""', 1)[1]
@@ -124,6 +126,9 @@ def test_adding_a_part_touches_the_files_architecture_md_says(tmp_path):
     assert "hugepages" not in doc["options"]["parts"]["default"]  # default_on False
     switches = yaml.safe_load(after["roles/tune/vars/main.yml"])["__gpuhost_tune_switches"]
     assert switches["hugepages"] == "{{ gpuhost_tune_hugepages }}"
+    snap = after["plugins/modules/tuning_snapshot.py"].decode().split('DOCUMENTATION = r"""', 1)
+    snap = yaml.safe_load(snap[1].split('"""')[0])
+    assert "/etc/sysctl.d/98-gpuhost-hugepages.conf" in snap["options"]["files"]["default"]
     with open(os.path.join(REPO, "docs", "architecture.md")) as handle:
         assert "Adding a part touches %d files" % len(touched) in handle.read()
 
