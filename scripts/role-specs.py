@@ -110,7 +110,8 @@ def load_registry():
         from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import registry
         return registry
     finally:
-        sys.path.remove(links) if links in sys.path else None
+        if links in sys.path:
+            sys.path.remove(links)
         shutil.rmtree(links)
 
 

@@ -308,7 +308,6 @@ class IdlePart(object):
             out["failures"] = ["cpuidle: %s" % (msg or "failed").strip()]
         return out
 
-
     def record(self, ctx):
         """``{"driver": ..., "cpus": {"<cpu>": {"<state name>": disabled}}}`` (online CPUs)."""
         states = read_states(ctx.root)

@@ -436,7 +436,6 @@ class MrrsPart(object):
             out["failures"] = ["pcie: %s" % (msg or "failed").strip()]
         return out
 
-
     def record(self, ctx):
         """``[{address, role, vendor, device, mrrs, devctl}]`` (devices without a PCIe
         capability or SR-IOV VFs are left out: they have no MRRS to restore)."""

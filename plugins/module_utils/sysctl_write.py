@@ -405,10 +405,6 @@ def settings_failure(result):
     return " ".join(problems) if problems else None
 
 
-def _changed_diffs(diffs):
-    return [d for d in diffs or [] if "prepared" in d or d.get("before") != d.get("after")]
-
-
 class SettingsPart(object):
     """Apply and persist the wanted sysctls (``settings_run``); keys the kernel has not got
     are skipped, not failures."""
@@ -417,23 +413,19 @@ class SettingsPart(object):
     owns = ("numa_balancing", "sysctl")
     steps = ("sysctl",)
     stage = "tune"
-    options = dict(
-        sysctl_at_least=dict(type="list", elements="str", default=list(AT_LEAST)),
-        sysctl_file=dict(type="path", default=OWN_FILE),
-    )
+    options = dict(sysctl_at_least=dict(type="list", elements="str", default=list(AT_LEAST)),
+                   sysctl_file=dict(type="path", default=OWN_FILE))
     option_docs = {
-        "sysctl_at_least": [
-            "Keys where a larger current value counts as right and is kept (live and in the "
-            "file). The default is the collection's rule, the one the audit judges by - the "
-            "socket buffer sizes and ceilings; V([]) makes every key exact."],
+        "sysctl_at_least": ["Keys where a larger current value counts as right and is kept "
+                            "(live and in the file). The default is the collection's rule, "
+                            "the one the audit judges by - the socket buffer sizes and "
+                            "ceilings; V([]) makes every key exact."],
         "sysctl_file": "The sysctl.d file owned by the pass (it holds exactly O(sysctl)).",
     }
     files = (OWN_FILE,)
     file_options = ("sysctl_file",)
     role_doc = "Apply gpuhost_sysctl now and persist it (tag C(tune_sysctl))."
-    # the snapshot's section (protocol in parts/registry.py)
-    snapshot_key = "sysctl"
-    label = "{key}"
+    snapshot_key, label = "sysctl", "{key}"  # the snapshot's section (parts/sections.py)
     restore_report = (("sysctls restored", "changed", "key"),
                       ("sysctls skipped", "skipped", "reason"))
 
@@ -447,7 +439,9 @@ class SettingsPart(object):
                                ctx.check_mode, warn=ctx.warn)
         except (ValueError, OSError, SysctlWriteError) as exc:
             return self.not_run(ctx, "failed", str(exc), bool(getattr(exc, "written", None)))
-        out = {"changed": res["changed"], "diffs": _changed_diffs(res.pop("diff", None)),
+        out = {"changed": res["changed"],
+               "diffs": [d for d in res.pop("diff", None) or []
+                         if "prepared" in d or d.get("before") != d.get("after")],
                "detail": {"sysctl": res},
                "skipped": [k["key"] for k in res["skipped_keys"]],
                "rows": [(e["key"], e["before"], e["after"], e["status"], e.get("reason", ""))
@@ -467,7 +461,6 @@ class SettingsPart(object):
             out["detail"] = {"sysctl": {"failed": True, "changed": written, "msg": msg}}
             out["failures"] = ["sysctl: %s" % (msg or "failed").strip()]
         return out
-
 
     def record(self, ctx):
         return read_many(ctx.root, ctx.params["sysctl_keys"])

@@ -231,7 +231,6 @@ def same_file(now, rec):
                for key in ("target", "mode", "uid", "gid", "content_b64") if key in rec)
 
 
-
 def _owner(full, rec, link=False):
     """Give ``full`` the recorded owner (when recorded and different)."""
     if "uid" not in rec:
