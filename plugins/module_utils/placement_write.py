@@ -314,7 +314,7 @@ def revert_placement(root, folder=snapstore.SNAPSHOT_DIR):
 
 def _revert_check(ctx, config_dir):
     """``held`` for pin_run: the cpuset lines a revert to the original would put back per
-    container (snapshot.revert_placement) must be the lines the container has now."""
+    container (revert_placement) must be the lines the container has now."""
     try:
         recorded, original = revert_placement(ctx.root, ctx.params["snapshot_dir"])
     except snapstore.SnapshotError as exc:
