@@ -110,6 +110,9 @@ class PeermemPart(object):
     stage = "tune"
     options = dict(nvidia_peermem=dict(type="str", default="auto",
                                        choices=["auto", "load", "skip"]))
+    option_docs = {"nvidia_peermem": "What to do with C(nvidia_peermem) (see the description)."}
+    files = (PEERMEM_CONF,)
+    role_doc = "Handle nvidia_peermem per gpuhost_nvidia_peermem (tag C(tune_nvidia_peermem))."
 
     def run(self, ctx):
         choice = decision(ctx.params["nvidia_peermem"], ctx.before.get("nvidia"), ctx.root)

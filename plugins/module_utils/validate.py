@@ -312,8 +312,7 @@ def _boot_service(p):
 
 def _tuning_snapshot(p):
     _common(p)
-    non_empty_list("parts", p.get("parts"),
-                   "parts from pcie, cpuidle, sysctl, files, placement")
+    non_empty_list("parts", p.get("parts"), "snapshot parts (the choices of parts)")
     inside(p, "lxc_config_dir")
     snapshot_name("snapshot", p.get("snapshot"))
     if p.get("snapshot") and "/" in p["snapshot"]:
