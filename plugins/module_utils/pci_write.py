@@ -184,12 +184,10 @@ def set_mrrs(dev, size, method="sysfs", runner=None):
         if not binary:
             raise PciWriteError("setpci not found: install pciutils, or use method sysfs")
         # Imported here: the boot-time copy of this file ships without runner.py.
-        from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (
-            QUERY_TIMEOUT_S,
-        )
+        from ansible_collections.gpuhost.tuning.plugins.module_utils import runner as limits
         try:
             _rc, _out, err = runner.run(setpci_args(dev, value & mask, mask, binary),
-                                        timeout=QUERY_TIMEOUT_S)
+                                        timeout=limits.QUERY_TIMEOUT_S)
         except Exception as exc:  # the runner's CommandError (command, rc, stderr)
             raise PciWriteError("PCI device %s: %s" % (dev.address, exc))
         # setpci exits 0 even when the write failed; it only warns on stderr.
