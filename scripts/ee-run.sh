@@ -59,12 +59,13 @@ cat >"$data/project/site.yml" <<'YML'
   ansible.builtin.import_playbook: gpuhost.tuning.audit
 YML
 
-start=$(date +%s.%N)
+start=$(date +%s%N)
 rc=0
 timeout 600 "$BIN/ansible-runner" run "$data" -p site.yml --ident ee-audit \
   --process-isolation --process-isolation-executable podman --container-image "$image" \
   --container-volume-mount "$dir:$dir" \
   --container-option=--user=0 --container-option=--network=none >"$dir/runner.out" 2>&1 || rc=$?
-log "ansible-runner in $image: rc $rc in $(printf '%.1f' "$(echo "$(date +%s.%N) - $start" | bc)") s (output: $dir/runner.out, artifacts: $data/artifacts/ee-audit)"
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+log "ansible-runner in $image: rc $rc in $(( ms / 1000 )).$(( ms % 1000 / 100 )) s (output: $dir/runner.out, artifacts: $data/artifacts/ee-audit)"
 [ "$rc" -eq 0 ] || tail -30 "$dir/runner.out" >&2
 exit "$rc"
