@@ -49,7 +49,7 @@ log "building $IMAGE (mmdebstrap $SUITE, recipe ${RECIPE:0:12}${have:+, was ${ha
 # No recommends, no docs/man/locales, apt lists dropped (the EE installs nothing with apt:
 # the definition's system dependencies are empty, and python3.11 is already there when
 # ansible-builder's `apt-get install python3.11` runs).
-mmdebstrap --mode=root --variant=minbase --format=tar \
+timeout 1200 mmdebstrap --mode=root --variant=minbase --format=tar \
   --include="$(IFS=,; echo "${PACKAGES[*]}")" \
   --aptopt='APT::Install-Recommends "false"' \
   --aptopt='Acquire::Languages "none"' \

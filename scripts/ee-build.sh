@@ -30,7 +30,7 @@ nocache=()
 log "ansible-builder build $tag on $base"
 mounts=()
 [ -f "$CA" ] && mounts=("--extra-build-cli-args=-v $CA:/etc/ssl/certs/ca-certificates.crt:ro")
-"$BIN/ansible-builder" build --file execution-environment.yml --context build/ee-context \
+timeout 1800 "$BIN/ansible-builder" build --file execution-environment.yml --context build/ee-context \
   --container-runtime podman "${mounts[@]}" "${nocache[@]}" -v 3 >build/ee-build.log 2>&1 \
   || { tail -40 build/ee-build.log >&2; log "ansible-builder build failed (whole log: build/ee-build.log)"; exit 1; }
 size=$(podman image inspect --format '{{ .Size }}' "$tag")
