@@ -34,7 +34,7 @@ LAB_PKGS := qemu-system-x86 qemu-utils ovmf mtools dosfstools mmdebstrap e2fspro
 # The cgroup guest (lab/cgroup-real.sh): Debian's kernel, LXC and busybox in an initramfs.
 LAB_CGROUP_PKGS := qemu-system-x86 lxc busybox-static cpio build-essential kmod
 
-.PHONY: help setup venv collection audit test unit packaging integration molecule lint sanity controller-next build clean lab lab-cgroup lab-collection lab-trixie
+.PHONY: help setup venv collection audit test unit packaging integration molecule lint sanity controller-next build clean lab lab-cgroup lab-collection lab-trixie ee
 
 help:
 	@echo "make audit   audit this machine read-only; reports in gpuhost-reports/"
@@ -102,6 +102,18 @@ rollout: setup
 molecule: setup
 	@scripts/apt-ensure.sh $(MOLECULE_PKGS)
 	scripts/molecule.sh
+
+# The execution environment execution-environment.yml defines: its local Debian base
+# (scripts/ee-base.sh), ansible-builder + podman (scripts/ee-build.sh), then the audit of two
+# host trees inside it through ansible-runner --process-isolation (scripts/ee-run.sh), its
+# reports checked against a run on this machine (tests/integration/test_ee.py, which make
+# integration skips while the image is not built). Not in make test: see README
+# "Execution environment" for the measured time. Its Debian packages are molecule's (podman,
+# runc, mmdebstrap).
+ee: setup
+	@scripts/apt-ensure.sh $(MOLECULE_PKGS)
+	scripts/ee-build.sh
+	GPUHOST_EE_STRICT=1 $(BIN)/pytest -q -n 0 -p no:cacheprovider tests/integration/test_ee.py
 
 # Fleet benchmark: N namespace hosts with sshd on this machine; bench/RESULTS.md, results.json,
 # wall_time.png. Not part of make test. BENCH_SIZES="1 8 32" BENCH_FORKS=8 BENCH_REPEAT=1.
