@@ -21,12 +21,13 @@
 #
 # Usage: scripts/build-test-image.sh [suite]    (prints the image name; exit 0 when ready)
 # Env:   GPUHOST_TEST_SUITE (bookworm, the default, or trixie; the argument wins),
-#        GPUHOST_TEST_IMAGE (default localhost/gpuhost-test:<suite>), FORCE=1
+#        GPUHOST_TEST_IMAGE (default $GPUHOST_TEST_IMAGE_REPO:<suite>, the repository
+#        localhost/gpuhost-test unless set), FORCE=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUITE=${1:-${GPUHOST_TEST_SUITE:-bookworm}}
-IMAGE=${GPUHOST_TEST_IMAGE:-localhost/gpuhost-test:$SUITE}
+IMAGE=${GPUHOST_TEST_IMAGE:-${GPUHOST_TEST_IMAGE_REPO:-localhost/gpuhost-test}:$SUITE}
 # The "old" kernel the scenarios start from and the "new" one they upgrade to. Debian's
 # archive keeps only recent ABIs: when one disappears, bump it here (the scenarios and
 # tests read both from the image).

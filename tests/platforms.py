@@ -42,7 +42,8 @@ def native_suite(os_release="/etc/os-release"):
 
 
 def image(suite):
-    return "localhost/gpuhost-test:%s" % suite
+    """The suite's test image (scripts/build-test-image.sh names it the same way)."""
+    return "%s:%s" % (os.environ.get("GPUHOST_TEST_IMAGE_REPO", "localhost/gpuhost-test"), suite)
 
 
 def podman(*args, timeout=120, check=False):
