@@ -110,3 +110,7 @@ def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite tests/unit/golden from the current code (an intended "
                           "change of the audit's output; review the diff)")
+
+
+# The platform switch of the real-tool tests (Debian 12 here, Debian 13 in its test image).
+from platforms import pytest_collection_modifyitems, suite  # noqa: E402,F401
