@@ -65,25 +65,29 @@ def require_image(suite):
 
 def _ansible_package():
     """The folder holding this venv's ``ansible`` package (its module_utils are what the
-    modules run with on a host: mounted into the container, which has no ansible-core)."""
+    modules run with on a host: mounted into the container, which has no ansible-core) and
+    ``yaml`` (the fixtures read YAML)."""
     import ansible
     return os.path.dirname(os.path.dirname(os.path.realpath(ansible.__file__)))
 
 
 def run_inside(nodeid, suite, timeout=900):
-    """Run pytest test ``nodeid`` inside ``suite``'s image; returns (rc, output)."""
+    """Run pytest test ``nodeid`` (or several, space-separated) inside ``suite``'s image;
+    returns (rc, output)."""
     require_image(suite)
     site = _ansible_package()
     proc = podman(
         "run", "--rm", "--network=none", "--ulimit", "nofile=1024:1024",
         "--ulimit", "nproc=1024:1024", "-v", "%s:%s:ro" % (REPO, REPO), "-w", REPO,
         "-v", "%s/ansible:/opt/gpuhost-ansible/ansible:ro" % site,
+        # PyYAML for the test fixtures (pure Python there: its C part is built for 3.11)
+        "-v", "%s/yaml:/opt/gpuhost-ansible/yaml:ro" % site,
         "-e", "PYTHONPATH=/opt/gpuhost-ansible",
         "-e", "GPUHOST_TEST_STRICT=%s" % os.environ.get("GPUHOST_TEST_STRICT", ""),
         "-e", "PYTEST_DEBUG_TEMPROOT=/tmp", "-e", "PYTHONDONTWRITEBYTECODE=1",
         "-e", "LC_ALL=C.UTF-8",
         image(suite), "python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
-        "--rootdir", REPO, "-c", os.path.join(REPO, "pytest.ini"), nodeid,
+        "--rootdir", REPO, "-c", os.path.join(REPO, "pytest.ini"), *nodeid.split(),
         timeout=timeout)
     return proc.returncode, proc.stdout + proc.stderr
 
