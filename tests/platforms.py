@@ -59,7 +59,9 @@ def require_image(suite):
     missing = pytest.fail if os.environ.get("GPUHOST_TEST_STRICT") else pytest.skip
     if shutil.which("podman") is None:
         missing("podman not installed (make integration installs it)")
-    if podman("image", "exists", image(suite)).returncode != 0:
+    # podman waits for its storage lock while another `podman import` (an image build of
+    # another checkout) holds it: minutes on a loaded machine
+    if podman("image", "exists", image(suite), timeout=900).returncode != 0:
         missing("test image %s not built (scripts/build-test-image.sh %s)" % (image(suite), suite))
 
 
