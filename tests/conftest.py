@@ -130,3 +130,7 @@ def reports_without_times(folder):
             text = pattern.sub(repl, text)
         out[name] = text
     return out
+
+
+# The platform switch of the real-tool tests (Debian 12 here, Debian 13 in its test image).
+from platforms import pytest_collection_modifyitems, suite  # noqa: E402,F401

@@ -152,9 +152,16 @@ def parse_conf(text):
 
 
 # Where systemd-sysctl reads sysctl.d files, highest precedence first: a file name in an
-# earlier folder hides the same name in later ones (sysctl.d(5)). procps `sysctl --system`
-# reads the same folders and then /etc/sysctl.conf last; Debian links
-# /etc/sysctl.d/99-sysctl.conf to /etc/sysctl.conf so systemd-sysctl reads it too.
+# earlier folder hides the same name in later ones (sysctl.d(5)). At boot only
+# systemd-sysctl applies them: procps.service is an alias of systemd-sysctl.service on
+# Debian 12 and 13 alike (Proxmox VE 8 and 9), and systemd-sysctl never reads
+# /etc/sysctl.conf by that name (procps' `sysctl --system`, run by hand, reads it last).
+# Debian 12's procps links /etc/sysctl.d/99-sysctl.conf to ../sysctl.conf, so there it is
+# read through the link; Debian 13's procps (2:4.0.4-7 and later) ships neither the link
+# nor the file, and removes an unmodified /etc/sysctl.conf on upgrade (a modified one is
+# renamed /etc/sysctl.conf.dpkg-bak): there it counts only where a sysctl.d link brings it
+# in. Checked with the real systemd-analyze cat-config sysctl.d of both
+# (tests/integration/test_sysctl_real.py).
 SYSCTL_D_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d",
                  "/usr/lib/sysctl.d", "/lib/sysctl.d")
 
@@ -163,9 +170,9 @@ SYSCTL_CONF = "/etc/sysctl.conf"
 
 
 def boot_files(root):
-    """The sysctl files applied at boot, in the order they are applied (later wins):
-    ``[(host path, file name)]``; /etc/sysctl.conf last unless a sysctl.d link already
-    brings it in."""
+    """The sysctl files systemd-sysctl applies at boot, in the order it applies them
+    (later wins): ``[(host path, file name)]``. /etc/sysctl.conf only through a sysctl.d
+    link to it (Debian 12's 99-sysctl.conf), never by itself."""
     chosen = {}
     for folder in SYSCTL_D_DIRS:
         try:
@@ -175,12 +182,7 @@ def boot_files(root):
         for name in names:
             if name.endswith(".conf") and name not in chosen:
                 chosen[name] = folder + "/" + name
-    order = [(chosen[name], name) for name in sorted(chosen)]
-    conf_real = hostfs.realpath(host_path(root, SYSCTL_CONF))
-    linked = any(hostfs.realpath(host_path(root, path)) == conf_real for path, _n in order)
-    if not linked and hostfs.isfile(host_path(root, SYSCTL_CONF)):
-        order.append((SYSCTL_CONF, "sysctl.conf"))
-    return order
+    return [(chosen[name], name) for name in sorted(chosen)]
 
 
 def boot_overrides(root, own_path, values, at_least=()):
@@ -192,7 +194,7 @@ def boot_overrides(root, own_path, values, at_least=()):
     for path, name in boot_files(root):
         if name == own_name:
             continue  # our file, or one of the same name it hides
-        if path != SYSCTL_CONF and name < own_name:
+        if name < own_name:
             continue  # applied before ours
         full = host_path(root, path)
         if hostfs.islink(full) and hostfs.readlink(full).startswith("/"):
