@@ -460,10 +460,10 @@ def _dkms_build(p):
 
 def _driver_stage(p):
     _common(p, skip=("state",))
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_state
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_records
 
-    if not driver_state.VERSION_RE.match(p.get("version") or ""):
-        _fail("version", p.get("version"), driver_state.VERSION_WANTED)
+    if not driver_records.VERSION_RE.match(p.get("version") or ""):
+        _fail("version", p.get("version"), driver_records.VERSION_WANTED)
     names("kernels", p.get("kernels"), RELEASE, "kernel releases like 6.14.11-5-bpo12-pve")
     for vmid in p.get("containers") or []:
         int_range("containers", vmid, *VMID_RANGE)
