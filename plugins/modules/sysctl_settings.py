@@ -26,8 +26,9 @@ description:
     Debian 12's C(99-sysctl.conf) link to C(/etc/sysctl.conf)) that sets a managed key to
     another value would undo it at every boot. C(/etc/sysctl.conf) itself is not read by
     systemd-sysctl, which applies the files at boot on Debian 12 and 13 alike (Debian 13
-    and Proxmox VE 9 ship neither the file nor the link). Such keys are reported in RV(overridden_at_boot) and fail the task (naming the
-    file), after everything else was done.
+    and Proxmox VE 9 ship neither the file nor the link). Such keys are reported in
+    RV(overridden_at_boot) and fail the task (naming the file), after everything else was
+    done.
   - With O(state=absent) the file is removed; live values are left as they are (restore
     them with M(gpuhost.tuning.tuning_snapshot)).
 author:
