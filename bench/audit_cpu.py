@@ -89,7 +89,7 @@ def one(python, path, args, env_extra, chroot=""):
     env["PYTHONPATH"] = inner(path)
     out = subprocess.run((["chroot", chroot] if chroot else []) + [
         python, "-m", "ansible_collections.gpuhost.tuning.plugins.modules.host_audit",
-        inner(args)], capture_output=True, text=True, env=env)
+        inner(args)], capture_output=True, text=True, env=env, check=False)
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
@@ -131,18 +131,19 @@ def main():
         runs = dict((rev, []) for rev in args.revs)
         for rev in args.revs:                       # one warm-up each (page cache)
             one(args.python, paths[rev], argfile, {}, chroot)
-        for _ in range(args.runs):
+        for _run in range(args.runs):
             for rev in args.revs:
                 runs[rev].append(one(args.python, paths[rev], argfile, {}, chroot))
         version = subprocess.run((["chroot", chroot] if chroot else []) + [
-            args.python, "--version"], capture_output=True, text=True).stdout.strip()
+            args.python, "--version"], capture_output=True, text=True, check=False).stdout.strip()
         report = {"python": version, "chroot": chroot, "runs_each": args.runs, "revs": {}}
         for rev, items in runs.items():
             cpus = [r["cpu_s"] for r in items]
             report["revs"][rev] = {
                 "commit": subprocess.run(["git", "-C", REPO, "rev-parse", "--short",
                                           "HEAD" if rev == "." else rev],
-                                         capture_output=True, text=True).stdout.strip(),
+                                         capture_output=True, text=True,
+                                         check=False).stdout.strip(),
                 "cpu_median_s": round(statistics.median(cpus), 4),
                 "cpu_min_s": min(cpus), "cpu_max_s": max(cpus),
                 "load_range": [min(r["load"] for r in items), max(r["load"] for r in items)],

@@ -341,7 +341,7 @@ def peer_goals(rows, sizes):
         a, b = rows[(n, ours)], rows[(n, peer)]
         wall = b["wall_s"] / a["wall_s"]
         cpu = (b["controller_cpu_s"] + b["hosts_cpu_s"]) / (a["controller_cpu_s"]
-                                                             + a["hosts_cpu_s"])
+                                                            + a["hosts_cpu_s"])
         met = wall >= times
         out.append({"ours": ours, "peer": peer, "times": times, "at_n": n,
                     "wall_times": round(wall, 2), "cpu_times": round(cpu, 2), "met": met,

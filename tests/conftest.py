@@ -133,4 +133,5 @@ def reports_without_times(folder):
 
 
 # The platform switch of the real-tool tests (Debian 12 here, Debian 13 in its test image).
+# pylint: disable-next=unused-import
 from platforms import pytest_collection_modifyitems, suite  # noqa: E402,F401

@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Peer (a) of the fleet benchmark: the seeds' one-shot runtime fix script (message 1279 of the
 # session in /work/shared/seeds/000_*.txt, "The Anatomy of the Fix Script": ten numbered steps
 # with echo lines, set -e, `&& echo OK || echo FAILED` on the one expected failure, the

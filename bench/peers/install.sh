@@ -21,10 +21,12 @@ case $core in
   *) echo "peers: no ansible package known for ansible-core $core" >&2; exit 1 ;;
 esac
 mkdir -p "$CACHE"
+# shellcheck disable=SC2012  # wheel names are pip's: no odd characters
 wheel=$(ls "$CACHE"/ansible-*.whl 2>/dev/null | sort -V | tail -1 || true)
 if [ -z "$wheel" ]; then
   "$PY" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
     -d "$CACHE" "$want" >&2
+  # shellcheck disable=SC2012
   wheel=$(ls "$CACHE"/ansible-*.whl | sort -V | tail -1)
 fi
 mkdir -p "$DEST"

@@ -185,7 +185,7 @@ def detect_backend(root="/", runner=None):
     if tool == "proxmox-boot-tool":
         if runner is not None and runner.which("proxmox-boot-tool"):
             rc, out, _err = runner.run(["proxmox-boot-tool", "status"], check=False,
-                                        timeout=QUERY_TIMEOUT_S)
+                                       timeout=QUERY_TIMEOUT_S)
             modes = {mode for _uuid, mode in parse_pbt_status(out)} if rc == 0 else set()
             if modes == {"grub"}:
                 return {"backend": "grub", "tool": tool,

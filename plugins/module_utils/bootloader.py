@@ -620,7 +620,7 @@ def mount_esps(runner, uuids, workdir):
         point = os.path.join(workdir, uuid)
         os.makedirs(point, exist_ok=True)
         rc, _out, err = runner.run(["mount", "-o", "ro", device, point], check=False,
-                                  timeout=QUERY_TIMEOUT_S)
+                                   timeout=QUERY_TIMEOUT_S)
         if rc != 0:
             esps.append({"uuid": uuid, "path": None,
                          "error": "mount -o ro %s failed: %s" % (device, err.strip())})
@@ -668,7 +668,7 @@ def inspect(root="/", backend="auto", esp_dirs=None, grub_cfgs=None, runner=None
         result["kernel_list"] = pbt_files(root)
         if runner is not None and runner.which("proxmox-boot-tool"):
             rc, out, _err = runner.run(["proxmox-boot-tool", "kernel", "list"], check=False,
-                                            timeout=QUERY_TIMEOUT_S)
+                                       timeout=QUERY_TIMEOUT_S)
             if rc == 0:
                 listed = parse_kernel_list(out)
                 for key in ("pinned", "next_boot"):

@@ -82,7 +82,7 @@ def pick_versions(madison, packages, version):
         else:
             have = sorted({upstream_version(v) or v for v in listed})
             missing.append("%s %s (apt knows %s)" % (name, version,
-                                                      ", ".join(have) if have else "no version"))
+                                                     ", ".join(have) if have else "no version"))
     return chosen, missing
 
 

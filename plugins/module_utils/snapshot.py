@@ -29,6 +29,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_m
 from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import registry
 from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import sections
 from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import snapstore
+# pylint: disable-next=unused-import
 from ansible_collections.gpuhost.tuning.plugins.module_utils.parts.snapstore import (  # noqa: F401
     APPLIED,
     ORIGINAL,

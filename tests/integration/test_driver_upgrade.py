@@ -103,8 +103,9 @@ class Host(object):
     """A host root with the OLD driver installed by packages and DKMS-built for both
     kernels (or ``headers_for`` only), and the containers of CONTAINERS."""
 
-    def __init__(self, lab, tmp_path, monkeypatch, headers_for=None, containers=CONTAINERS,
+    def __init__(self, lab, tmp_path, monkeypatch, headers_for=None, containers=None,
                  host_method="deb"):
+        containers = CONTAINERS if containers is None else containers
         self.lab = lab
         self.root = str(tmp_path / "root")
         # the headers are hard links into the lab's copy: nothing here writes them
@@ -438,7 +439,7 @@ def test_playbook_stages_gates_and_summarizes(lab, tmp_path, monkeypatch):
     root): staged, gated, the rollout summary naming the driver; a container left out stops
     the gate naming it."""
     host = Host(lab, tmp_path, monkeypatch, containers={"129": CONTAINERS["129"],
-                                                         "131": CONTAINERS["131"]})
+                                                        "131": CONTAINERS["131"]})
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(repo, "tests/output/pathlink"),
                ANSIBLE_CONFIG=os.path.join(repo, "ansible.cfg"), ANSIBLE_NOCOLOR="1")

@@ -330,7 +330,7 @@ def live_playbook(name, container, reports, *args, label=None):
 
 
 def test_live_systemd_host_service_runs_now_and_at_boot_then_revert(suite, live_container,
-                                                                     tmp_path):
+                                                                    tmp_path):
     name = live_container
     # the host's own Python runs the modules and the boot-time program (bootapply)
     assert in_container(name, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'") \

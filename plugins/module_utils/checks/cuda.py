@@ -168,7 +168,7 @@ def gpu_peer_bandwidth_low(facts, wanted):
                 if 100.0 * gbs / ceiling >= floor:
                     continue
                 expected = "at least %s %% of the path (%s, %.1f GB/s)" % (floor, path,
-                                                                          ceiling)
+                                                                           ceiling)
             else:
                 continue        # neither a mark nor a known ceiling to judge by
             if ceiling:

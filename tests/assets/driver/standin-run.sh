@@ -3,6 +3,7 @@
 # (a gpuhost.tuning TEST STAND-IN for NVIDIA's driver installer, built by
 # tests/driverstandin.py; its header has the fields of NVIDIA's .run that
 # driver_stage reads, and it speaks the installer options the collection uses)
+# shellcheck disable=SC2034,SC2015,SC2317  # makeself's header fields; the payload follows exit
 CRCsum="0000000000"
 MD5="00000000000000000000000000000000"
 label="NVIDIA Accelerated Graphics Driver for Linux-x86_64 @VERSION@"

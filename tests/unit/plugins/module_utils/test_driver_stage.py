@@ -68,7 +68,7 @@ def test_rollout_rows_name_the_driver_before_and_after():
         "a": {"status": "done", "reason": None,
               "driver": {"before": "580.95.05", "after": "590.48.01"}},
         "b": {"status": "stopped", "reason": "gate", "driver": {"before": "580.95.05",
-                                                                 "after": None}}},
+                                                                "after": None}}},
         "driver_upgrade")
     assert doc["hosts"][0]["driver"] == {"before": "580.95.05", "after": "590.48.01"}
     assert rollout.lines(doc)[1:] == ["a  done (driver 580.95.05 -> 590.48.01)",

@@ -160,7 +160,7 @@ def test_an_nvlink_pair_below_335_gbs_is_low_by_the_azure_mark_not_the_percentag
     # passes it), below Azure's 335 (the mark does not). The old audit judged no peer copy.
     found = _peer(_two_h200(300.0, links=14))
     assert [f["subject"] for f in found] == ["0000:00:06.0 -> 0000:00:07.0",
-                                            "0000:00:07.0 -> 0000:00:06.0"]
+                                             "0000:00:07.0 -> 0000:00:06.0"]
     assert found[0]["current"] == "GPU 0 -> GPU 1 300.0 GB/s = 80.7 % of NVLink 371.9 GB/s"
     assert found[0]["expected"].startswith("at least 335 GB/s (H200 peer pass mark: Azure "
                                            "azurehpc-health-checks conf/nd96isr_h200_v5.conf")
@@ -192,7 +192,7 @@ def test_a_model_without_a_mark_is_judged_by_the_nvlink_percentage():
         dev["name"] = "NVIDIA A100-SXM4-80GB"
     found = _peer(facts)
     assert len(found) == 2 and found[0]["expected"].startswith("at least 70 % of the path "
-                                                              "(NVLink, 478.1 GB/s)")
+                                                               "(NVLink, 478.1 GB/s)")
     facts = _two_h200(350.0)            # 73.2 %
     for dev in facts["cuda"][0]["devices"]:
         dev["name"] = "NVIDIA A100-SXM4-80GB"
@@ -216,7 +216,7 @@ def test_the_audit_reports_a_slow_peer_copy_given_as_cuda_results(tmp_path):
     res = run_module(host_audit, {"root": vm["root"], "cuda": [probe]})
     found = [f for f in res["audit"]["findings"] if f["id"] == "gpu_peer_bandwidth_low"]
     assert [f["subject"] for f in found] == ["0000:00:06.0 -> 0000:00:07.0",
-                                            "0000:00:07.0 -> 0000:00:06.0"]
+                                             "0000:00:07.0 -> 0000:00:06.0"]
     assert set(f["severity"] for f in found) == {"high"}
 
 

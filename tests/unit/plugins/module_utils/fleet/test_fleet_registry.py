@@ -83,9 +83,11 @@ def test_audit_report_runs_each_fleet_check_once(tmp_path, monkeypatch):
     one = audit.audit(str(root), dict(hosts.common_wanted(), host="gpu01"))
     calls = []
     expected = sorted(c.rule.__module__ for c in fleet.fleet_checks())
+    def counting(rule):
+        return lambda d, c: calls.append(rule.__module__) or rule(d, c)
+
     for item in fleet.fleet_checks():
-        monkeypatch.setattr(item, "rule", (lambda rule: lambda d, c: (
-            calls.append(rule.__module__) or rule(d, c)))(item.rule))
+        monkeypatch.setattr(item, "rule", counting(item.rule))
     report.audit_report_run({"audits": {"gpu01": one, "gpu02": one}, "dest": str(tmp_path),
                              "generated_at": "2026-01-01 00:00:00Z", "mrrs_size": 4096,
                              "write": True}, check_mode=False)
