@@ -83,6 +83,7 @@ def test_audit_report_runs_each_fleet_check_once(tmp_path, monkeypatch):
     one = audit.audit(str(root), dict(hosts.common_wanted(), host="gpu01"))
     calls = []
     expected = sorted(c.rule.__module__ for c in fleet.fleet_checks())
+
     def counting(rule):
         return lambda d, c: calls.append(rule.__module__) or rule(d, c)
 
