@@ -3,7 +3,7 @@
 # ansible-runner private data dir (inventory/, env/extravars, project/site.yml importing
 # gpuhost.tuning.audit), `ansible-runner run --process-isolation` with podman and the EE image.
 # The fleet is two host trees the playbook tests also audit (tests/fixtures/hosts.py):
-# `seed` (the field story's 8-GPU Proxmox host, with its GPU health) and `vm` (an H200 VM),
+# `seed` (an 8-GPU Proxmox host with XID and ECC history) and `vm` (an H200 VM),
 # each reached with the local connection through its gpuhost_root, inside the container.
 #
 # Everything goes under DIR: hosts/<name>/ (the trees), runner/ (the private data dir and
