@@ -316,7 +316,7 @@ def lxc_facts(root, config_dir, gpu_drivers):
                 for major in found:
                     if major not in allowed:
                         missing.append({"driver": drv, "major": major})
-        out.append({
+        entry = {
             "vmid": vmid,
             "path": "/" + os.path.relpath(path, os.path.abspath(root or "/")),
             "onboot": config.onboot,
@@ -328,7 +328,11 @@ def lxc_facts(root, config_dir, gpu_drivers):
             "stale_majors": [m for m in lxc_mod.stale_majors(config, registered)
                              if m not in FIXED_GPU_MAJORS] if registered else [],
             "missing_majors": missing,
-        })
+        }
+        v1_lines = config.cgroup_v1_lines()
+        if v1_lines:  # only where there are any: the facts of other containers unchanged
+            entry["cgroup_v1_lines"] = v1_lines
+        out.append(entry)
     return out
 
 

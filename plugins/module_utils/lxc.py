@@ -34,6 +34,7 @@ except ImportError:  # pragma: no cover - shipped as plain files next to hostfs.
 DEFAULT_CONFIG_DIR = "/etc/pve/lxc"
 ALLOW_KEY = "lxc.cgroup2.devices.allow"
 ALLOW_KEY_V1 = "lxc.cgroup.devices.allow"
+CGROUP_V1_PREFIX = "lxc.cgroup."
 MOUNT_KEY = "lxc.mount.entry"
 
 # NVIDIA character devices with a fixed major; every other NVIDIA major is dynamic.
@@ -196,6 +197,14 @@ class LxcConfig(object):
     def get(self, key, default=None, section=None):
         values = self.get_all(key, section)
         return values[-1] if values else default
+
+    def cgroup_v1_lines(self):
+        """``key: value`` of every live ``lxc.cgroup.*`` line (cgroup v1 keys, not
+        ``lxc.cgroup2.*``). LXC ignores them on a host booted with the unified hierarchy
+        (liblxc's cgfsng_setup_limits_legacy: "Ignoring legacy cgroup limits on pure cgroup2
+        system", LXC 4.0 to 6.0), so rules written there allow nothing."""
+        return ["%s: %s" % (ln.key, ln.value) for _i, ln in self.live_lines()
+                if ln.kind == "kv" and ln.key.startswith(CGROUP_V1_PREFIX)]
 
     @property
     def onboot(self):

@@ -33,6 +33,7 @@ description:
     C(gpu_row_remap_pending), C(gpu_ecc_uncorrectable), C(gpu_clock_throttle),
     C(gpu_no_driver), C(pcie_mrrs), C(pcie_link_degraded), C(numa_balancing),
     C(cpuidle_deep_state), C(lxc_stale_majors), C(lxc_gpu_majors_missing),
+    C(lxc_cgroup_v1_keys),
     C(kernel_headers_missing), C(pcie_aer_errors), C(p2p_iommu_translated),
     C(gpu_numa_mismatch), C(pcie_bandwidth_low), C(gpu_peer_bandwidth_low),
     C(passthrough_device_missing),
@@ -515,7 +516,12 @@ audit:
           registered. C(lxc_gpu_majors_missing) high: a GPU container lacks the current
           major of a driver of O(lxc_gpu_drivers). C(lxc_onboot) low: GPU container not
           started on boot. C(lxc_stale_majors) never counts C(devN:) entries (they name a
-          path, not a major)."
+          path, not a major). C(lxc_cgroup_v1_keys) high: a GPU container's device rule only
+          under a cgroup v1 key (C(lxc.cgroup.devices.allow)), which LXC ignores on a host
+          booted with the unified hierarchy (the default since Proxmox VE 7, the only one VE 9's
+          systemd boots unforced), so the GPUs are denied; low for other C(lxc.cgroup.*) lines
+          there (dead settings); not raised when the running kernel's command line has
+          C(systemd.unified_cgroup_hierarchy=0)."
         - "C(lxc_device_node_missing) high: subject C(lxc <vmid> <node>); a node a GPU
           container binds (C(lxc.mount.entry) under C(/dev/nvidia), any C(devN:) path) is
           not on the host (a C(devN:) entry stops the start). C(lxc_device_node_major)

@@ -32,7 +32,9 @@ import time
 
 import pytest
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audit
 from ansible_collections.gpuhost.tuning.plugins.modules import lxc_cgroup_devices
+from fixtures import hosts
 from fixtures import lxc as fx
 from modrun import run_module
 
@@ -285,3 +287,39 @@ def test_stale_rule_refused_then_repaired_rule_allows(container, record_property
 
     record_property("lxc_start_s", [round(s, 3) for s in container.starts])
     print("lxc-start with the probe: %s s" % ", ".join("%.3f" % s for s in container.starts))
+
+
+def test_cgroup_v1_device_rules_are_ignored_and_the_audit_says_so(container):
+    """The pre-cgroup2 guides' ``lxc.cgroup.devices.allow`` for the right majors: LXC on a
+    unified hierarchy ignores them (the kernel refuses the nodes), and the audit's
+    lxc_cgroup_v1_keys names them (high); its remedy (rename to lxc.cgroup2.) opens them."""
+    conf = os.path.join(container.root, "etc/pve/lxc/%d.conf" % VMID)
+    uvm, cap, ctl = ("/dev/" + node[0] for node in NODES)
+    with open(conf) as handle:
+        text = handle.read()
+    live, sep, rest = text.partition("\n[")
+    live = live.replace("lxc.cgroup2.devices.allow: c 504:* rwm",
+                        "lxc.cgroup.devices.allow: c 509:* rwm")
+    live = live.replace("lxc.cgroup2.devices.allow: c 507:* rwm",
+                        "lxc.cgroup.devices.allow: c 238:* rwm")
+    with open(conf, "w") as handle:
+        handle.write(live + sep + rest)
+
+    before = container.probe()
+    with open(container.log) as handle:
+        log = handle.read()
+    assert before[uvm] == "EPERM" and before[cap] == "EPERM", before
+    assert before[ctl] == "ENXIO", before
+    assert "Ignoring legacy cgroup limits on pure cgroup2 system" in log, log[-4000:]
+
+    result = audit.audit(container.root, hosts.common_wanted())
+    (finding,) = [f for f in result["findings"] if f["id"] == "lxc_cgroup_v1_keys"]
+    assert finding["subject"] == "lxc %d" % VMID and finding["severity"] == "high", finding
+    assert "c 509:* rwm" in finding["current"] and "c 238:* rwm" in finding["current"]
+
+    # The remedy's rename, then the same start: the kernel allows both.
+    with open(conf, "w") as handle:
+        handle.write(live.replace("lxc.cgroup.devices.", "lxc.cgroup2.devices.") + sep + rest)
+    assert container.probe() == {uvm: "ENXIO", cap: "ENXIO", ctl: "ENXIO"}
+    again = audit.audit(container.root, hosts.common_wanted())
+    assert not [f for f in again["findings"] if f["id"] == "lxc_cgroup_v1_keys"]

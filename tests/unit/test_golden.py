@@ -113,6 +113,13 @@ def odd_host(root):
                      + "dev0: /dev/nvidia0,gid=44\ndev1: /dev/nvidiactl,gid=993\n"
                      "dev2: /dev/nvidia-uvm,mode=0666\n")
     devnodes.write_rootfs_group(root, 132, [("root", 0), ("video", 44), ("render", 104)])
+    # Container 133 set up by a pre-cgroup2 guide: its GPU rules under lxc.cgroup.* keys,
+    # which LXC ignores on this unified-hierarchy host (lxc_cgroup_v1_keys)
+    lxc.write_config(root, 133, lxc.container_130_text().replace("subvol-130", "subvol-133")
+                     + "lxc.cgroup.devices.allow: c 195:* rwm\n"
+                     "lxc.cgroup.devices.allow: c 509:* rwm\n"
+                     "lxc.mount.entry: /dev/nvidiactl dev/nvidiactl none bind,optional,"
+                     "create=file\n")
     # NVLink (fixtures/nvlink.py, NVIDIA's format): GPU 2 with every link inactive, GPU 5
     # with two, CRC and replay errors on GPU 1 and a recovery error on GPU 6
     uuids = [(i, "NVIDIA B200", "GPU-0b11d014-1685-04bd-26ed-5fc0bc1c44%02x" % i)

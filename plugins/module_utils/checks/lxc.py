@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import procfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (
     PLAYBOOK_REBOOT,
     check,
@@ -71,3 +73,45 @@ def lxc_onboot(facts, wanted):
             yield found(
                 _subject(ct), "onboot: 0", "onboot: 1",
                 "pct set %s --onboot 1 (else it stays down after every reboot)" % ct["vmid"])
+
+
+def _legacy_hierarchy(facts):
+    """True when the running kernel was booted into systemd's legacy or hybrid cgroup
+    hierarchy (``systemd.unified_cgroup_hierarchy=0``), where LXC still applies v1 keys."""
+    params = procfs.cmdline_params((facts.get("kernel") or {}).get("cmdline"))
+    value = params.get("systemd.unified_cgroup_hierarchy", "1")
+    return str(value).strip().lower() in ("0", "false", "no", "off")
+
+
+@check("lxc_cgroup_v1_keys", COLUMN, severity="high", severities=("high", "low"), order=71)
+def lxc_cgroup_v1_keys(facts, wanted):
+    """``lxc.cgroup.*`` lines: LXC ignores them on a unified-hierarchy host (the default since
+    Proxmox VE 7; VE 9's systemd 257 boots v1 only when forced), so device rules written there
+    allow nothing. High when a GPU container's device rule is only there, low otherwise."""
+    if _legacy_hierarchy(facts):
+        return
+    for ct in facts.get("lxc") or []:
+        lines = ct.get("cgroup_v1_lines")
+        if not lines:
+            continue
+        yield found(
+            _subject(ct),
+            "%s ignored (cgroup v1 keys on a cgroup2-only host)" % "; ".join(lines),
+            "the same settings as lxc.cgroup2.* keys",
+            "pct stop %s; in %s rename each lxc.cgroup. key to lxc.cgroup2. (sed -i "
+            "'s/^lxc\\.cgroup\\./lxc.cgroup2./' %s); pct start %s" % (
+                ct["vmid"], ct.get("path"), ct.get("path"), ct["vmid"]),
+            detail="v1 lines: %d" % len(lines),
+            severity="high" if ct.get("gpu") and _v1_only_majors(ct, lines) else "low")
+
+
+def _v1_only_majors(ct, lines):
+    """Majors a v1 ``devices.allow`` line allows that no cgroup2 rule of ``ct`` does: what the
+    container loses (rules written under both keys lose nothing)."""
+    out = []
+    for line in lines:
+        key, _sep, value = line.partition(": ")
+        rule = lxc_mod.parse_rule(value) if key == lxc_mod.ALLOW_KEY_V1 else None
+        if rule and rule["major"] not in (ct.get("allowed_majors") or []):
+            out.append(rule["major"])
+    return out
