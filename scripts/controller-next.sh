@@ -7,6 +7,10 @@
 #   3. the playbook tests that need no podman: tests/integration/test_audit_playbook.py and
 #      test_tune_playbook.py (ansible-playbook against temporary host trees; their podman
 #      cases skip there, the 2.19 lane runs them).
+#   4. unit-2.20 and playbooks-2.20: steps 2 and 3 again on ansible-core 2.20
+#      (requirements-controller-2.20.txt, a venv of its own in the same root, made the
+#      first time), so every line inside requires_ansible has run them; sanity is left to
+#      the two outer lines (2.19 here, 2.21 in step 1).
 # A deprecation warning from ansible-core in any of them is a failure: every ansible run
 # logs to ANSIBLE_LOG_PATH and that log, the sanity output and pytest's warnings summary
 # are searched for it.
@@ -16,7 +20,8 @@
 # cache, all inside the root; the checkout itself is only read. The chroot runs in private
 # mount and PID namespaces (nothing it mounts or starts outlives it; /sys is not mounted).
 #
-# Usage: scripts/controller-next.sh [sanity|unit|playbooks ...]  (default: all three)
+# Usage: scripts/controller-next.sh [sanity|unit|playbooks|unit-2.20|playbooks-2.20 ...]
+#        (default: all five)
 # Env:   PYTEST_N (pytest-xdist workers, default auto), GPUHOST_TRIXIE_CACHE (see trixie-root.sh)
 set -euo pipefail
 
@@ -43,23 +48,50 @@ if [ "${1:-}" = "--inside" ]; then
   git init -q && git add -A
   git -c user.name=lane -c user.email=lane@localhost commit -q -m controller-next
   out=/tmp/controller-next
+  # core_venv FILE: the venv of a requirements file in this (cached) root, made or remade
+  # when the file changed; prints its path.
+  core_venv() {
+    local reqs=$1 venv want
+    venv=/opt/venv-$(basename "$reqs" .txt)
+    want=$(sha256sum "$reqs" | cut -d' ' -f1)
+    if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" != "$want" ]; then
+      echo "controller-next: making $venv from $reqs" >&2
+      rm -rf "$venv"
+      python3 -m venv "$venv" >&2
+      "$venv/bin/pip" install -q -r "$reqs" >&2
+      echo "$want" > "$venv/.requirements.sha256"
+    fi
+    echo "$venv"
+  }
+  base_path=$PATH
   AUDIT_PB=tests/integration/test_audit_playbook.py
   mkdir -p "$out"
   failed=()
   for step in "$@"; do
     t=$(date +%s)
+    # the venv of this step's ansible-core: .venv (which the tests and make collection
+    # use), PATH and the requirements file scripts/venv.sh checks .venv against
+    reqs=requirements-controller-next.txt
+    case $step in *-2.20) reqs=requirements-controller-2.20.txt ;; esac
+    if [ "$reqs" = requirements-controller-next.txt ]; then venv=/opt/next-venv; else
+      venv=$(core_venv "$reqs") || { echo "controller-next: $step: no venv" >&2; failed+=("$step"); continue; }
+    fi
+    ln -sfn "$venv" .venv
+    export GPUHOST_VENV_REQUIREMENTS=$reqs PATH=$venv/bin:$base_path
+    echo "controller-next: $step on $(.venv/bin/ansible --version | head -1)"
     case $step in
       sanity) cmd=(scripts/sanity.sh) ;;
-      unit) cmd=(.venv/bin/pytest -q -n "$PYTEST_N" -p no:cacheprovider tests/unit) ;;
+      unit|unit-2.20) cmd=(.venv/bin/pytest -q -n "$PYTEST_N" -p no:cacheprovider tests/unit) ;;
       # Left to the 2.19 lane: the rendered HTML in Chromium and gpuhost.prom through
       # promtool check the outputs' formats, not ansible-core, and need large packages.
-      playbooks) cmd=(.venv/bin/pytest -q -n "$PYTEST_N" -p no:cacheprovider
+      playbooks|playbooks-2.20) cmd=(.venv/bin/pytest -q -n "$PYTEST_N" -p no:cacheprovider
                       tests/integration/test_audit_playbook.py
                       tests/integration/test_tune_playbook.py
                       --deselect "$AUDIT_PB::test_html_report_in_headless_chromium"
                       --deselect "$AUDIT_PB::test_matrix_headings_grouped_and_never_broken_inside_a_word"
                       --deselect "$AUDIT_PB::test_run_metrics_pass_promtool_and_match_the_findings") ;;
-      *) echo "controller-next: unknown step $step (sanity, unit, playbooks)" >&2; exit 2 ;;
+      *) echo "controller-next: unknown step $step (sanity, unit, playbooks, unit-2.20," \
+           "playbooks-2.20)" >&2; exit 2 ;;
     esac
     echo "controller-next: $step: ${cmd[*]}"
     set +e
@@ -82,7 +114,7 @@ if [ "${1:-}" = "--inside" ]; then
 fi
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-steps=${*:-sanity unit playbooks}
+steps=${*:-sanity unit playbooks unit-2.20 playbooks-2.20}
 root=$(scripts/trixie-root.sh)
 ready=$(( $(date +%s) - start ))
 lane=/gpuhost-next
@@ -102,5 +134,10 @@ unshare --mount --propagation private --pid --fork --kill-child -- \
   "$steps"
 rc=$?
 set -e
-echo "controller-next: ansible-core $(chroot "$root" /opt/next-venv/bin/ansible --version | head -1 | sed 's/.*core //;s/]//') on $(chroot "$root" /opt/next-venv/bin/python --version): rc=$rc in $(( $(date +%s) - start ))s (root ready in ${ready}s; tree $src)"
+cores=""
+for venv in /opt/next-venv /opt/venv-requirements-controller-2.20; do
+  [ -x "$root$venv/bin/ansible" ] || continue
+  cores="$cores${cores:+, }$(chroot "$root" "$venv/bin/ansible" --version | head -1 | sed 's/.*core //;s/]//')"
+done
+echo "controller-next: ansible-core $cores on $(chroot "$root" /opt/next-venv/bin/python --version): rc=$rc in $(( $(date +%s) - start ))s (root ready in ${ready}s; tree $src)"
 exit $rc
