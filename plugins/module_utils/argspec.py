@@ -20,8 +20,13 @@ except ImportError:  # the scheduled audit (audittimer) on a host without Ansibl
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import (  # noqa: F401
     GPU_CLASSES,
+    MRRS_SIZES,
     NVIDIA_VENDOR,
 )
+
+# The wanted PCIe Max Read Request Size when none is given (one of pci.MRRS_SIZES): the one
+# spec of ``mrrs_size`` (``mrrs_size()``) for every module that names it.
+MRRS_DEFAULT = 4096
 
 # cpufreq scaling drivers that let the CPU boost as the workload asks (AMD EPYC, Intel).
 CPUFREQ_DRIVERS = ("amd-pstate-epp", "amd-pstate", "intel_pstate")
@@ -46,6 +51,14 @@ def boot_wanted():
     return {"boot_params": dict(type="dict", default={}),
             "cpufreq_drivers_wanted": dict(type="list", elements="str",
                                            default=list(CPUFREQ_DRIVERS))}
+
+
+def mrrs_size(**extra):
+    """The ``mrrs_size`` option (wanted.mrrs_size, audit_report, report_merge,
+    setpci_maxreadreq); ``extra``: spec keys such as deprecated_aliases."""
+    spec = dict(type="int", default=MRRS_DEFAULT, choices=list(MRRS_SIZES))
+    spec.update(extra)
+    return spec
 
 
 def root():
@@ -96,7 +109,7 @@ def audit_report():
         "audits": dict(type="dict"),
         "dest": dict(type="path", required=True),
         "generated_at": dict(type="str"),
-        "mrrs_size": dict(type="int", default=4096),
+        "mrrs_size": mrrs_size(),
         "write": dict(type="bool", default=True),
         "fleet_files": dict(type="bool", default=True),
     }
@@ -111,7 +124,7 @@ def report_merge():
         "dest": dict(type="path", required=True),
         "stale_hours": dict(type="float", default=24.0),
         "generated_at": dict(type="str"),
-        "mrrs_size": dict(type="int", default=4096),
+        "mrrs_size": mrrs_size(),
     }
 
 

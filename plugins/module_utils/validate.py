@@ -330,20 +330,40 @@ def _tuning_snapshot(p):
 
 def _host_tune(p):
     _common(p)
-    no_control("host", p.get("host"))
     non_empty_list("parts", p.get("parts"), "tune parts")
-    sysctl_values("sysctl", p.get("sysctl"))
     for key in p.get("sysctl_at_least") or []:
         sysctl_key("sysctl_at_least", key)
-    idle_state_name("cpuidle_deeper_than", p.get("cpuidle_deeper_than"))
     inside(p, "sysctl_file")
     inside(p, "snapshot_dir")
-    inside(p, "lxc_config_dir")
     for vmid in p.get("numa_pin_vmids") or []:
         int_range("numa_pin_vmids", vmid, *VMID_RANGE)
     bandwidth_options(p)
     latency_options(p)
-    _gpu(p, "gpu_vendor", "gpu_classes")
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.tune import PER_KEY
+
+    wanted_values(p, PER_KEY)
+
+
+def wanted_values(p, per_key=()):
+    """The wanted values of a module taking option ``wanted`` (completed, the deprecated
+    per-key options ``per_key`` over it), checked; returns them."""
+    # imported here: the modules that take wanted import facts anyway, the others never
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import facts
+
+    try:
+        w = facts.wanted_intake(p, per_key)
+    except ValueError as exc:
+        raise ValidationError("wanted: %s" % exc)
+    int_range("bandwidth_min_pct", w.get("bandwidth_min_pct"), 1, 100)
+    sysctl_values("sysctl", w.get("sysctl"))
+    idle_state_name("cpuidle_deeper_than", w.get("cpuidle_deeper_than"))
+    if w.get("boot_params"):
+        boot_params("boot_params", w["boot_params"])
+    names("lxc_gpu_drivers", w.get("lxc_gpu_drivers"))
+    inside(dict(w, root=p.get("root") or "/"), "lxc_config_dir")
+    _gpu(w, "gpu_vendor", "gpu_classes")
+    policy_options(w)
+    return w
 
 
 def _host_audit(p):
@@ -355,20 +375,14 @@ def _host_audit(p):
     if p.get("capture") and not p["capture"].startswith("/"):
         _fail("capture", p["capture"], "an absolute path of the tarball (e.g. $PWD/%s)"
               % p["capture"])
-    int_range("bandwidth_min_pct", p.get("bandwidth_min_pct"), 1, 100)
     int_range("cuda_size_mb", p.get("cuda_size_mb"), 1, 65536)
     int_range("cuda_timeout", p.get("cuda_timeout"), 1, 3600)
     if not isinstance(p.get("cuda") or [], list) or \
             not all(isinstance(item, dict) for item in p.get("cuda") or []):
         _fail("cuda", p.get("cuda"), "a list of cuda_probe results")
-    sysctl_values("sysctl", p.get("sysctl"))
-    idle_state_name("cpuidle_deeper_than", p.get("cpuidle_deeper_than"))
-    if p.get("boot_params"):
-        boot_params("boot_params", p["boot_params"])
-    names("lxc_gpu_drivers", p.get("lxc_gpu_drivers"))
-    inside(p, "lxc_config_dir")
-    _gpu(p, "gpu_vendor", "gpu_classes")
-    policy_options(p)
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.facts import WANTED_KEYS
+
+    wanted_values(p, WANTED_KEYS)
 
 
 def policy_options(p):
@@ -492,8 +506,8 @@ def _cuda_probe(p):
 
 def _post_boot_verify(p):
     _common(p, skip=("audit",))
-    if p.get("boot_params"):
-        boot_params("boot_params", p["boot_params"])
+    wanted_values(p, ("boot_params", "cpufreq_drivers_wanted", "cpuidle_deeper_than",
+                      "mrrs_size"))
     names("modules", p.get("modules"), what="kernel module names (letters, digits, _ . + -)")
     for module, wanted in (p.get("module_params") or {}).items():
         names("module_params", [module], what="kernel module names")

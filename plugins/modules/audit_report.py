@@ -75,6 +75,7 @@ options:
     description: Wanted MRRS, for highlighting GPU table cells below it.
     type: int
     default: 4096
+    choices: [128, 256, 512, 1024, 2048, 4096]
   write:
     description: Write the files; V(false) only renders (RV(metrics) for the hosts' textfile
       folders), and RV(files) and RV(written) are empty.

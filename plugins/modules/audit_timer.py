@@ -27,6 +27,8 @@ description:
   - O(state=absent) disables the timer and removes everything it installed.
 author:
   - gpuhost.tuning developers (!UNKNOWN)
+extends_documentation_fragment:
+  - gpuhost.tuning.wanted
 options:
   state:
     description: Installed and enabled, or removed.
@@ -53,15 +55,6 @@ options:
     description: C(RandomizedDelaySec) of the timer, so a fleet does not audit in the same second.
     type: int
     default: 300
-  wanted:
-    description: The wanted values, as given to M(gpuhost.tuning.host_audit) (keys
-      C(gpu_vendor), C(gpu_classes), C(mrrs_size), C(cpuidle_deeper_than), C(sysctl),
-      C(cpufreq_drivers_wanted), C(boot_params), C(nvidia_uvm_disable_hmm), C(lxc_gpu_drivers),
-      C(lxc_config_dir)); missing ones take the audit's defaults. Checked against
-      M(gpuhost.tuning.host_audit)'s options here, so a bad value fails this task, not the
-      scheduled run (which needs no Ansible on the host).
-    type: dict
-    default: {}
   python:
     description: Interpreter the service runs.
     type: path

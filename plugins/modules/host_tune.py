@@ -17,7 +17,7 @@ description:
     role C(gpuhost.tuning.tune) does, in this order - audit the host (read-only); record
     a snapshot of everything managed (M(gpuhost.tuning.tuning_snapshot), kind C(before));
     apply and persist the sysctls (M(gpuhost.tuning.sysctl_settings)); disable the idle
-    states deeper than O(cpuidle_deeper_than) (M(gpuhost.tuning.cpuidle_state)), only when
+    states deeper than O(wanted.cpuidle_deeper_than) (M(gpuhost.tuning.cpuidle_state)), only when
     that state exists on the host, else reported as not applicable; set the PCIe Max Read
     Request Size (M(gpuhost.tuning.setpci_maxreadreq)); install the boot-time re-apply
     service (M(gpuhost.tuning.boot_service)); handle C(nvidia_peermem); pin misplaced GPU
@@ -51,7 +51,7 @@ description:
     finds misplaced (C(gpu_numa_mismatch), C(gpu_container_unpinned); only those in
     O(numa_pin_vmids) when given), sets C(lxc.cgroup2.cpuset.cpus) to the CPUs of its GPUs'
     NUMA nodes and C(lxc.cgroup2.cpuset.mems) to those nodes in the live section of its
-    config in O(lxc_config_dir) (before the first C([section]) line; pending and snapshot
+    config in O(wanted.lxc_config_dir) (before the first C([section]) line; pending and snapshot
     sections and every other byte kept; written atomically, read back). It is applied at
     the container's next start: a running container keeps its old cpuset until then,
     which its report row says. A container already on its GPUs' nodes is left alone."
@@ -87,7 +87,12 @@ description:
     note names the parts that ran between the two measurements and whether each changed
     the host, so a change is attributed to what changed. Slower is a warning, not a
     failure; live host only, as for C(bandwidth)."
+  - The wanted values come whole in O(wanted) (role C(gpuhost.tuning.common) composes
+    them); the audits before and after judge all of them, as role audit does. The per-key
+    options O(host), O(mrrs_size), O(cpuidle_deeper_than), O(sysctl), O(gpu_vendor),
+    O(gpu_classes) and O(lxc_config_dir) are deprecated and stop working in 0.3.0.
 extends_documentation_fragment:
+  - gpuhost.tuning.wanted
   - gpuhost.tuning.gpu_selection
 author:
   - gpuhost.tuning developers (!UNKNOWN)
@@ -97,7 +102,8 @@ options:
     type: path
     default: /
   host:
-    description: Host name for the result and the failure message (the inventory name).
+    description: Deprecated, use O(wanted.host) - host name for the result and the failure
+      message (the inventory name).
     type: str
   parts:
     description:
@@ -111,7 +117,7 @@ options:
               nvidia_peermem, device_nodes, numa_pin, verify]
     default: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, verify]
   mrrs_size:
-    description: Wanted PCIe Max Read Request Size (bytes) of GPUs and their bridges.
+    description: Deprecated, use O(wanted.mrrs_size).
     type: int
     default: 4096
     choices: [128, 256, 512, 1024, 2048, 4096]
@@ -125,11 +131,11 @@ options:
     type: bool
     default: true
   cpuidle_deeper_than:
-    description: Idle states with a higher exit latency than this named state are disabled.
+    description: Deprecated, use O(wanted.cpuidle_deeper_than).
     type: str
     default: C1
   sysctl:
-    description: Wanted sysctl values (key to value as a string), applied and persisted.
+    description: Deprecated, use O(wanted.sysctl) (applied and persisted).
     type: dict
     default: {}
   sysctl_at_least:
@@ -141,7 +147,7 @@ options:
     elements: str
     default: [net.core.rmem_max, net.core.wmem_max, net.core.rmem_default, net.core.wmem_default]
   sysctl_file:
-    description: The sysctl.d file owned by the pass (it holds exactly O(sysctl)).
+    description: The sysctl.d file owned by the pass (it holds exactly O(wanted.sysctl)).
     type: path
     default: /etc/sysctl.d/99-gpuhost-tuning.conf
   snapshot_dir:
@@ -149,9 +155,9 @@ options:
     type: path
     default: /var/lib/gpuhost
   lxc_config_dir:
-    description: Folder of the Proxmox container configs (under O(root)) that the audit
-      reads, the snapshot records the GPU containers' cpuset lines of and C(numa_pin)
-      edits.
+    description: Deprecated, use O(wanted.lxc_config_dir) - folder of the Proxmox container
+      configs (under O(root)) that the audit reads, the snapshot records the GPU containers'
+      cpuset lines of and C(numa_pin) edits.
     type: path
     default: /etc/pve/lxc
   numa_pin_vmids:
@@ -215,10 +221,11 @@ seealso:
 EXAMPLES = r"""
 - name: Tune the host in one module call (the tune role's main path)
   gpuhost.tuning.host_tune:
-    host: "{{ inventory_hostname }}"
-    sysctl:
-      kernel.numa_balancing: "0"
-      net.core.rmem_max: "16777216"
+    wanted:
+      host: "{{ inventory_hostname }}"
+      sysctl:
+        kernel.numa_balancing: "0"
+        net.core.rmem_max: "16777216"
   register: tuned
   ignore_errors: true  # write the report first, then fail the host
 
@@ -230,7 +237,7 @@ EXAMPLES = r"""
 - name: Only the sysctls and the idle states, no boot service, no verify
   gpuhost.tuning.host_tune:
     parts: [snapshot, sysctl, cpuidle]
-    sysctl: {vm.swappiness: "10"}
+    wanted: {sysctl: {vm.swappiness: "10"}}
 """
 
 RETURN = r"""
@@ -239,7 +246,7 @@ changed:
   returned: always
   type: bool
 host:
-  description: O(host).
+  description: O(wanted.host).
   returned: always
   type: str
 root:

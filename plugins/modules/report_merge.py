@@ -57,6 +57,7 @@ options:
     description: Wanted MRRS, for highlighting GPU table cells below it.
     type: int
     default: 4096
+    choices: [128, 256, 512, 1024, 2048, 4096]
 notes:
   - In check mode nothing is written; RV(files) still lists what would be.
 seealso:

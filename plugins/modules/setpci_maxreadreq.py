@@ -41,15 +41,17 @@ options:
       - An address that does not exist is an error, raised before anything is written.
     type: list
     elements: str
-  size:
+  mrrs_size:
     description:
       - Max Read Request Size in bytes. Any other value is refused.
+      - C(size), its name before 0.2.0, is a deprecated alias (it stops working in 0.3.0).
+    aliases: [size]
     type: int
     choices: [128, 256, 512, 1024, 2048, 4096]
     default: 4096
   state:
     description:
-      - C(present) sets O(size); C(query) only reports the current values and never writes.
+      - C(present) sets O(mrrs_size); C(query) only reports the current values and never writes.
     type: str
     choices: [present, query]
     default: present
@@ -83,7 +85,7 @@ author:
 EXAMPLES = r"""
 - name: MRRS 4096 on every NVIDIA GPU and the root ports above them
   gpuhost.tuning.setpci_maxreadreq:
-    size: 4096
+    mrrs_size: 4096
 
 - name: Report MRRS of the GPUs and their bridges without changing anything
   gpuhost.tuning.setpci_maxreadreq:
@@ -98,7 +100,7 @@ EXAMPLES = r"""
 
 - name: Revert to the value the audit recorded
   gpuhost.tuning.setpci_maxreadreq:
-    size: 512
+    mrrs_size: 512
 """
 
 RETURN = r"""

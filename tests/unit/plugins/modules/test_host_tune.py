@@ -27,7 +27,7 @@ CONF = "etc/sysctl.d/99-gpuhost-tuning.conf"
 def run(root, check_mode=False, diff=False, **args):
     params = {"root": root, "host": "gpu01", "sysctl": WANTED["sysctl"]}
     params.update(args)
-    return run_module(host_tune, params, check_mode=check_mode, diff=diff)
+    return run_module(host_tune, hosts.as_wanted(params), check_mode=check_mode, diff=diff)
 
 
 def managed_findings(root):
