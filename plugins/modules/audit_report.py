@@ -152,10 +152,18 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import che
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec, report  # noqa: E402
 
 
+# The validation rules sit beside the spec in argspec.py (the action plugin runs them too).
+rules = argspec.audit_report_rules
+
+
 def main():
     module = AnsibleModule(argument_spec=argspec.audit_report(), supports_check_mode=True,
                            **argspec.AUDIT_REPORT_RULES)
-    check_module(module, "audit_report")
+    with check_module(module, "audit_report", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = report.audit_report_run(module.params, module.check_mode)
     except report.ReportError as exc:

@@ -123,8 +123,19 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # 
     Runner,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
-    hold_locks,
+    check_module,
+    common,
+    wanted_values,
 )
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed); the schedule and the textfile are checked by audittimer itself."""
+    common(p, skip=("schedule",))   # audittimer names what systemd would make of it
+    if p.get("state") != "absent":
+        wanted_values(p)
 
 
 def main():
@@ -134,7 +145,11 @@ def main():
         supports_check_mode=True,
     )
     # it changes the host: refused while another run holds the root's or the run lock
-    hold_locks(module, "audit_timer")
+    with check_module(module, "audit_timer", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = audittimer.timer_run(module.params, module.check_mode, Runner(module))
     except (audittimer.ConfigError, ValueError, OSError, CommandError) as exc:

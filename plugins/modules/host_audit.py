@@ -638,7 +638,13 @@ files_read:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    check_module,
+    common,
+    fail,
+    int_range,
+    wanted_values,
+)
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cmdout  # noqa: E402
@@ -662,9 +668,35 @@ def argument_spec():
     return spec
 
 
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p, skip=("cuda",))   # probe results carry the driver's own messages
+    if p.get("capture") and ((p.get("root") or "/") != "/" or p.get("cuda_probe")):
+        fail("capture", p["capture"], "a capture tarball audited instead of root, so root "
+             "stays / and cuda_probe off (got root %s%s)" % (
+                 p.get("root"), ", cuda_probe true" if p.get("cuda_probe") else ""))
+    if p.get("capture") and not p["capture"].startswith("/"):
+        fail("capture", p["capture"], "an absolute path of the tarball (e.g. $PWD/%s)"
+             % p["capture"])
+    int_range("cuda_size_mb", p.get("cuda_size_mb"), 1, 65536)
+    int_range("cuda_timeout", p.get("cuda_timeout"), 1, 3600)
+    if not isinstance(p.get("cuda") or [], list) or \
+            not all(isinstance(item, dict) for item in p.get("cuda") or []):
+        fail("cuda", p.get("cuda"), "a list of cuda_probe results")
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.facts import WANTED_KEYS
+
+    wanted_values(p, WANTED_KEYS)
+
+
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    check_module(module, "host_audit")
+    with check_module(module, "host_audit", rules):
+        _run(module)
+
+
+def _run(module):
     params = module.params
     try:
         wanted = facts.wanted_intake(params, PER_KEY, deprecate=_deprecate(module))

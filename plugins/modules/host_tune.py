@@ -371,9 +371,39 @@ msg:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    VMID_RANGE,
+    bandwidth_options,
+    check_module,
+    common,
+    inside,
+    int_range,
+    latency_options,
+    non_empty_list,
+    sysctl_key,
+    wanted_values,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils import tune  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    non_empty_list("parts", p.get("parts"), "tune parts")
+    for key in p.get("sysctl_at_least") or []:
+        sysctl_key("sysctl_at_least", key)
+    inside(p, "sysctl_file")
+    inside(p, "snapshot_dir")
+    for vmid in p.get("numa_pin_vmids") or []:
+        int_range("numa_pin_vmids", vmid, *VMID_RANGE)
+    bandwidth_options(p)
+    latency_options(p)
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.tune import PER_KEY
+
+    wanted_values(p, PER_KEY)
 
 
 def build_module():
@@ -382,7 +412,11 @@ def build_module():
 
 def main():
     module = build_module()
-    check_module(module, "host_tune")
+    with check_module(module, "host_tune", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = tune.tune_run(module.params, module.check_mode, Runner(module),
                                warn=module.warn)

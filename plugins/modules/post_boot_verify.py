@@ -165,7 +165,15 @@ running:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    RELEASE,
+    UNIT_NAME,
+    check_module,
+    common,
+    fail,
+    names,
+    wanted_values,
+)
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import facts, verify  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
@@ -174,6 +182,26 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runne
 # The wanted values this module took as top-level options before option wanted
 # (deprecated, they stop working in 0.3.0).
 PER_KEY = ("boot_params", "cpufreq_drivers_wanted", "cpuidle_deeper_than", "mrrs_size")
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p, skip=("audit",))
+    wanted_values(p, ("boot_params", "cpufreq_drivers_wanted", "cpuidle_deeper_than",
+                      "mrrs_size"))
+    names("modules", p.get("modules"), what="kernel module names (letters, digits, _ . + -)")
+    for module, wanted in (p.get("module_params") or {}).items():
+        names("module_params", [module], what="kernel module names")
+        if not isinstance(wanted, dict):
+            fail("module_params.%s" % module, wanted, "a mapping of parameter to value")
+        names("module_params.%s" % module, list(wanted), what="parameter names")
+    if p.get("tuning_service") is not None and not UNIT_NAME.match(p["tuning_service"]):
+        fail("tuning_service", p["tuning_service"], "a systemd unit name like "
+                                                    "gpuhost-tuning.service")
+    if p.get("expected_kernel"):
+        names("expected_kernel", [p["expected_kernel"]], RELEASE, "a kernel release")
 
 
 def main():
@@ -194,7 +222,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    check_module(module, "post_boot_verify")
+    with check_module(module, "post_boot_verify", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         wanted = facts.wanted_intake(module.params, PER_KEY, deprecate=_deprecate(module))
     except ValueError as exc:

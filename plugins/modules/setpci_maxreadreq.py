@@ -185,7 +185,13 @@ failed_devices:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    check_module,
+    common,
+    gpu,
+    non_empty_list,
+    pci_addresses,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import PciError  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.pci_write import (  # noqa: E402
     mrrs_failure,
@@ -193,6 +199,18 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.pci_write import ( 
     mrrs_spec,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    non_empty_list("devices", p.get("devices"),
+                   "PCI addresses like 0000:41:00.0 (leave devices out to select by vendor "
+                   "and class)")
+    pci_addresses("devices", p.get("devices"))
+    gpu(p)
 
 
 def build_module():
@@ -204,7 +222,11 @@ def build_module():
 
 def main():
     module = build_module()
-    check_module(module, "setpci_maxreadreq")
+    with check_module(module, "setpci_maxreadreq", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = mrrs_run(module.params, module.check_mode, Runner(module), warn=module.warn)
     except (ValueError, PciError, OSError) as exc:
