@@ -66,7 +66,7 @@ def test_a_module_without_rules_is_refused_before_it_runs():
 
 def test_the_lock_is_released_when_the_module_exits(tmp_path):
     """exit_json raises SystemExit inside the with block: the lock goes with it."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import RootLock
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import LockError, RootLock
 
     class Module(object):
         check_mode = False
@@ -83,7 +83,7 @@ def test_the_lock_is_released_when_the_module_exits(tmp_path):
         with validate.check_module(module, "sysctl_settings", lambda p: None) as lock:
             assert lock is not None
             other = RootLock(str(tmp_path), "other")
-            with pytest.raises(Exception):
+            with pytest.raises(LockError):
                 other.acquire()
             module.exit_json(changed=False)
     again = RootLock(str(tmp_path), "again")
