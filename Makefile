@@ -34,7 +34,7 @@ LAB_PKGS := qemu-system-x86 qemu-utils ovmf mtools dosfstools mmdebstrap e2fspro
 # The cgroup guest (lab/cgroup-real.sh): Debian's kernel, LXC and busybox in an initramfs.
 LAB_CGROUP_PKGS := qemu-system-x86 lxc busybox-static cpio build-essential kmod
 
-.PHONY: help setup venv collection audit test unit packaging integration molecule lint sanity controller-next build clean
+.PHONY: help setup venv collection audit test unit packaging integration molecule lint sanity controller-next build clean lab lab-cgroup lab-collection lab-trixie ee
 
 help:
 	@echo "make audit   audit this machine read-only; reports in gpuhost-reports/"
@@ -59,7 +59,8 @@ audit: setup
 # the first time, when ansible-test fills ~/.ansible/test from PyPI), integration, molecule.
 test: unit hostile packaging lint sanity integration lanes
 
-# The two slowest lanes side by side: molecule (podman containers of Debian 12) and
+# The two slowest lanes side by side: molecule (podman containers: Debian 12 by default,
+# MOLECULE_TEST_SUITES adds Debian 13; lanes of its own, scripts/molecule.sh) and
 # controller-next (a Debian 13 chroot with the newest ansible-core). They share no folder,
 # cache or HOME, and molecule's waits on its containers leave room on two cores; each one's
 # output is printed whole when it ends (--output-sync). Their Debian packages are already
@@ -85,11 +86,18 @@ hostile: setup
 	@scripts/apt-ensure.sh $(HOSTILE_PKGS)
 	$(BIN)/pytest -q $(XDIST) tests/hostile
 
-# The integration tier runs the boot service in a podman container too: install podman
-# (MOLECULE_PKGS) before it, so a fresh machine does not skip those tests.
+# The integration tier runs the boot service in a podman container too, and its real-tool
+# tests run their Debian 13 case inside the trixie test image (tests/platforms.py): install
+# podman (MOLECULE_PKGS) and build both images before it (molecule then finds them built),
+# so a fresh machine does not skip those tests.
+TEST_SUITES := bookworm trixie
+# molecule's suites: Debian 12 only by default, for CI's time (trixie's kernel scenario alone
+# took 3081 s on this machine under load); `make molecule MOLECULE_TEST_SUITES="bookworm
+# trixie"` runs both.
+MOLECULE_TEST_SUITES ?= bookworm
 integration: setup
 	@scripts/apt-ensure.sh $(INTEGRATION_PKGS) $(MOLECULE_PKGS)
-	@scripts/build-test-image.sh >/dev/null
+	@for suite in $(TEST_SUITES); do scripts/build-test-image.sh $$suite >/dev/null || exit 1; done
 	GPUHOST_TEST_STRICT=1 $(BIN)/pytest -q $(XDIST) --dist loadgroup -m "not rollout" tests/integration
 
 # The 5-host rollout tests (tests/integration/test_rollout.py): reboot_verify stopping at
@@ -101,7 +109,19 @@ rollout: setup
 
 molecule: setup
 	@scripts/apt-ensure.sh $(MOLECULE_PKGS)
-	scripts/molecule.sh
+	MOLECULE_SUITES="$(MOLECULE_TEST_SUITES)" scripts/molecule.sh
+
+# The execution environment execution-environment.yml defines: its local Debian base
+# (scripts/ee-base.sh), ansible-builder + podman (scripts/ee-build.sh), then the audit of two
+# host trees inside it through ansible-runner --process-isolation (scripts/ee-run.sh), its
+# reports checked against a run on this machine (tests/integration/test_ee.py, which make
+# integration skips while the image is not built). Not in make test: see README
+# "Execution environment" for the measured time. Its Debian packages are molecule's (podman,
+# runc, mmdebstrap).
+ee: setup
+	@scripts/apt-ensure.sh $(MOLECULE_PKGS)
+	scripts/ee-build.sh
+	GPUHOST_EE_STRICT=1 $(BIN)/pytest -q -n 0 -p no:cacheprovider tests/integration/test_ee.py
 
 # Fleet benchmark: N namespace hosts with sshd on this machine; bench/RESULTS.md, results.json,
 # wall_time.png. Not part of make test. BENCH_SIZES="1 8 32" BENCH_FORKS=8 BENCH_REPEAT=1.
@@ -142,7 +162,6 @@ clean:
 # lab: the lab's own upgrade playbook; lab-collection: the collection's audit, tune and
 # reboot_verify (real reboot, trial boot, containers) and the headers gate.
 # lab-cgroup: lxc_cgroup_devices in a small guest with a real dynamic major (about 1 min).
-.PHONY: lab lab-collection lab-cgroup
 lab: setup
 	@scripts/apt-ensure.sh $(LAB_PKGS) $(LAB_CGROUP_PKGS)
 	$(BIN)/pytest -q tests/lab
@@ -157,3 +176,10 @@ lab-collection: setup
 	@scripts/apt-ensure.sh $(LAB_PKGS)
 	$(BIN)/pytest -q tests/lab
 	LAB_COLLECTION=1 lab/run.sh
+
+# The same collection run in a Debian 13 guest (Proxmox VE 9's userland): kernel
+# 6.12.107+deb13-amd64 upgraded to 6.12.117+deb13-amd64, dkms 3.2, systemd 257.
+lab-trixie: setup
+	@scripts/apt-ensure.sh $(LAB_PKGS)
+	$(BIN)/pytest -q tests/lab
+	LAB_RECIPE=recipe-trixie LAB_COLLECTION=1 lab/run.sh

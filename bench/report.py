@@ -23,7 +23,17 @@ LABELS = {  # run label -> what it is, in the order the runs are made
     "tune_first": "tune, first run (gpuhost.tuning.tune)",
     "tune_again": "tune again, nothing to change",
     "audit_check": "audit --check",
+    "oneshot_first": "peer: the seeds' one-shot fix script (bench/peers/fix-runtime.sh) as one "
+                     "ansible.builtin.script task, first run on fresh trees",
+    "oneshot_again": "peer: the one-shot script again (it re-applies everything)",
+    "tasks_first": "peer: task-per-setting role (ansible.posix.sysctl per key, a command per "
+                   "idle-state file, setpci per device, community.general.modprobe), first run "
+                   "on fresh trees",
+    "tasks_again": "peer: task-per-setting role again, nothing to change",
 }
+# Ours against the peers, same hosts, same run: (ours, peer, how many times faster ours must
+# be at the largest N, by wall time; 1.0 = no slower).
+PEER_GOALS = (("tune_again", "tasks_again", 5.0), ("tune_again", "oneshot_again", 1.0))
 TARGETS = {"audit": 1.5, "tune_again": 2.5}  # at most this many times the floor, per host
 
 
@@ -239,6 +249,25 @@ def markdown(info, rows, margins, checks, sizes, forks):
             lines.append("- %s: %s at N=%d (%.2fx wall per host%s)" % (
                 check["target"], "met" if check["met"] else "MISSED", check["at_n"],
                 check["ratio"], marg))
+    peers = peer_table(rows, sizes)
+    if peers:
+        lines += ["", "## Ours beside the peers (same hosts, same run)", "",
+                  "Ours does snapshot, sysctl (now and persisted), idle states, MRRS, the boot "
+                  "service, nvidia_peermem, verify (an audit) and the report; the one-shot "
+                  "script applies the runtime settings only (no persistence, no check); the "
+                  "task-per-setting role applies and persists the sysctls, the idle states "
+                  "and MRRS (nothing at boot, no snapshot, no verify). `x` = wall time against "
+                  "the ping floor of the same N (CPU ratio in brackets); `ours faster` = the "
+                  "peer's wall time / ours (CPU in brackets).", "",
+                  "| N | tune first | tune again | one-shot first | one-shot again "
+                  "| tasks first | tasks again | ours faster than tasks (again) "
+                  "| ours faster than one-shot (again) | load |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for item in peers:
+            lines.append("| %d | %s |" % (item["n"], " | ".join(item["cells"])))
+        lines += [""]
+        for goal in peer_goals(rows, sizes):
+            lines.append("- %s" % goal["text"])
     lines += ["", "## Where the time goes (largest N of each run)", "",
               "Tasks by where they run: `host` = a module round trip to each host (ssh, "
               "python, the module), `controller` = an action that never leaves the controller "
@@ -268,6 +297,58 @@ def markdown(info, rows, margins, checks, sizes, forks):
                 "%s %.2f" % (t["task"], t["seconds"]) for t in row["slowest_tasks"]))
     lines.append("")
     return "\n".join(lines)
+
+
+def _x(row):
+    if not row or "ratio_to_floor" not in row:
+        return "-"
+    return "%.2fx (%.2fx)" % (row["ratio_to_floor"], row["cpu_ratio_to_floor"] or 0)
+
+
+def _faster(ours, peer):
+    if not ours or not peer:
+        return "-"
+    cpu = [r["controller_cpu_s"] + r["hosts_cpu_s"] for r in (peer, ours)]
+    return "%.2fx (%.2fx)" % (peer["wall_s"] / ours["wall_s"], cpu[0] / cpu[1])
+
+
+def peer_table(rows, sizes):
+    out = []
+    for n in sizes:
+        if not any((n, label) in rows for label in ("oneshot_first", "tasks_first")):
+            continue
+        row = dict((label, rows.get((n, label))) for label in LABELS)
+        loads = sorted(r["load_before"] for r in row.values() if r)
+        out.append({"n": n, "cells": [
+            _x(row["tune_first"]), _x(row["tune_again"]), _x(row["oneshot_first"]),
+            _x(row["oneshot_again"]), _x(row["tasks_first"]), _x(row["tasks_again"]),
+            _faster(row["tune_again"], row["tasks_again"]),
+            _faster(row["tune_again"], row["oneshot_again"]),
+            "%.1f-%.1f" % (loads[0], loads[-1]) if loads else "-"]})
+    return out
+
+
+def peer_goals(rows, sizes):
+    out = []
+    for ours, peer, times in PEER_GOALS:
+        have = [n for n in sizes if (n, ours) in rows and (n, peer) in rows]
+        if not have:
+            out.append({"ours": ours, "peer": peer, "times": times, "met": None,
+                        "text": "%s at least %gx faster than %s: not measured"
+                                % (ours, times, peer)})
+            continue
+        n = max(have)
+        a, b = rows[(n, ours)], rows[(n, peer)]
+        wall = b["wall_s"] / a["wall_s"]
+        cpu = (b["controller_cpu_s"] + b["hosts_cpu_s"]) / (a["controller_cpu_s"]
+                                                            + a["hosts_cpu_s"])
+        met = wall >= times
+        out.append({"ours": ours, "peer": peer, "times": times, "at_n": n,
+                    "wall_times": round(wall, 2), "cpu_times": round(cpu, 2), "met": met,
+                    "text": "%s at least %gx faster than %s: %s at N=%d (%.2fx by wall time, "
+                            "%.2fx by CPU)" % (ours, times, peer, "met" if met else "MISSED",
+                                               n, wall, cpu)})
+    return out
 
 
 def plot(rows, sizes, path):
@@ -319,7 +400,8 @@ def main():
                      "ansible_python_interpreter": "/usr/bin/python3", "cold_start": True},
         "runs": [rows[key] for key in sorted(
             rows, key=lambda k: (k[0], list(LABELS).index(k[1])))],
-        "growth": margins, "targets": checks, "raw": records,
+        "growth": margins, "targets": checks, "peer_goals": peer_goals(rows, sizes),
+        "raw": records,
     }
     with open(os.path.join(args.dest, "results.json"), "w") as handle:
         json.dump(result, handle, indent=1, sort_keys=True)

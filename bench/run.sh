@@ -8,7 +8,11 @@
 # failure and Ctrl-C included.
 #
 # Settings (environment): BENCH_SIZES="1 8 32" BENCH_FORKS=8 BENCH_REPEAT=1
-#   BENCH_RUNS="ping audit tune audit_check" (a subset measures less; ping always runs)
+#   BENCH_RUNS="ping audit tune audit_check peers" (a subset measures less; ping always runs)
+#   BENCH_PEER_MAX=N: the peers (bench/peers: the seeds' one-shot script, a task-per-setting
+#   role) only for fleets up to N hosts; BENCH_TASKS_MAX=N (default 1): the task-per-setting
+#   role only up to N hosts (one host's first run took 91 s of CPU on this 2-core machine:
+#   ~155 module round trips, 0.6 s of CPU each; 64 hosts would be ~1.6 hours of CPU)
 #   BENCH_TUNE_MAX=N: tune only for fleets up to N hosts (e.g. BENCH_SIZES="1 8 32 64"
 #   BENCH_TUNE_MAX=32 adds the 64-host floor and audit without the slow 64-host tune runs)
 #   BENCH_SUBNET=10.250.0 (a /24 that exists only inside the benchmark's namespaces)
@@ -22,7 +26,7 @@ REPO=$(dirname "$HERE")
 SIZES=${BENCH_SIZES:-"1 8 32"}
 FORKS=${BENCH_FORKS:-8}
 REPEAT=${BENCH_REPEAT:-1}
-RUNS=" ${BENCH_RUNS:-ping audit tune audit_check} "
+RUNS=" ${BENCH_RUNS:-ping audit tune audit_check peers} "
 export BENCH_SUBNET=${BENCH_SUBNET:-10.250.0}
 PY=$REPO/.venv/bin/python
 OUT=$HERE/out
@@ -143,6 +147,14 @@ export PATH=$REPO/.venv/bin:$PATH
 log "collection: private copy of this checkout in the run folder"
 "$REPO/.venv/bin/ansible-galaxy" collection install --force -p "$RUN/collections" "$REPO" >/dev/null
 INSTALLED=$RUN/collections/ansible_collections/gpuhost/tuning
+# The peers (bench/peers) and their collections (ansible.posix, community.general from PyPI's
+# ansible package) in the same private collections path; a copy of bench/peers in the run.
+if [[ $RUNS == *" peers "* ]]; then
+  log "peers: ansible.posix and community.general into the run's collections path"
+  "$HERE/peers/install.sh" "$RUN/collections" >&2
+  cp -a "$HERE/peers" "$RUN/peers"
+fi
+PEER_VARS=(-e "peer_dir=$RUN/peers" -e "common_defaults=$INSTALLED/roles/common/defaults/main.yml")
 export BENCH_COMMIT
 BENCH_COMMIT="$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 if [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no -- plugins roles playbooks 2>/dev/null)" ]; then
@@ -161,7 +173,8 @@ measure() {
   CHILD=""
 }
 
-have_audit=0; have_tune=0; have_check=0
+have_audit=0; have_tune=0; have_check=0; have_peers=0
+[[ $RUNS == *" peers "* ]] && have_peers=1
 [ -f "$INSTALLED/playbooks/audit.yml" ] && [[ $RUNS == *" audit "* ]] && have_audit=1
 [ -f "$INSTALLED/playbooks/audit.yml" ] && [[ $RUNS == *" audit_check "* ]] && have_check=1
 [ -f "$INSTALLED/playbooks/tune.yml" ] && [[ $RUNS == *" tune "* ]] && have_tune=1
@@ -207,6 +220,26 @@ for n in $SIZES; do
     for r in $(seq "$REPEAT"); do
       measure "$n" audit_check "$r" ansible-playbook -i "$inv" gpuhost.tuning.audit --check \
         "${REPORTS[@]}"
+    done
+  fi
+  # The peers on the same hosts, each from fresh seed trees: the seeds' one-shot script as
+  # one ansible.builtin.script task, then the task-per-setting role; first run, then again.
+  if [ $have_peers = 1 ] && [ "$n" -le "${BENCH_PEER_MAX:-100000}" ]; then
+    for peer in oneshot tasks; do
+      book=$RUN/peers/oneshot.yml
+      [ $peer = tasks ] && book=$RUN/peers/task_per_setting.yml
+      if [ $peer = tasks ] && [ "$n" -gt "${BENCH_TASKS_MAX:-1}" ]; then
+        log "N=$n: task-per-setting peer left out (BENCH_TASKS_MAX=${BENCH_TASKS_MAX:-1})"
+        continue
+      fi
+      log "N=$n: fresh seed trees for peer $peer"
+      "$PY" "$HERE/fleet.py" trees "$RUN" "$n"
+      measure "$n" "${peer}_first" 1 ansible-playbook -i "$inv" "$book" "${PEER_VARS[@]}"
+      reps=$REPEAT
+      [ $peer = tasks ] && reps=1    # minutes per run: the no-change run once
+      for r in $(seq "$reps"); do
+        measure "$n" "${peer}_again" "$r" ansible-playbook -i "$inv" "$book" "${PEER_VARS[@]}"
+      done
     done
   fi
 done

@@ -26,7 +26,7 @@ BUILD_DIR=$(mktemp -d "$LAB_CACHE/images/.build-$hash.XXXXXX")
 export BUILD_DIR LAB_DIR GPUSTUB_SRC
 trap 'rm -rf "$BUILD_DIR"' EXIT
 # Every recipe variable is needed by customize.sh (a child of mmdebstrap).
-set -a; . "$LAB_DIR/recipe.env"; set +a
+set -a; . "$LAB_RECIPE_FILE"; set +a
 
 log "building image $hash in $BUILD_DIR (log: build.log)"
 exec 3>&2 2>>"$BUILD_DIR/build.log"

@@ -79,7 +79,18 @@ install -m 0644 "$root/usr/lib/systemd/boot/efi/systemd-bootx64.efi" "$esp/EFI/s
 install -m 0644 "$root/usr/lib/systemd/boot/efi/systemd-bootx64.efi" "$esp/EFI/BOOT/BOOTX64.EFI"
 printf '#timeout 3\n#console-mode keep\n' >"$esp/loader/loader.conf"
 printf 'type1\n' >"$esp/loader/entries.srel"
-in_root kernel-install add "$LAB_KERNEL_OLD" "/boot/vmlinuz-$LAB_KERNEL_OLD"
+# systemd 254+ (Debian 13: 257) takes an ESP only at the root of a mounted file system
+# (SYSTEMD_RELAX_ESP_CHECKS waives the vfat type, not that), where 252 (Debian 12) took
+# /boot/efi/<entry token> as it was; without one, 257's kernel-install writes no loader
+# entry and says nothing. So the ESP tree is bound onto itself for this one call.
+esp_args=()
+if in_root kernel-install --help 2>/dev/null | grep -q -- '--esp-path'; then
+  esp_args=(--esp-path=/boot/efi)
+  mount --bind "$esp" "$esp"
+fi
+in_root env SYSTEMD_RELAX_ESP_CHECKS=1 kernel-install "${esp_args[@]}" add "$LAB_KERNEL_OLD" \
+  "/boot/vmlinuz-$LAB_KERNEL_OLD" || { [ -z "${esp_args[*]}" ] || umount "$esp"; exit 1; }
+[ -z "${esp_args[*]}" ] || umount "$esp"
 entry="$esp/loader/entries/$MACHINE_ID-$LAB_KERNEL_OLD.conf"
 # 90-loaderentry writes paths relative to the mount point holding BOOT_ROOT: here that is
 # "/", so they start with /boot/efi. On the ESP they are relative to its root.

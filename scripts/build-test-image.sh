@@ -1,45 +1,70 @@
 #!/usr/bin/env bash
-# Build the container image the molecule scenarios run in: Debian bookworm with systemd as
-# PID 1, Python for Ansible, DKMS and the "old" Debian kernel + headers, so a scenario can
-# install a newer kernel and watch the DKMS gate, initramfs and boot entries follow it.
+# Build the container image the molecule scenarios (and the integration tier's real-tool
+# tests) run in: Debian with systemd as PID 1, Python for Ansible, DKMS and an "old" Debian
+# kernel + headers, so a scenario can install a newer kernel and watch the DKMS gate,
+# initramfs and boot entries follow it. One script for every platform: the suite is the
+# parameter, everything else (packages, hooks, caching) is shared.
+#
+#   bookworm  Debian 12 = Proxmox VE 8 userland (dkms 3.0.10, systemd 252, Python 3.11)
+#   trixie    Debian 13 = Proxmox VE 9 userland (dkms 3.2.x, systemd 257, Python 3.13)
 #
 # Made from Debian packages only (mmdebstrap, then `podman import`): no image registry is
 # reachable on these machines. The image carries the label gpuhost.recipe = sha256 of this
-# script + the package list + the apt sources; it is rebuilt only when that changes
-# (FORCE=1 rebuilds anyway). Inside, /etc/gpuhost-test-image says `old_kernel=<abi>` (also
-# the label gpuhost.old_kernel) so scenarios need not hard-code it.
+# script + the suite + the package list + the apt sources; it is rebuilt only when that
+# changes (FORCE=1 rebuilds anyway). Inside, /etc/gpuhost-test-image says
+# `old_kernel=<abi>` and `new_kernel=<abi>` (also the labels gpuhost.old_kernel and
+# gpuhost.new_kernel) so scenarios and tests need not hard-code them.
 #
-# The apt sources are this machine's own Debian entries (bookworm, -updates, -security), so
-# `apt-get install linux-image-<newer>-amd64` works inside the container later.
+# The apt sources are this machine's own Debian entries (<suite>, -updates, -security),
+# renamed to the suite asked for (this machine is bookworm; the same mirrors serve trixie),
+# so `apt-get install linux-image-<newer>-amd64` works inside the container later.
 #
-# Usage: scripts/build-test-image.sh            (prints the image name; exit 0 when ready)
-# Env:   GPUHOST_TEST_IMAGE (default localhost/gpuhost-test:bookworm), FORCE=1
+# Usage: scripts/build-test-image.sh [suite]    (prints the image name; exit 0 when ready)
+# Env:   GPUHOST_TEST_SUITE (bookworm, the default, or trixie; the argument wins),
+#        GPUHOST_TEST_IMAGE (default $GPUHOST_TEST_IMAGE_REPO:<suite>, the repository
+#        localhost/gpuhost-test unless set), FORCE=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-IMAGE=${GPUHOST_TEST_IMAGE:-localhost/gpuhost-test:bookworm}
-SUITE=bookworm
-# The "old" kernel the scenarios start from. Debian's security archive keeps only recent
-# ABIs: when this one disappears, bump it here (and the "new" kernel the scenarios install).
-OLD_KERNEL=6.1.0-55-amd64
+SUITE=${1:-${GPUHOST_TEST_SUITE:-bookworm}}
+IMAGE=${GPUHOST_TEST_IMAGE:-${GPUHOST_TEST_IMAGE_REPO:-localhost/gpuhost-test}:$SUITE}
+# The "old" kernel the scenarios start from and the "new" one they upgrade to. Debian's
+# archive keeps only recent ABIs: when one disappears, bump it here (the scenarios and
+# tests read both from the image).
+case $SUITE in
+  bookworm) OLD_KERNEL=6.1.0-55-amd64 NEW_KERNEL=6.1.0-56-amd64 ;;
+  # Debian 13's ABIs carry a '+' (6.12.107+deb13-amd64): every parser meets it here.
+  trixie) OLD_KERNEL=6.12.107+deb13-amd64 NEW_KERNEL=6.12.117+deb13-amd64 ;;
+  *) echo "build-test-image: unknown suite '$SUITE' (bookworm or trixie)" >&2; exit 2 ;;
+esac
 PACKAGES=(
   systemd systemd-sysv dbus
   python3 python3-apt apt ca-certificates
   dkms kmod build-essential
   pciutils procps iproute2
   initramfs-tools zstd
+  # the integration tier runs its real-tool test files inside the image (tests/platforms.py)
+  python3-pytest
   "linux-image-$OLD_KERNEL" "linux-headers-$OLD_KERNEL"
 )
 
 log() { echo "build-test-image: $*" >&2; }
 
-# This machine's Debian apt entries for $SUITE (one-line and deb822 files), third-party
-# repositories left out. Printed in deb822 form, ready for mmdebstrap.
+# This machine's Debian apt entries for its own suite (one-line and deb822 files),
+# third-party repositories left out, renamed to $SUITE. Printed in deb822 form, ready for
+# mmdebstrap.
 debian_sources() {
   /usr/bin/python3 - "$SUITE" <<'EOF'
 import glob, re, sys
 suite = sys.argv[1]
-want = re.compile(r"^%s(-updates|-security|-backports)?$" % re.escape(suite))
+host = "bookworm"
+try:
+    for line in open("/etc/os-release"):
+        if line.startswith("VERSION_CODENAME="):
+            host = line.split("=", 1)[1].strip().strip('"') or host
+except OSError:
+    pass
+want = re.compile(r"^%s(-updates|-security|-backports)?$" % re.escape(host))
 stanzas = []
 files = ["/etc/apt/sources.list"] + sorted(glob.glob("/etc/apt/sources.list.d/*.list"))
 for path in files:
@@ -57,7 +82,8 @@ for path in files:
                 parts.pop(1)
             parts.pop(1)
         if want.match(parts[2]):
-            stanzas.append({"Types": "deb", "URIs": parts[1], "Suites": parts[2],
+            stanzas.append({"Types": "deb", "URIs": parts[1],
+                            "Suites": parts[2].replace(host, suite, 1),
                             "Components": " ".join(parts[3:])})
 for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
     try:
@@ -73,12 +99,13 @@ for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
             fields[key.strip()] = value.strip()
         if fields.get("Enabled", "yes") == "no" or "deb" not in fields.get("Types", "").split():
             continue
-        suites = [s for s in fields.get("Suites", "").split() if want.match(s)]
+        suites = [s.replace(host, suite, 1) for s in fields.get("Suites", "").split()
+                  if want.match(s)]
         if suites and fields.get("URIs"):
             stanzas.append({"Types": "deb", "URIs": fields["URIs"], "Suites": " ".join(suites),
                             "Components": fields.get("Components", "main")})
 if not stanzas:
-    sys.exit("build-test-image: no Debian %s entries in /etc/apt/sources.list*" % suite)
+    sys.exit("build-test-image: no Debian %s entries in /etc/apt/sources.list*" % host)
 for s in stanzas:
     s["Signed-By"] = "/usr/share/keyrings/debian-archive-keyring.gpg"
     print("\n".join("%s: %s" % kv for kv in s.items()))
@@ -87,7 +114,7 @@ EOF
 }
 
 SOURCES=$(debian_sources)
-RECIPE=$( { cat "$0"; printf '%s\n' "${PACKAGES[@]}"; printf '%s\n' "$SOURCES"; } \
+RECIPE=$( { cat "$0"; echo "$SUITE"; printf '%s\n' "${PACKAGES[@]}"; printf '%s\n' "$SOURCES"; } \
   | sha256sum | cut -d' ' -f1)
 
 have=$(podman image inspect --format '{{ index .Labels "gpuhost.recipe" }}' "$IMAGE" 2>/dev/null || true)
@@ -103,7 +130,7 @@ for tool in mmdebstrap podman; do
 done
 
 # One build at a time on this machine.
-exec 9>/var/tmp/gpuhost-test-image.lock
+exec 9>/var/tmp/gpuhost-test-image.lock   # (both suites: two mmdebstraps would share the cores)
 flock 9
 
 work=$(mktemp -d /var/tmp/gpuhost-test-image.XXXXXX)
@@ -130,7 +157,7 @@ mmdebstrap --mode=root --variant=minbase --format=tar \
   --aptopt='Acquire::Languages "none"' \
   --skip=cleanup/apt/lists \
   --customize-hook='echo gpuhost-test > "$1/etc/hostname"' \
-  --customize-hook="printf 'old_kernel=%s\\nrecipe=%s\\n' $OLD_KERNEL $RECIPE > \"\$1/etc/gpuhost-test-image\"" \
+  --customize-hook="printf 'suite=%s\\nold_kernel=%s\\nnew_kernel=%s\\nrecipe=%s\\n' $SUITE $OLD_KERNEL $NEW_KERNEL $RECIPE > \"\$1/etc/gpuhost-test-image\"" \
   --customize-hook='rm -f "$1/etc/machine-id"; touch "$1/etc/machine-id"' \
   --customize-hook='for u in getty@tty1.service console-getty.service systemd-firstboot.service; do chroot "$1" systemctl mask "$u" >/dev/null 2>&1 || true; done' \
   "$SUITE" "$work/rootfs.tar" "$work/debian.sources" >"$work/mmdebstrap.log" 2>&1 \
@@ -148,6 +175,8 @@ podman import \
   --change 'STOPSIGNAL SIGRTMIN+3' \
   --change "LABEL gpuhost.recipe=$RECIPE" \
   --change "LABEL gpuhost.old_kernel=$OLD_KERNEL" \
+  --change "LABEL gpuhost.new_kernel=$NEW_KERNEL" \
+  --change "LABEL gpuhost.suite=$SUITE" \
   "$work/rootfs.tar" "$IMAGE" >/dev/null
 size=$(podman image inspect --format '{{ .Size }}' "$IMAGE")
 log "built $IMAGE in $(( $(date +%s) - start )) s ($(( size / 1024 / 1024 )) MiB)"

@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# The container test tier, as `make molecule` runs it: build the test image if its recipe
-# changed, then `molecule test` for each scenario, with a timing per scenario. Scenarios run
-# in lanes: the scenarios of one lane one after the other (stopping at a lane's first
-# failure), the lanes side by side. Default lanes: the scenarios that share the podman volume
-# of apt downloads (gate, kernel: apt does not wait for another apt's lock) in one lane,
-# every other scenario in a second lane; their output is printed lane by lane at the end.
+# The container test tier, as `make molecule` runs it: build the test images if their recipe
+# changed, then `molecule test` for each scenario on each platform (Debian 12 "bookworm" =
+# Proxmox VE 8 userland, Debian 13 "trixie" = Proxmox VE 9), with a timing per run. Runs go
+# in lanes: the runs of one lane one after the other (stopping at a lane's first failure),
+# the lanes side by side. Default lanes: per platform, the scenarios that share that
+# platform's podman volume of apt downloads (gate, kernel: apt does not wait for another
+# apt's lock) in one lane; every other scenario of every platform in one more lane. Their
+# output is printed lane by lane at the end. Containers are named gpuhost-<scenario>-<suite>
+# and each run has its own ephemeral folder, so the lanes never meet.
 #
 # Usage: scripts/molecule.sh [scenario...]     (default: every molecule/<name>/molecule.yml
 #                                               by name, except smoke; shared/ is config)
 # smoke (the tier's own check: systemd container, doubles, testinfra) is not in the default
 # list: default, kernel and gate exercise all of it and more. Run it by name.
-# Env:   MOLECULE_SCENARIOS="a b" (same as arguments), GPUHOST_TEST_IMAGE, MOLECULE_ARGS
-#        (extra arguments for `molecule test`, e.g. "--destroy=never" to keep a container),
-#        MOLECULE_SERIAL=1 (one lane: every scenario one after the other).
+# Env:   MOLECULE_SCENARIOS="a b" (same as arguments), MOLECULE_SUITES (default
+#        "bookworm trixie"), GPUHOST_TEST_IMAGE_REPO (default localhost/gpuhost-test: the
+#        images are <repo>:<suite>), MOLECULE_ARGS (extra arguments for `molecule test`,
+#        e.g. "--destroy=never" to keep a container), MOLECULE_SERIAL=1 (one lane: every
+#        run one after the other).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -22,7 +27,8 @@ export ANSIBLE_COLLECTIONS_PATH=${ANSIBLE_COLLECTIONS_PATH:-$ROOT/collections}
 export PATH=$ROOT/.venv/bin:$PATH
 # Podman settings of these machines (runc, cgroupfs, ulimits) for every podman call.
 export CONTAINERS_CONF=$ROOT/molecule/shared/containers.conf
-export GPUHOST_TEST_IMAGE=${GPUHOST_TEST_IMAGE:-localhost/gpuhost-test:bookworm}
+REPO_IMAGE=${GPUHOST_TEST_IMAGE_REPO:-localhost/gpuhost-test}
+read -r -a suites <<<"${MOLECULE_SUITES:-bookworm trixie}"
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1
 
 if [ ! -d "$ANSIBLE_COLLECTIONS_PATH/ansible_collections/gpuhost/tuning" ]; then
@@ -48,63 +54,81 @@ fi
 [ ${#scenarios[@]} -gt 0 ] || { echo "molecule.sh: no scenarios under molecule/"; exit 0; }
 
 t0=$(date +%s)
-scripts/build-test-image.sh >/dev/null
-echo "molecule.sh: image $GPUHOST_TEST_IMAGE ready in $(( $(date +%s) - t0 )) s"
+declare -A old_kernel new_kernel
+for suite in "${suites[@]}"; do
+  GPUHOST_TEST_IMAGE=$REPO_IMAGE:$suite scripts/build-test-image.sh "$suite" >/dev/null
+  old_kernel[$suite]=$(podman image inspect --format '{{ index .Labels "gpuhost.old_kernel" }}' "$REPO_IMAGE:$suite")
+  new_kernel[$suite]=$(podman image inspect --format '{{ index .Labels "gpuhost.new_kernel" }}' "$REPO_IMAGE:$suite")
+  echo "molecule.sh: image $REPO_IMAGE:$suite ready at $(( $(date +%s) - t0 )) s (kernels ${old_kernel[$suite]} -> ${new_kernel[$suite]})"
+done
+# Each run's ephemeral folder (molecule's state, the reports): one per checkout, platform
+# and scenario, kept between runs so `destroy` finds a container a killed run left.
+EPHEMERAL=${XDG_CACHE_HOME:-$HOME/.cache}/molecule/gpuhost-$(printf '%s' "$ROOT" | sha256sum | cut -c1-8)
 
 for s in "${scenarios[@]}"; do
   [ -f "molecule/$s/molecule.yml" ] || { echo "molecule.sh: no scenario molecule/$s" >&2; exit 1; }
 done
 
-# run_lane LOG SCENARIO...: molecule test for each, in order; timings and the verdict in LOG.
+# run_lane LOG SUITE:SCENARIO...: molecule test for each, in order; timings and the verdict
+# in LOG.
 run_lane() {
-  local log=$1 s start
+  local log=$1 run suite s start
   shift
-  for s in "$@"; do
-    echo "=== molecule test -s $s"
+  for run in "$@"; do
+    suite=${run%%:*} s=${run#*:}
+    echo "=== molecule test -s $s on $suite"
     start=$(date +%s)
     # shellcheck disable=SC2086
-    if ! molecule -c molecule/shared/base.yml test -s "$s" ${MOLECULE_ARGS:-}; then
-      echo "molecule.sh: scenario $s FAILED after $(( $(date +%s) - start )) s" | tee -a "$log" >&2
+    if ! GPUHOST_TEST_SUITE=$suite GPUHOST_TEST_IMAGE=$REPO_IMAGE:$suite \
+        GPUHOST_OLD_KERNEL=${old_kernel[$suite]} GPUHOST_NEW_KERNEL=${new_kernel[$suite]} \
+        MOLECULE_EPHEMERAL_DIRECTORY=$EPHEMERAL/$suite/$s \
+        molecule -c molecule/shared/base.yml test -s "$s" ${MOLECULE_ARGS:-}; then
+      echo "molecule.sh: scenario $s on $suite FAILED after $(( $(date +%s) - start )) s" | tee -a "$log" >&2
       return 1
     fi
-    echo "  $s $(( $(date +%s) - start )) s" >>"$log"
+    echo "  $s on $suite $(( $(date +%s) - start )) s" >>"$log"
   done
 }
 
-# The lanes: scenarios whose molecule.yml mounts the shared apt volume, then the others.
-shared=() others=()
-for s in "${scenarios[@]}"; do
-  if [ -z "${MOLECULE_SERIAL:-}" ] && ! grep -q 'gpuhost-molecule-apt-archives' "molecule/$s/molecule.yml"; then
-    others+=("$s")
-  else
-    shared+=("$s")
-  fi
+# The lanes: per platform, the runs whose molecule.yml mounts the platform's apt volume;
+# then one lane of all the other runs.
+lanes=() others=""
+for suite in "${suites[@]}"; do
+  shared=""
+  for s in "${scenarios[@]}"; do
+    if grep -q 'gpuhost-molecule-apt-archives' "molecule/$s/molecule.yml"; then
+      shared+=" $suite:$s"
+    else
+      others+=" $suite:$s"
+    fi
+  done
+  [ -z "$shared" ] || lanes+=("${shared# }")
 done
+[ -z "$others" ] || lanes+=("${others# }")
+if [ -n "${MOLECULE_SERIAL:-}" ]; then
+  lanes=("${lanes[*]}")
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-: >"$work/timings"
+runs=0
 pids=()
-if [ ${#others[@]} -gt 0 ] && [ ${#shared[@]} -gt 0 ]; then
-  echo "molecule.sh: lanes side by side: [${others[*]}] and [${shared[*]}]"
-  run_lane "$work/timings.b" "${others[@]}" >"$work/lane-b.log" 2>&1 &
+echo "molecule.sh: ${#lanes[@]} lane(s) side by side:$(printf ' [%s]' "${lanes[@]}")"
+for i in "${!lanes[@]}"; do
+  read -r -a lane <<<"${lanes[$i]}"
+  runs=$(( runs + ${#lane[@]} ))
+  run_lane "$work/timings.$i" "${lane[@]}" >"$work/lane-$i.log" 2>&1 &
   pids+=($!)
-  run_lane "$work/timings.a" "${shared[@]}" >"$work/lane-a.log" 2>&1 &
-  pids+=($!)
-  failed=0
-  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
-  for lane in a b; do
-    echo "=== molecule.sh: output of lane $lane"
-    cat "$work/lane-$lane.log"
-  done
-  cat "$work/timings.a" "$work/timings.b" >"$work/timings" 2>/dev/null || true
-else
-  failed=0
-  run_lane "$work/timings" "${shared[@]}" "${others[@]}" || failed=1
-fi
+done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+for i in "${!lanes[@]}"; do
+  echo "=== molecule.sh: output of lane $i [${lanes[$i]}]"
+  cat "$work/lane-$i.log"
+done
 echo "molecule.sh: timings"
-cat "$work/timings"
+cat "$work"/timings.* 2>/dev/null || true
 if [ "$failed" -ne 0 ]; then
   echo "molecule.sh: FAILED after $(( $(date +%s) - t0 )) s" >&2
   exit 1
 fi
-echo "molecule.sh: ${#scenarios[@]} passed, 0 failed in $(( $(date +%s) - t0 )) s"
+echo "molecule.sh: $runs passed, 0 failed in $(( $(date +%s) - t0 )) s"

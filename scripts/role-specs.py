@@ -11,13 +11,27 @@ marker comments at the end of each dependent role's entry points' options, repla
 wrote before and any hand-written entry of the same name. ``ansible-doc -t role`` then shows
 every variable a role reads.
 
+It also writes host_tune's DOCUMENTATION of ``parts`` and of every part's options (spec
+and ``option_docs``), tuning_snapshot's choices of ``parts`` (the snapshot's sections) and
+default of ``files`` (the paths the parts may write), and role tune's part switches, from
+the tune part registry
+(plugins/module_utils/parts/registry.py): for every part, its ``gpuhost_tune_<name>``
+entry in the role's argument spec (type bool, its ``default_on``, its ``role_doc``), its
+default in defaults/main.yml and its line in vars/main.yml's ``__gpuhost_tune_switches``
+(which the tags select from), each between marker comments. A part's switch written by
+hand outside the markers is refused.
+
     python3 scripts/role-specs.py           rewrite the dependent roles' specs
     python3 scripts/role-specs.py --check   exit 1 (naming the files) when one is out of date
 """
 
+import json
 import os
 import re
+import shutil
 import sys
+import tempfile
+import textwrap
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROLES = os.path.join(REPO, "roles")
@@ -80,6 +94,192 @@ def updated(path, shared_lines, names):
     return "".join(lines)
 
 
+TUNE = os.path.join(ROLES, "tune")
+PART_BEGIN = ("# >>> tune part switches, written by scripts/role-specs.py from the tune part "
+              "registry\n")
+PART_END = "# <<< end of the tune part switches\n"
+
+
+def load_registry():
+    """``parts.registry`` of this checkout."""
+    links = tempfile.mkdtemp(prefix="role-specs-")
+    try:
+        os.makedirs(os.path.join(links, "ansible_collections", "gpuhost"))
+        os.symlink(REPO, os.path.join(links, "ansible_collections", "gpuhost", "tuning"))
+        sys.path.insert(0, links)
+        from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import registry
+        return registry
+    finally:
+        if links in sys.path:
+            sys.path.remove(links)
+        shutil.rmtree(links)
+
+
+def _paragraphs(doc):
+    return [doc] if isinstance(doc, str) else list(doc)
+
+
+def _scalar(text, first, rest, width=92):
+    """YAML lines of one scalar, wrapped: plain when it can be, else double-quoted."""
+    plain = not (": " in text or " #" in text or text[:1] in "!&*-:?{}[],#|>@`\"'%")
+    return [line + "\n" for line in textwrap.wrap(
+        text if plain else json.dumps(text), width, initial_indent=first,
+        subsequent_indent=rest, break_long_words=False, break_on_hyphens=False)]
+
+
+def switch_spec(switches, indent="      "):
+    out = [indent + PART_BEGIN]
+    for name, default_on, doc in switches:
+        out += [indent + "gpuhost_tune_%s:\n" % name, indent + "  type: bool\n",
+                indent + "  default: %s\n" % ("true" if default_on else "false"),
+                indent + "  description:\n"]
+        for text in _paragraphs(doc):
+            out += _scalar(text, indent + "    - ", indent + "      ")
+    return out + [indent + PART_END]
+
+
+HOST_TUNE = os.path.join(REPO, "plugins", "modules", "host_tune.py")
+DOC_BEGIN = ("  # >>> tune part options, written by scripts/role-specs.py from the tune part "
+             "registry\n")
+DOC_END = "  # <<< end of the tune part options\n"
+
+
+def _flow(values):
+    return "[%s]" % ", ".join(json.dumps(v) if not isinstance(v, str) else v for v in values)
+
+
+def _option_doc(name, spec, doc, indent="  "):
+    out = [indent + "%s:\n" % name]
+    if isinstance(doc, str):
+        out += _scalar(doc, indent + "  description: ", indent + "    ")
+    else:
+        out.append(indent + "  description:\n")
+        for text in doc:
+            out += _scalar(text, indent + "    - ", indent + "      ")
+    out.append(indent + "  type: %s\n" % spec["type"])
+    if "elements" in spec:
+        out.append(indent + "  elements: %s\n" % spec["elements"])
+    for key in ("default", "choices"):
+        if spec.get(key) is None:
+            continue
+        value = spec[key]
+        if isinstance(value, list):
+            out += [line + "\n" for line in textwrap.wrap(
+                indent + "  %s: %s" % (key, _flow(value)), 92,
+                subsequent_indent=indent + "    ", break_long_words=False,
+                break_on_hyphens=False)]
+        else:
+            out.append(indent + "  %s: %s\n" % (key, json.dumps(value) if not isinstance(
+                value, str) else value))
+    return out
+
+
+def host_tune_doc(registry):
+    """host_tune's DOCUMENTATION with ``parts`` and every part's options from the registry."""
+    opt_in = ["C(%s)" % n for n in registry.PARTS if n not in registry.DEFAULT_PARTS]
+    parts_doc = [
+        "The parts to run. C(snapshot) also records the applied state; C(verify) audits "
+        "again afterwards and fails on managed findings that remain. %s and %s are opt-in "
+        "(not in the default)." % (", ".join(opt_in[:-1]), opt_in[-1]),
+        "Role C(gpuhost.tuning.tune) builds this from its C(gpuhost_tune_*) switches and tags."]
+    block = [DOC_BEGIN] + _option_doc("parts", {
+        "type": "list", "elements": "str", "choices": list(registry.PARTS),
+        "default": list(registry.DEFAULT_PARTS)}, parts_doc)
+    for name, spec, doc in registry.options():
+        block += _option_doc(name, spec, doc)
+    block.append(DOC_END)
+    text = _read(HOST_TUNE)
+    if DOC_BEGIN in text:
+        head, rest = text.split(DOC_BEGIN, 1)
+        tail = rest.split(DOC_END, 1)[1]
+    else:
+        head, tail = text.split("\nnotes:\n", 1)
+        head, tail = head + "\n", "notes:\n" + tail
+    names = ["parts"] + [name for name, _spec, _doc in registry.options()]
+    for name in names:
+        if re.search(r"^  %s:" % name, head.split('DOCUMENTATION = r"""', 1)[-1], re.M):
+            raise SystemExit("role-specs.py: option %s is written by hand in %s: remove it (its "
+                             "tune part declares it)" % (name, os.path.relpath(HOST_TUNE, REPO)))
+    return head + "".join(block) + tail
+
+
+TUNING_SNAPSHOT = os.path.join(REPO, "plugins", "modules", "tuning_snapshot.py")
+
+
+def _set_option_value(text, option, key, lines):
+    """``text`` with the ``key:`` value of DOCUMENTATION option ``option`` set to ``lines``
+    (the value's own lines: a flow list on the key's line, or a block list below it)."""
+    pattern = re.compile(r"(?m)^(  %s:\n(?:    .*\n|      .*\n)*?)    %s:.*\n(?:      - .*\n)*"
+                         % (re.escape(option), re.escape(key)))
+    if not pattern.search(text):
+        raise SystemExit("role-specs.py: no %s of option %s in %s"
+                         % (key, option, os.path.relpath(TUNING_SNAPSHOT, REPO)))
+    return pattern.sub(lambda m: m.group(1) + "".join(lines), text, count=1)
+
+
+def tuning_snapshot_doc(registry):
+    """tuning_snapshot's DOCUMENTATION with ``parts`` (the snapshot's sections) and the
+    default of ``files`` (every path a part may write) from the registry."""
+    keys = [s.snapshot_key for s in registry.SECTIONS]
+    text = _read(TUNING_SNAPSHOT)
+    text = _set_option_value(text, "parts", "choices", ["    choices: %s\n" % _flow(keys)])
+    text = _set_option_value(text, "parts", "default", ["    default: %s\n" % _flow(keys)])
+    return _set_option_value(text, "files", "default", ["    default:\n"] + [
+        "      - %s\n" % path for path in registry.MANAGED_FILES])
+
+
+def switch_defaults(switches):
+    out = [PART_BEGIN]
+    for name, default_on, doc in switches:
+        for text in _paragraphs(doc):
+            out += ["# %s\n" % line for line in textwrap.wrap(text, 88, break_on_hyphens=False)]
+        out.append("gpuhost_tune_%s: %s\n" % (name, "true" if default_on else "false"))
+    return out + [PART_END]
+
+
+def switch_vars(switches):
+    return ([PART_BEGIN, "__gpuhost_tune_switches:\n"]
+            + ['  %s: "{{ gpuhost_tune_%s }}"\n' % (name, name) for name, _on, _doc in switches]
+            + [PART_END])
+
+
+def with_block(text, block, anchor, where, indent=""):
+    """``text`` with ``block`` between the markers (in place of the one there, else after
+    the first match of ``anchor``); a part switch written outside the markers is refused."""
+    begin, end = indent + PART_BEGIN, indent + PART_END
+    if begin in text:
+        head, rest = text.split(begin, 1)
+        tail = rest.split(end, 1)[1]
+    else:
+        match = re.search(anchor, text, re.M)
+        if match is None:
+            raise SystemExit("role-specs.py: no place for the part switches in %s" % where)
+        head, tail = text[:match.end()], text[match.end():]
+    for name in re.findall(r"^\s*(gpuhost_tune_[a-z0-9_]+): ?(?:true|false)?\s*$",
+                           "".join(block), re.M):
+        if re.search(r"^\s*%s:" % name, head + tail, re.M):
+            raise SystemExit("role-specs.py: %s is written by hand in %s: remove it (its tune "
+                             "part declares it)" % (name, where))
+    return head + "".join(block) + tail
+
+
+def _read(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+def tune_files(switches):
+    """``{path: text}`` of role tune's defaults and vars with the part switches."""
+    defaults = os.path.join(TUNE, "defaults", "main.yml")
+    variables = os.path.join(TUNE, "vars", "main.yml")
+    return {
+        defaults: with_block(_read(defaults), switch_defaults(switches),
+                             r"^# with a switch here and a tag.*\n\n", defaults),
+        variables: with_block(_read(variables), switch_vars(switches), r"^---\n(#.*\n)*",
+                              variables),
+    }
+
+
 def dependents():
     out = []
     for role in sorted(os.listdir(ROLES)):
@@ -102,8 +302,18 @@ def main(argv):
     shared = source[span[0]:span[1]]
     names = set(m.group(1) for m in map(OPTION.match, shared) if m)
     stale = []
+    registry = load_registry()
+    switches = registry.switches()
+    wanted = tune_files(switches)
+    wanted[HOST_TUNE] = host_tune_doc(registry)
+    wanted[TUNING_SNAPSHOT] = tuning_snapshot_doc(registry)
     for path in dependents():
         text = updated(path, shared, names)
+        if path == os.path.join(TUNE, "meta", "argument_specs.yml"):
+            text = with_block(text, switch_spec(switches),
+                              r"^  main:\n(?:    .*\n)*?    options:.*\n", path, indent="      ")
+        wanted[path] = text
+    for path, text in sorted(wanted.items()):
         with open(path) as handle:
             if handle.read() == text:
                 continue

@@ -7,6 +7,7 @@ Makes ``ansible_collections.gpuhost.tuning`` importable from this checkout (a li
 
 import fcntl
 import os
+import re
 import subprocess
 import sys
 
@@ -110,3 +111,27 @@ def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite tests/unit/golden from the current code (an intended "
                           "change of the audit's output; review the diff)")
+
+
+# What differs between two audit runs of the same trees: the times (reports, metrics).
+REPORT_TIMES = [(re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\dZ"), "<time>"),
+                (re.compile(r'"duration_s": [0-9.]+'), '"duration_s": <s>'),
+                (re.compile(r"^(gpuhost_audit_(?:timestamp|duration)_seconds\{[^}]*\}) \S+$",
+                            re.M), r"\1 <n>")]
+
+
+def reports_without_times(folder):
+    """``{file name: text}`` of a report folder with the run's times masked."""
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), encoding="utf-8") as handle:
+            text = handle.read()
+        for pattern, repl in REPORT_TIMES:
+            text = pattern.sub(repl, text)
+        out[name] = text
+    return out
+
+
+# The platform switch of the real-tool tests (Debian 12 here, Debian 13 in its test image).
+# pylint: disable-next=unused-import
+from platforms import pytest_collection_modifyitems, suite  # noqa: E402,F401

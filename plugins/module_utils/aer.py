@@ -19,7 +19,7 @@ have ``aer_rootport_total_err_cor``, ``..._fatal`` and ``..._nonfatal``: every e
 the port received from itself and from everything below it (one number each).
 
 Nothing here writes. Counters are kept raw in the audit so that two audits compare
-(:func:`changes`).
+(the fleet check ``pcie_aer_change``, module_utils/fleet/aer_change.py).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -237,39 +237,3 @@ def findings(entries):
                         "no uncorrectable and few correctable PCIe errors", remedy,
                         detail=role))
     return out
-
-
-# --- comparing two audits (the report's "since the previous report") --------------------
-
-
-def changes(previous, current):
-    """``{address: {kind: delta, reset}}`` between two audits' ``pcie_aer`` lists.
-
-    ``delta`` is the growth of each kind's total since ``previous``; a total that went down
-    means the counters restarted (reboot, device reset or re-enumerated): then ``reset`` is
-    True and the delta is the current count. Devices only in ``current`` are left out (no
-    base to compare with); devices without counters are skipped."""
-    before = dict((e["address"], e) for e in previous or [] if e.get("available"))
-    out = {}
-    for entry in current or []:
-        old = before.get(entry["address"])
-        if old is None or not entry.get("available"):
-            continue
-        now, then = totals(entry), totals(old)
-        reset = any(now[k] < then[k] for k in KINDS)
-        delta = dict((k, now[k] if reset else now[k] - then[k]) for k in KINDS)
-        delta["reset"] = reset
-        out[entry["address"]] = delta
-    return out
-
-
-def change_text(delta):
-    """One report cell for a :func:`changes` value: ``+3 correctable``, ``no change``,
-    ``+1 fatal, +2 correctable (counters reset since)``."""
-    if delta is None:
-        return "no previous report"
-    parts = ["+%d %s" % (delta[k], KIND_LABEL[k]) for k in KINDS if delta.get(k)]
-    text = ", ".join(parts) or "no change"
-    if delta.get("reset"):
-        text += " (counters restarted since: reboot or reset)"
-    return text

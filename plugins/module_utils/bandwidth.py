@@ -145,6 +145,28 @@ class _Measurement(object):
     name = NAME
     options = OPTIONS
     worse = "lower"
+    option_docs = {
+        "bandwidth_size_mb": "Size of each copy of the C(bandwidth) part, in MiB (1 to 65536); "
+                             "each GPU needs this much free memory plus 64 MiB, or it is "
+                             "skipped with the reason.",
+        "bandwidth_repeats": "Copies per direction of the C(bandwidth) part (1 to 1000); the "
+                             "best counts.",
+        "bandwidth_timeout": "Seconds each measurement of the C(bandwidth) part may take to "
+                             "initialise CUDA and list the GPUs (1 to 3600); the copies get "
+                             "the time they take at 1 GB/s on top. The measurement runs in a "
+                             "child process, killed at its limit; one that did not return (or "
+                             "that a signal killed) fails the part naming the limit and the "
+                             "step.",
+        "cuda_library": "The CUDA driver library the C(bandwidth) and C(latency) parts load (a "
+                        "name on the library path or a file path).",
+    }
+    role_doc = [
+        "Measure pinned host-to-GPU and GPU-to-host copy rates of every GPU before the "
+        "changes and after them (tag C(tune_bandwidth)); the report shows per GPU "
+        "C(before -> after) in GB/s with the share of its PCIe link. A lower rate is "
+        "reported and warned about, not a failure; a CUDA error fails the host.",
+        "Live host only (gpuhost_root C(/)); elsewhere, without the NVIDIA driver library "
+        "and in check mode it is reported as not measured."]
     check_options = staticmethod(check_options)
     measure = staticmethod(measure)
     rows = staticmethod(_rows)

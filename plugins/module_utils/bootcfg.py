@@ -32,6 +32,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     host_path,
     read_text,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import QUERY_TIMEOUT_S
 
 KERNEL_CMDLINE = "/etc/kernel/cmdline"
 PBT_UUIDS = "/etc/kernel/proxmox-boot-uuids"
@@ -183,7 +184,8 @@ def detect_backend(root="/", runner=None):
     tool = boot_tool(root)
     if tool == "proxmox-boot-tool":
         if runner is not None and runner.which("proxmox-boot-tool"):
-            rc, out, _err = runner.run(["proxmox-boot-tool", "status"], check=False)
+            rc, out, _err = runner.run(["proxmox-boot-tool", "status"], check=False,
+                                       timeout=QUERY_TIMEOUT_S)
             modes = {mode for _uuid, mode in parse_pbt_status(out)} if rc == 0 else set()
             if modes == {"grub"}:
                 return {"backend": "grub", "tool": tool,

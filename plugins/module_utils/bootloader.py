@@ -39,6 +39,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     read_text,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.kernel import kernel_sort_key
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import QUERY_TIMEOUT_S
 
 EFI_LOADER_GUID = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
 EFIVARS = "/sys/firmware/efi/efivars"
@@ -618,7 +619,8 @@ def mount_esps(runner, uuids, workdir):
             continue
         point = os.path.join(workdir, uuid)
         os.makedirs(point, exist_ok=True)
-        rc, _out, err = runner.run(["mount", "-o", "ro", device, point], check=False)
+        rc, _out, err = runner.run(["mount", "-o", "ro", device, point], check=False,
+                                   timeout=QUERY_TIMEOUT_S)
         if rc != 0:
             esps.append({"uuid": uuid, "path": None,
                          "error": "mount -o ro %s failed: %s" % (device, err.strip())})
@@ -630,7 +632,7 @@ def mount_esps(runner, uuids, workdir):
 
 def umount_all(runner, points):
     for point in reversed(points):
-        runner.run(["umount", point], check=False)
+        runner.run(["umount", point], check=False, timeout=QUERY_TIMEOUT_S)
         try:
             os.rmdir(point)
         except OSError:
@@ -665,7 +667,8 @@ def inspect(root="/", backend="auto", esp_dirs=None, grub_cfgs=None, runner=None
     if uuids is not None:
         result["kernel_list"] = pbt_files(root)
         if runner is not None and runner.which("proxmox-boot-tool"):
-            rc, out, _err = runner.run(["proxmox-boot-tool", "kernel", "list"], check=False)
+            rc, out, _err = runner.run(["proxmox-boot-tool", "kernel", "list"], check=False,
+                                       timeout=QUERY_TIMEOUT_S)
             if rc == 0:
                 listed = parse_kernel_list(out)
                 for key in ("pinned", "next_boot"):

@@ -22,6 +22,7 @@ import time
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import CommandError
 
 CAPTURE_DIR = "/.gpuhost-capture"
 
@@ -63,7 +64,10 @@ class CommandOutputs(object):
             return self.outputs[name]
         if self.live:
             started = time.time()
-            text, info = produce(self._runner())
+            try:
+                text, info = produce(self._runner())
+            except CommandError as exc:  # CommandTimeout: a wedged driver, a stuck journal
+                text, info = None, {"source": "command", "error": str(exc)}
             info = dict(info or {})
             info["seconds"] = round(time.time() - started, 3)
         else:

@@ -39,6 +39,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.procfs import (
     read_proc_devices,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import CommandTimeout
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import QUERY_TIMEOUT_S
 
 RULE_KEYS = ("added", "removed", "moved")
 
@@ -228,7 +229,7 @@ def verify_run(params, runner, check_mode=False):
     plan = rules_run(_rules_params(params), True) if params["gpu"] else {"changed": False}
     running = False
     if params["pct"]:
-        _rc, out, _err = runner.run(["pct", "status", str(vmid)])
+        _rc, out, _err = runner.run(["pct", "status", str(vmid)], timeout=QUERY_TIMEOUT_S)
         running = "running" in out
     if params["pct"] and plan["changed"] and running and not check_mode:
         runner.run(["pct", "stop", str(vmid)])

@@ -262,6 +262,13 @@ class IdlePart(object):
     steps = ("cpuidle",)
     stage = "tune"
     options = {}
+    option_docs = {}
+    role_doc = ("Disable idle states deeper than gpuhost_cpuidle_deeper_than on every online "
+                "CPU (tag C(tune_cpuidle)).")
+    # the snapshot's section (protocol in parts/registry.py)
+    snapshot_key = "cpuidle"
+    label = "{name}"
+    restore_report = (("idle states restored", "changed", "name"),)
 
     def run(self, ctx):
         ref = ctx.params["cpuidle_deeper_than"]
@@ -300,6 +307,95 @@ class IdlePart(object):
             out["detail"] = {"cpuidle": {"failed": True, "changed": written, "msg": msg}}
             out["failures"] = ["cpuidle: %s" % (msg or "failed").strip()]
         return out
+
+    def record(self, ctx):
+        """``{"driver": ..., "cpus": {"<cpu>": {"<state name>": disabled}}}`` (online CPUs)."""
+        states = read_states(ctx.root)
+        cpus = dict((str(cpu), dict((s["name"], s["disabled"]) for s in states[cpu]))
+                    for cpu in sorted(states))
+        return {"driver": cpuidle_driver(ctx.root), "cpus": cpus}
+
+    def restore(self, ctx, recorded):
+        items, failures = [], []
+        if recorded and recorded["cpus"]:
+            _restore_idle(ctx.root, recorded, ctx.check_mode, items, failures)
+        return items, failures
+
+    def check(self, recorded, bad, root):
+        idle = recorded or {"cpus": {}}
+        if not isinstance(idle, dict) or not isinstance(idle.get("cpus", {}), dict):
+            bad("cpuidle is not a mapping of CPU to flags")
+        for cpu, flags in (idle.get("cpus") or {}).items():
+            if not str(cpu).isdigit() or int(cpu) > 65535 or not isinstance(flags, dict):
+                bad("cpuidle CPU %r is not a CPU number with flags" % (cpu,))
+            for name, flag in flags.items():
+                if not isinstance(name, str) or "/" in name or not isinstance(flag, bool):
+                    bad("cpuidle CPU %s state %r: flag %r" % (cpu, name, flag))
+
+    def summary(self, recorded):
+        disabled = {}
+        for cpu, flags in sorted(recorded["cpus"].items(), key=lambda i: int(i[0])):
+            for name, flag in flags.items():
+                entry = disabled.setdefault(name, [])
+                if flag:
+                    entry.append(int(cpu))
+        return {"cpuidle_driver": recorded["driver"], "cpuidle_cpus": len(recorded["cpus"]),
+                "cpuidle_disabled": dict((n, format_cpu_list(c)) for n, c in disabled.items())}
+
+    def diff_lines(self, item):
+        return ("cpuidle %s: current flags on CPUs %s" % (item["name"], item["cpus_restored"]),
+                "cpuidle %s: snapshot flags on CPUs %s" % (item["name"], item["cpus_restored"]))
+
+
+def _restore_idle(root, recorded, check_mode, out, failures):
+    """The recorded idle flags back on every CPU that is online (``set_states``)."""
+    if not cpuidle_available(root):
+        out.append({"name": "*", "status": "skipped", "cpus_restored": "",
+                    "reason": "no cpuidle driver with states now (%s): idle flags not restored"
+                              % (cpuidle_driver(root) or "no cpuidle folder")})
+        return
+    current = read_states(root)
+    to_disable, to_enable, offline = {}, {}, []
+    per_name = {}
+    for cpu_text, flags in recorded["cpus"].items():
+        cpu = int(cpu_text)
+        if cpu not in current:
+            offline.append(cpu)
+            continue
+        by_name = dict((s["name"], s) for s in current[cpu])
+        for name, disabled in flags.items():
+            entry = per_name.setdefault(name, {"name": name, "restored": [], "missing": []})
+            state = by_name.get(name)
+            if state is None:
+                entry["missing"].append(cpu)
+            elif state["disabled"] != disabled:
+                (to_disable if disabled else to_enable).setdefault(cpu, []).append(state)
+                entry["restored"].append(cpu)
+    errors = []
+    for selection, disabled in ((to_disable, True), (to_enable, False)):
+        if not selection:
+            continue
+        try:
+            set_states(root, selection, disabled, check_mode=check_mode)
+        except CpuError as exc:
+            errors.append(str(exc))
+    for name in sorted(per_name):
+        entry = per_name[name]
+        item = {"name": name, "cpus_restored": format_cpu_list(entry["restored"]),
+                "status": "changed" if entry["restored"] else "ok"}
+        if entry["missing"]:
+            item["status"] = "failed"
+            item["reason"] = "idle state %s not found any more on CPUs %s" % (
+                name, format_cpu_list(entry["missing"]))
+            failures.append(item["reason"])
+        out.append(item)
+    if offline:
+        out.append({"name": "*", "status": "skipped", "cpus_restored": "",
+                    "reason": "CPUs %s are offline now: their idle flags are not restored"
+                              % format_cpu_list(offline)})
+    for error in errors:
+        out.append({"name": "*", "status": "failed", "cpus_restored": "", "reason": error})
+        failures.append(error)
 
 
 TUNE_PART = IdlePart()

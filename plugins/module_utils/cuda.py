@@ -936,15 +936,16 @@ def as_result(result):
 
 def audit_pass(runner, pct, containers, size_mb=256, library=DEFAULT_LIBRARY,
                timeout=DEFAULT_TIMEOUT, root="/"):
-    """The audit's opt-in CUDA pass on a live host: the host probed with pinned copy rates
-    and the launch latency (AUDIT_LATENCY_COUNT round trips each way), then each running
-    container of ``containers`` (the audit's ``lxc`` facts) that has a GPU, by ``pct exec``
-    (``pct`` None: no Proxmox, the host alone); each probe a child
+    """The audit's opt-in CUDA pass on a live host: the host probed with pinned copy rates,
+    the peer matrix (two or more GPUs) and the launch latency (AUDIT_LATENCY_COUNT round
+    trips each way), then each running container of ``containers`` (the audit's ``lxc``
+    facts) that has a GPU, by ``pct exec`` (``pct`` None: no Proxmox, the host alone); each
+    probe a child
     bounded by ``timeout`` (``time_limit``). A probe that fails, hangs or crashes is a result
     with ``msg``, judged as a finding, never an error of the audit. ``root``: where the PCI
     tree is read (host_audit's, always ``/``: CUDA acts on the running system)."""
     results = [as_result(probe_host(runner, library=library, bandwidth=True, size_mb=size_mb,
-                                    timeout=timeout, root=root, latency=True,
+                                    timeout=timeout, root=root, latency=True, peer=True,
                                     latency_count=AUDIT_LATENCY_COUNT))]
     if not pct:
         return results

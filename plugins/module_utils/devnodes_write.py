@@ -6,7 +6,7 @@
 them; finding ``device_nodes_unit_missing``).
 
 Its two files (the unit and the ``multi-user.target.wants`` link ``systemctl enable``
-makes) are in ``snapshot.MANAGED_FILES``, so a revert to a snapshot taken before removes
+makes) are the part's ``files``, in every snapshot, so a revert to a snapshot taken before removes
 them. On the live host the part runs ``systemctl daemon-reload`` and starts the unit, so
 the nodes exist now too; on any other root it writes the files only.
 """
@@ -125,7 +125,17 @@ class DeviceNodesPart(object):
     steps = ("device_nodes",)
     stage = "tune"
     options = {}
+    option_docs = {}
     default_on = False
+    files = FILES
+    role_doc = [
+        "Opt-in (tag C(tune_device_nodes)). Install and enable "
+        "C(gpuhost-nvidia-device-nodes.service), a oneshot unit ordered "
+        "C(Before=pve-guests.service) that runs C(nvidia-modprobe -u -c=0), "
+        "C(nvidia-modprobe -m) and C(nvidia-smi -L), so the nodes GPU containers bind exist "
+        "when they start at boot (finding C(device_nodes_unit_missing)); on the live host it "
+        "is started now too.",
+        "Both files are in the snapshot; a revert to a snapshot from before removes them."]
 
     def run(self, ctx):
         result = install(ctx.root, ctx.runner, ctx.check_mode)

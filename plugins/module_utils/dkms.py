@@ -15,7 +15,11 @@ Layout of the tree (dkms 2.x/3.x, checked against dkms 3.0.10 on Debian 12):
 - ``/var/lib/dkms/<name>/original_module/<kernel>/<arch>``: in-tree modules dkms moved away.
 
 dkms decides the state from these paths, and so do ``tree_status`` (for offline audits) and
-``dkms_write.ensure`` (which never trusts an exit code alone).
+``dkms_write.ensure`` (which never trusts an exit code alone). Checked again against dkms
+3.2.2 on Debian 13 (Proxmox VE 9): the same tree and status lines; modules installed as
+``.ko.xz`` for Debian's 6.12 kernels; other status warnings (``WARNINGS``); exit 21, not 1,
+for missing headers, and ``dkms autoinstall`` exits 0 without a word for a kernel whose
+headers are missing (3.0.10: 11 and the error), so no exit code is evidence.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -33,6 +37,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.kernel import (
     kernel_sort_key,
     resolve_under,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.dkms_conf import parse_conf
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import QUERY_TIMEOUT_S
 
 DKMS_TREE = "/var/lib/dkms"
 MODULE_SUFFIXES = (".ko", ".ko.xz", ".ko.zst", ".ko.gz")
@@ -40,6 +46,19 @@ MODULE_SUFFIXES = (".ko", ".ko.xz", ".ko.zst", ".ko.gz")
 DEBIAN_DEST = "/updates/dkms"
 STATE_RANK = {None: 0, "added": 1, "built": 2, "installed": 3}
 WANTED_STATES = ("built", "installed")
+
+# The warnings ``dkms status`` appends, by wording: dkms 3.0.x (3.0.10, Debian 12 and
+# Proxmox VE 8) and the wording dkms 3.2.2 (Debian 13, Proxmox VE 9) prints, read in its
+# module_status_built_extra(); 3.0.10 repeats the diff warning once per module, 3.2.2
+# prints it once. Which applies: the dkms version in dpkg's status under the root.
+WARNINGS = {
+    "3.0": {"original": "original_module exists",
+            "missing": "WARNING! Missing some built modules!",
+            "diff": "WARNING! Diff between built and installed module!"},
+    "3.2": {"original": "Original modules exist",
+            "missing": "Built modules are missing in the kernel modules folder",
+            "diff": "Differences between built and installed modules"},
+}
 
 _WARNING_RE = re.compile(r"\(([^()]*)\)")
 _KERNEL_DIR_RE = re.compile(r"^[0-9]+\..*")
@@ -134,66 +153,7 @@ def state_for(entries, name, version, kernel, arch=None):
             return "added"
     return None
 
-
 # --------------------------------------------------------------------------- dkms.conf
-
-_CONF_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?=(.*)$")
-
-
-def _unquote(value):
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return value[1:-1]
-    return value.split("#", 1)[0].strip()
-
-
-def parse_conf(text, kernel=None):
-    """The few dkms.conf keys the offline reader needs: PACKAGE_NAME, PACKAGE_VERSION and,
-    per module index, BUILT_MODULE_NAME, DEST_MODULE_NAME, DEST_MODULE_LOCATION.
-
-    Returns ``{"package_name", "package_version", "modules": [{"built", "dest",
-    "location"}]}``. dkms.conf is a shell script; plain assignments are what real ones use.
-    """
-    scalars = {}
-    arrays = {}
-    for line in (text or "").splitlines():
-        match = _CONF_RE.match(line)
-        if not match:
-            continue
-        key, index, value = match.group(1), match.group(2), _unquote(match.group(3))
-        if index is None:
-            scalars[key] = value
-            if key in ("BUILT_MODULE_NAME", "DEST_MODULE_NAME", "DEST_MODULE_LOCATION"):
-                arrays.setdefault(key, {})[0] = value
-        else:
-            arrays.setdefault(key, {})[int(index)] = value
-    subs = {
-        "PACKAGE_NAME": scalars.get("PACKAGE_NAME", ""),
-        "PACKAGE_VERSION": scalars.get("PACKAGE_VERSION", ""),
-        "kernelver": kernel or "",
-    }
-
-    def expand(value):
-        for key, sub in subs.items():
-            value = value.replace("${%s}" % key, sub).replace("$%s" % key, sub)
-        return value
-
-    built = arrays.get("BUILT_MODULE_NAME", {})
-    if not built and subs["PACKAGE_NAME"]:
-        built = {0: subs["PACKAGE_NAME"]}
-    modules = []
-    for index in sorted(built):
-        name = expand(built[index])
-        modules.append({
-            "built": name,
-            "dest": expand(arrays.get("DEST_MODULE_NAME", {}).get(index, name)),
-            "location": expand(arrays.get("DEST_MODULE_LOCATION", {}).get(index, "")),
-        })
-    return {
-        "package_name": subs["PACKAGE_NAME"],
-        "package_version": subs["PACKAGE_VERSION"],
-        "modules": modules,
-    }
 
 
 def read_conf(root, name, version, kernel=None):
@@ -297,14 +257,28 @@ def _same_bytes(path_a, path_b):
         return False
 
 
+def wording(root="/"):
+    """``WARNINGS``' key for the dkms installed under ``root``: ``3.2`` for dkms 3.1 and
+    later (only 3.0.10 and 3.2.2 are checked), else ``3.0`` (also when dpkg's status has
+    no dkms: a tree without it keeps the wording tree_status always had)."""
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.fabric import package_version
+
+    _package, version = package_version(root, "dkms")
+    match = re.match(r"^(\d+)\.(\d+)", version or "")
+    if match and (int(match.group(1)), int(match.group(2))) >= (3, 1):
+        return "3.2"
+    return "3.0"
+
+
 def tree_status(root="/"):
     """What ``dkms status`` would print, read from ``/var/lib/dkms`` under ``root`` without
     running dkms. Same entries as ``parse_status`` plus ``modules`` (installed ``.ko`` host
-    paths, for installed entries). Warnings mirror dkms 3.0: ``original_module exists``,
-    ``WARNING! Missing some built modules!``, ``WARNING! Diff between built and installed
-    module!`` (also when the installed copy is missing)."""
+    paths, for installed entries). Warnings in the installed dkms' words (``WARNINGS``,
+    ``wording``: read only when there is one to word): the original module kept, the
+    installed copy differing from the built one (also when it is missing)."""
     tree = host_path(root, DKMS_TREE)
     entries = []
+    words = {}
     for name in _listdir(tree):
         mod_dir = os.path.join(tree, name)
         if not hostfs.isdir(mod_dir) or hostfs.islink(mod_dir):
@@ -322,7 +296,7 @@ def tree_status(root="/"):
                        if _KERNEL_DIR_RE.match(k) and hostfs.isdir(os.path.join(vdir, k))]
             for kernel in sorted(kernels, key=kernel_sort_key):
                 for arch in _listdir(os.path.join(vdir, kernel)):
-                    entry = _tree_entry(root, name, version, kernel, arch)
+                    entry = _tree_entry(root, name, version, kernel, arch, words)
                     if entry is not None:
                         built_any = True
                         entries.append(entry)
@@ -333,7 +307,14 @@ def tree_status(root="/"):
     return entries
 
 
-def _tree_entry(root, name, version, kernel, arch):
+def _word(root, words, kind):
+    """The warning ``kind`` in the root's dkms words; ``words`` caches the lookup."""
+    if "key" not in words:
+        words["key"] = wording(root)
+    return WARNINGS[words["key"]][kind]
+
+
+def _tree_entry(root, name, version, kernel, arch, words):
     base = host_path(root, "%s/%s/%s/%s/%s" % (DKMS_TREE, name, version, kernel, arch))
     module_dir = os.path.join(base, "module")
     if not hostfs.isdir(module_dir):
@@ -353,7 +334,7 @@ def _tree_entry(root, name, version, kernel, arch):
     warnings = []
     if hostfs.isdir(host_path(root, "%s/%s/original_module/%s/%s"
                               % (DKMS_TREE, name, kernel, arch))):
-        warnings.append("original_module exists")
+        warnings.append(_word(root, words, "original"))
     modules = []
     if installed:
         conf_modules = {m["dest"]: m for m in (conf or {}).get("modules", [])}
@@ -367,7 +348,9 @@ def _tree_entry(root, name, version, kernel, arch):
             if dest:
                 modules.append("/" + os.path.relpath(dest, os.path.abspath(root or "/")))
             if not dest or not _same_bytes(built[module], dest):
-                warnings.append("WARNING! Diff between built and installed module!")
+                diff = _word(root, words, "diff")
+                if words["key"] == "3.0" or diff not in warnings:
+                    warnings.append(diff)
     return {
         "name": name,
         "version": version,
@@ -397,7 +380,7 @@ def status(runner, name=None, version=None, kernel=None, dkms="dkms"):
             args += ["-v", version]
     if kernel:
         args += ["-k", kernel]
-    _rc, out, _err = runner.run(args, hint="is dkms installed?")
+    _rc, out, _err = runner.run(args, hint="is dkms installed?", timeout=QUERY_TIMEOUT_S)
     return parse_status(out)
 
 

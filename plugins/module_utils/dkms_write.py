@@ -33,6 +33,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.dkms import (
     state_for,
     status,
 )
+# ``dkms build`` / ``install`` of the real NVIDIA module takes 2-10 minutes on a busy host
+# (the stand-in of the tests seconds): bounded, with room for a slow one.
+BUILD_TIMEOUT_S = 3600
 
 
 def headers_error(root, kernel):
@@ -52,15 +55,43 @@ def headers_error(root, kernel):
         kernel, build, detail, headers_package(kernel))
 
 
-def plan(state_before, name, version, kernel, state, dkms="dkms", arch=None):
-    """Commands needed to go from ``state_before`` to ``state``."""
+def plan(state_before, name, version, kernel, state, dkms="dkms", arch=None, force=False):
+    """Commands needed to go from ``state_before`` to ``state``. ``force``: the install
+    replaces another version installed for that kernel (``--force``: dkms otherwise keeps
+    a newer ``.ko`` and still records this version as installed)."""
     target = ["-m", name, "-v", version, "-k", kernel if not arch else "%s/%s" % (kernel, arch)]
     commands = []
     if STATE_RANK.get(state_before, 0) < STATE_RANK["built"]:
         commands.append([dkms, "build"] + target)
-    if state == "installed" and state_before != "installed":
-        commands.append([dkms, "install"] + target)
+    if state == "installed" and (state_before != "installed" or force):
+        commands.append([dkms, "install"] + target + (["--force"] if force else []))
     return commands
+
+
+def add(runner, root, name, version, dkms="dkms", check_mode=False):
+    """``dkms add`` for ``/usr/src/<name>-<version>`` when dkms does not know that version
+    yet (a package or installer that put the source there without adding it). Returns
+    True when it was (or in check mode would be) added. Raises DkmsError."""
+    if any(e["version"] == version for e in status(runner, name, dkms=dkms)):
+        return False
+    source = "/usr/src/%s-%s" % (name, version)
+    if not hostfs.isfile(host_path(root, source + "/dkms.conf")):
+        raise DkmsError("%s/dkms.conf does not exist: the %s %s module source is not "
+                        "installed" % (source, name, version))
+    if check_mode:
+        return True
+    rc, out, err = runner.run([dkms, "add", "-m", name, "-v", version], check=False)
+    if not any(e["version"] == version for e in status(runner, name, dkms=dkms)):
+        raise DkmsError("dkms add -m %s -v %s exited %s and dkms still does not know it: %s"
+                        % (name, version, rc, _tail(err) or _tail(out)))
+    return True
+
+
+def _other_installed(entries, name, version, kernel):
+    """Versions of ``name`` other than ``version`` installed for ``kernel``."""
+    return sorted(e["version"] for e in entries if e["name"] == name
+                  and e["kernel"] == kernel and e["version"] != version
+                  and e["state"] == "installed")
 
 
 def _tail(text, lines=15):
@@ -83,7 +114,7 @@ def _missing_modules(root, name, version, kernel):
 
 
 def ensure(runner, root, name, version=None, kernel=None, state="installed", check_mode=False,
-           dkms=None, arch=None):
+           dkms=None, arch=None, replace=False):
     """Make sure ``name``/``version`` is built (or installed) for ``kernel``.
 
     Validates everything first (version known, headers present), then runs ``dkms build`` /
@@ -91,6 +122,10 @@ def ensure(runner, root, name, version=None, kernel=None, state="installed", che
     the ``.ko`` files, never by exit codes alone. ``dkms``: the program; with a ``root``
     other than ``/`` it is required and must act on that root (a wrapper running
     ``chroot <root> dkms``), since dkms itself only knows the real ``/``.
+    ``replace``: another version installed for ``kernel`` is replaced (``--force``), as a
+    driver upgrade or its back-out wants; without it dkms refuses to install an older
+    version over a newer one yet records it as installed (with a ``Diff between built and
+    installed module`` warning), which is judged as a failure here.
     Raises DkmsError. Returns ``{changed, name, version, kernel, headers_package, commands,
     status_before, status_after, state_before, state_after, modules}``.
     """
@@ -139,7 +174,17 @@ def ensure(runner, root, name, version=None, kernel=None, state="installed", che
         "state_after": state_before,
         "modules": [],
     }
-    commands = plan(state_before, name, version, kernel, state, dkms=dkms, arch=arch)
+    entry = None
+    for candidate in before:
+        if candidate["version"] == version and candidate["kernel"] == kernel:
+            entry = candidate
+    diverged = bool(entry and entry["state"] == "installed" and entry["warning"]
+                    and "Diff between built and installed" in entry["warning"])
+    force = bool(replace and state == "installed" and (
+        diverged or _other_installed(
+            status(runner, name, kernel=kernel, dkms=dkms), name, version, kernel)))
+    commands = plan(state_before, name, version, kernel, state, dkms=dkms, arch=arch,
+                    force=force)
     if state == "installed" and not commands:
         found, missing = _missing_modules(root, name, version, kernel)
         result["modules"] = found
@@ -164,7 +209,7 @@ def ensure(runner, root, name, version=None, kernel=None, state="installed", che
         return result
     outputs = []
     for command in commands:
-        rc, out, err = runner.run(command, check=False)
+        rc, out, err = runner.run(command, check=False, timeout=BUILD_TIMEOUT_S)
         outputs.append({"cmd": command, "rc": rc, "stdout": out, "stderr": err})
         after = status(runner, name, version, kernel, dkms=dkms)
         now = state_for(after, name, version, kernel, arch)
@@ -186,6 +231,15 @@ def ensure(runner, root, name, version=None, kernel=None, state="installed", che
             result["outputs"] = outputs
             raise DkmsError(msg, **result)
     result["outputs"] = outputs
+    diff = [e for e in result["status_after"] if e["version"] == version
+            and e["kernel"] == kernel and e["warning"]
+            and "Diff between built and installed" in e["warning"]]
+    if state == "installed" and diff:
+        raise DkmsError(
+            "dkms install for %s/%s on %s left another build's .ko in place (dkms status: "
+            "%s): another version is installed for that kernel; dkms refuses to replace a "
+            "newer one without --force" % (name, version, kernel, diff[0]["warning"]),
+            **result)
     if state == "installed":
         found, missing = _missing_modules(root, name, version, kernel)
         result["modules"] = found

@@ -345,9 +345,7 @@ def lxc_facts(root, config_dir, gpu_drivers):
         rules = config.allow_rules()
         allowed = sorted(set(r["major"] for r in rules
                              if r["type"] == "c" and isinstance(r["major"], int)))
-        paths = [m.get("source") or "" for m in config.mount_entries()]
-        paths += [d.get("path") or "" for d in config.dev_entries()]
-        gpu = 195 in allowed or any(p.startswith("/dev/nvidia") for p in paths)
+        gpu = lxc_mod.binds_nvidia(config)
         everything = any(r["type"] == "a" or (r["type"] == "c" and r["major"] == "*")
                          for r in rules)
         missing = []

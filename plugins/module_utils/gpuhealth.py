@@ -6,7 +6,7 @@
 ``fabric_manager`` (NVSwitch hosts) and ``containers_nvidia`` (the user-space driver in
 each GPU container). The checks that judge them live in ``checks/gpu_xid``,
 ``checks/gpu_memory``, ``checks/gpu_state``, ``checks/fabric_manager`` and
-``checks/fleet_drift``.
+``fleet/drift`` (the fleet check, over the report's documents).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,7 +19,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import kernlog as k
 from ansible_collections.gpuhost.tuning.plugins.module_utils import nvsmi as nvsmi_mod
 
 DEFAULT_WINDOW_DAYS = kernlog_mod.DEFAULT_WINDOW_DAYS
-FACT_KEYS = ("nvidia_smi", "kernel_log", "fabric_manager", "containers_nvidia")
 
 
 def collect(root, outputs, driver_version, window_days=DEFAULT_WINDOW_DAYS, lxc=None,

@@ -45,6 +45,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostlog
 from ansible_collections.gpuhost.tuning.plugins.module_utils import xid as xid_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import QUERY_TIMEOUT_S
 
 OUTPUT_NAME = "kernel-log.txt"
 DEFAULT_WINDOW_DAYS = 7
@@ -270,7 +271,8 @@ def _journal(runner, window_days):
     if not tool:
         return None, "journalctl not installed"
     rc, out, err = runner.run([tool, "_TRANSPORT=kernel", "--since", "%d days ago" % window_days,
-                               "-o", "short-iso-precise", "--no-pager", "-q"], check=False)
+                               "-o", "short-iso-precise", "--no-pager", "-q"], check=False,
+                              timeout=QUERY_TIMEOUT_S)
     if rc != 0:
         detail = (err or out or "").strip().splitlines()
         return None, "journalctl exited %s%s" % (rc, ": " + detail[-1] if detail else "")

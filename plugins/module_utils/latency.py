@@ -141,6 +141,24 @@ class _Measurement(object):
     name = NAME
     options = OPTIONS
     worse = "slower"
+    option_docs = {
+        "latency_count": "Round trips per mode (after a sleep, back to back) of the C(latency) "
+                         "part (1 to 100000), after a warm-up of a tenth as many.",
+        "latency_gap_us": "How long the C(latency) part's thread sleeps before each launch of "
+                          "the \"after a sleep\" mode, in microseconds (0 to 1000000); 1 ms is "
+                          "longer than the target residency of every idle state an EPYC "
+                          "offers, so a core that may enter them does.",
+        "cuda_library": bandwidth._Measurement.option_docs["cuda_library"],
+    }
+    role_doc = [
+        "Measure the round trip of an empty kernel launch plus synchronise on every GPU, "
+        "after a sleep of gpuhost_tune_latency_gap_us and back to back, before the changes "
+        "and after verify (tag C(tune_latency); apart from gpuhost_tune_bandwidth); the "
+        "report shows per GPU C(before -> after) p50 and p99 in microseconds, C(better), "
+        "C(worse) or C(same), and which parts ran in between. Slower is warned about, not a "
+        "failure; a CUDA error fails the host.",
+        "Live host only (gpuhost_root C(/)); elsewhere, without the NVIDIA driver library "
+        "and in check mode it is reported as not measured."]
     check_options = staticmethod(check_options)
     measure = staticmethod(measure)
     rows = staticmethod(_rows)

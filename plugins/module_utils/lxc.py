@@ -402,6 +402,17 @@ def _major_set(registered):
     return set(int(v) for v in registered)
 
 
+def binds_nvidia(config):
+    """Whether a container config gives the container NVIDIA GPUs (a GPU container): a
+    live allow rule for major 195, or a bind mount or ``devN`` entry of a ``/dev/nvidia*``
+    node. The audit's ``gpu`` of each container and driver_state's default containers."""
+    allowed = set(r["major"] for r in config.allow_rules()
+                  if r["type"] == "c" and isinstance(r["major"], int))
+    paths = [m.get("source") or "" for m in config.mount_entries()]
+    paths += [d.get("path") or "" for d in config.dev_entries()]
+    return FIXED_MAJORS["nvidia"] in allowed or any(p.startswith("/dev/nvidia") for p in paths)
+
+
 def driver_majors(driver, char_majors_by_name):
     """Majors of ``driver``: fixed 195 for nvidia/nvidiactl, else from ``/proc/devices``.
 

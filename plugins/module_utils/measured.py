@@ -8,7 +8,8 @@ A measurement is a module-level object with ``name``, ``options`` (its host_tune
 ``check_options(params)`` (error text or None), ``measure(params, runner)`` (a CUDA probe
 result; never raises), ``rows(before, after, ctx)`` (``(rows, worse)``: the before -> after
 rows and the items that got worse, for the warning), ``check_mode_note(params)`` and
-``worse`` (how the warning says it: ``lower``, ``slower``). ``parts(measurement)`` gives the
+``worse`` (how the warning says it: ``lower``, ``slower``) and ``role_doc`` (its role
+switch's description). ``parts(measurement)`` gives the
 two registry objects. Off by default; live host only: under another root and in check mode
 nothing is measured and the after object's row says why; without the driver library it is
 skipped; a CUDA failure (a hang and a crash included) fails the part naming the code.
@@ -44,7 +45,9 @@ class MeasureBefore(object):
     def __init__(self, measurement):
         self.m = measurement
         self.name = measurement.name
+        self.role_doc = measurement.role_doc
         self.options = measurement.options
+        self.option_docs = measurement.option_docs
         self.steps = (self.name + "_before",)
 
     def run(self, ctx):
@@ -73,7 +76,9 @@ class MeasureAfter(object):
     def __init__(self, measurement):
         self.m = measurement
         self.name = measurement.name
+        self.role_doc = measurement.role_doc
         self.options = measurement.options
+        self.option_docs = measurement.option_docs
         self.steps = (self.name + "_after",)
 
     def run(self, ctx):

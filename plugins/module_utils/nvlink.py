@@ -145,7 +145,8 @@ def _produce(args, name):
 
 def facts(outputs, nvsmi_fact, fabric_fact):
     """The ``nvlink`` fact: ``{checked, reason, available, error, gpus: [{address, index,
-    name, links, active, inactive, errors}]}``."""
+    name, links, active, inactive, gbs, errors}]}`` (``gbs``: the active links' speeds
+    added, the GPU's NVLink ceiling per direction)."""
     run, why = wanted(nvsmi_fact, fabric_fact)
     out = {"checked": run, "reason": why, "available": False, "error": None, "gpus": []}
     if not run:
@@ -170,6 +171,8 @@ def facts(outputs, nvsmi_fact, fabric_fact):
             "index": gpu["index"], "name": gpu["name"] or match.get("name"),
             "links": len(links),
             "active": [ln["link"] for ln in links if ln["state"] == "active"],
+            # the GPU's NVLink ceiling per direction: its active links' speeds added
+            "gbs": round(sum(ln["gbs"] for ln in links if ln["state"] == "active"), 3),
             "inactive": [ln["link"] for ln in links if ln["state"] != "active"],
             "errors": judged(counters.get(gpu["uuid"] or gpu["index"], {})),
         })

@@ -29,6 +29,8 @@ __metaclass__ = type
 import re
 import xml.etree.ElementTree as ET
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import QUERY_TIMEOUT_S
+
 OUTPUT_NAME = "nvidia-smi-q-x.xml"
 COMMAND = ["nvidia-smi", "-q", "-x"]
 
@@ -253,7 +255,7 @@ def run(runner):
     tool = runner.which("nvidia-smi")
     if not tool:
         return None, {"source": None, "tool": None, "error": "nvidia-smi not installed"}
-    rc, out, err = runner.run([tool] + COMMAND[1:], check=False)
+    rc, out, err = runner.run([tool] + COMMAND[1:], check=False, timeout=QUERY_TIMEOUT_S)
     if rc != 0:
         detail = (err or out or "").strip().splitlines()
         return None, {"source": "command", "tool": tool, "rc": rc,

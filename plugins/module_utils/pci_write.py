@@ -35,6 +35,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import (
     PciDevice,
     PciError,
     SYSFS_DEVICES,
+    _SYSFS_BDF_RE,
     _hex16,
     _u16,
     _u8,
@@ -182,8 +183,11 @@ def set_mrrs(dev, size, method="sysfs", runner=None):
         binary = runner.which("setpci")
         if not binary:
             raise PciWriteError("setpci not found: install pciutils, or use method sysfs")
+        # Imported here: the boot-time copy of this file ships without runner.py.
+        from ansible_collections.gpuhost.tuning.plugins.module_utils import runner as limits
         try:
-            _rc, _out, err = runner.run(setpci_args(dev, value & mask, mask, binary))
+            _rc, _out, err = runner.run(setpci_args(dev, value & mask, mask, binary),
+                                        timeout=limits.QUERY_TIMEOUT_S)
         except Exception as exc:  # the runner's CommandError (command, rc, stderr)
             raise PciWriteError("PCI device %s: %s" % (dev.address, exc))
         # setpci exits 0 even when the write failed; it only warns on stderr.
@@ -389,6 +393,12 @@ class MrrsPart(object):
     steps = ("pcie",)
     stage = "tune"
     options = dict(mrrs_method=dict(type="str", default="sysfs", choices=["sysfs", "setpci"]))
+    option_docs = {"mrrs_method": "How MRRS is written now (the boot service always uses sysfs)."}
+    role_doc = "Set MRRS gpuhost_mrrs_size on every GPU and its bridges (tag C(tune_pcie))."
+    # the snapshot's section (protocol in parts/registry.py)
+    snapshot_key = "pcie"
+    label = "{address}"
+    restore_report = (("MRRS restored", "changed", "address"),)
 
     def run(self, ctx):
         # Imported here: the boot-time copy of this file ships without runner.py.
@@ -428,6 +438,55 @@ class MrrsPart(object):
             out["detail"] = {"pcie": {"failed": True, "changed": written, "msg": msg}}
             out["failures"] = ["pcie: %s" % (msg or "failed").strip()]
         return out
+
+    def record(self, ctx):
+        """``[{address, role, vendor, device, mrrs, devctl}]`` (devices without a PCIe
+        capability or SR-IOV VFs are left out: they have no MRRS to restore)."""
+        p = ctx.params
+        query = tune_mrrs(ctx.root, size=4096, vendor=p["vendor"], classes=p["classes"],
+                          include_upstream=p["include_upstream"], state="query")
+        return [dict(address=d["address"], role=d["role"], vendor=d["vendor"],
+                     device=d["device"], mrrs=d["before"], devctl=d["devctl_before"])
+                for d in query["devices"] if d["before"] is not None]
+
+    def restore(self, ctx, recorded):
+        items, failures = [], []
+        for rec in recorded or []:
+            entry = {"address": rec["address"], "role": rec["role"], "wanted": rec["mrrs"]}
+            try:
+                dev = PciDevice(ctx.root, rec["address"])
+                plan = plan_mrrs(dev, rec["mrrs"])
+                if not plan["pcie"]:
+                    raise PciError("PCI device %s has no PCI Express capability now"
+                                   % rec["address"])
+                entry["before"] = plan["before"]
+                if not plan["changed"]:
+                    entry.update(after=plan["before"], status="ok")
+                elif ctx.check_mode:
+                    entry.update(after=rec["mrrs"], status="changed")
+                else:
+                    entry.update(after=set_mrrs(dev, rec["mrrs"])["after"], status="changed")
+            except (PciError, ValueError, OSError) as exc:
+                entry.update(status="failed", reason=str(exc))
+                failures.append(str(exc))
+            items.append(entry)
+        return items, failures
+
+    def check(self, recorded, bad, root):
+        for dev in recorded or []:
+            if not isinstance(dev, dict) or not isinstance(dev.get("address"), str) or \
+                    not _SYSFS_BDF_RE.match(dev["address"]):
+                bad("pcie entry %r has no valid PCI address" % (dev,))
+            if dev.get("mrrs") not in MRRS_SIZES:
+                bad("pcie %s: MRRS %r is not one of %s" % (dev["address"], dev.get("mrrs"),
+                                                           list(MRRS_SIZES)))
+
+    def summary(self, recorded):
+        return {"pcie": dict((d["address"], d["mrrs"]) for d in recorded or [])}
+
+    def diff_lines(self, item):
+        return ("MRRS %s: %s" % (item["address"], item.get("before")),
+                "MRRS %s: %s" % (item["address"], item.get("after")))
 
 
 def _row_status(dev):

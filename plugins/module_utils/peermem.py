@@ -20,6 +20,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     read_bytes,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import CommandError
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import QUERY_TIMEOUT_S
 
 PEERMEM_CONF = "/etc/modules-load.d/gpuhost-nvidia-peermem.conf"
 PEERMEM_TEXT = ("# Installed by gpuhost.tuning (role tune): GPUDirect RDMA peer memory.\n"
@@ -93,7 +94,7 @@ def persist(root, check_mode, steps):
 
 def _modprobe(runner):
     binary = runner.which("modprobe") or "modprobe"
-    _rc, out, err = runner.run([binary, "nvidia_peermem"])
+    _rc, out, err = runner.run([binary, "nvidia_peermem"], timeout=QUERY_TIMEOUT_S)
     return {"changed": True, "cmd": [binary, "nvidia_peermem"], "stdout": out, "stderr": err}
 
 
@@ -109,6 +110,9 @@ class PeermemPart(object):
     stage = "tune"
     options = dict(nvidia_peermem=dict(type="str", default="auto",
                                        choices=["auto", "load", "skip"]))
+    option_docs = {"nvidia_peermem": "What to do with C(nvidia_peermem) (see the description)."}
+    files = (PEERMEM_CONF,)
+    role_doc = "Handle nvidia_peermem per gpuhost_nvidia_peermem (tag C(tune_nvidia_peermem))."
 
     def run(self, ctx):
         choice = decision(ctx.params["nvidia_peermem"], ctx.before.get("nvidia"), ctx.root)

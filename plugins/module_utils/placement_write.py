@@ -13,10 +13,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import atomic_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import snapstore
 from ansible_collections.gpuhost.tuning.plugins.module_utils.placement import (
     collect,
     container_gpu_minors,
@@ -252,23 +255,66 @@ def pin_restore(root, recorded, config_dir=lxc_mod.DEFAULT_CONFIG_DIR, check_mod
     return {"changed": changed, "containers": rows, "failures": failures}
 
 
+def _line_value(lines):
+    """The value lxc uses (the last line's), None without a line."""
+    return lxc_mod.Line(lines[-1], "", None).value if lines else None
+
+
 def _sets_text(values):
     if not values.get("cpus") and not values.get("mems"):
         return "unpinned"
     return "cpus %s, mems %s" % (values.get("cpus") or "-", values.get("mems") or "-")
 
 
-PIN_OPTIONS = {"lxc_config_dir": dict(type="path", default=lxc_mod.DEFAULT_CONFIG_DIR)}
+def _to_restore(root, folder, path, state):
+    """The snapshot's cpuset lines per container, completed from the later before-snapshots
+    (oldest first) for containers it does not hold."""
+    pins = dict(state.get("placement") or {})
+    names = [n for n in snapstore.listing(root, folder) if n != snapstore.APPLIED]
+    here = os.path.basename(path)
+    for name in names[names.index(here) + 1:] if here in names else []:
+        try:
+            later = snapstore.load(os.path.join(snapstore.snapshot_dir(root, folder), name),
+                                   root)["state"].get("placement") or {}
+        except snapstore.SnapshotError:
+            continue
+        for vmid, keys in later.items():
+            pins.setdefault(vmid, keys)
+    return pins
+
+
+def _applied(root, folder):
+    """The cpuset lines per container as the last tune left them (``applied.json``), so
+    the revert can tell the tune's lines from an operator's later ones: ``{}`` without it."""
+    path = os.path.join(snapstore.snapshot_dir(root, folder), snapstore.APPLIED)
+    if not os.path.isfile(path):
+        return {}
+    try:
+        return snapstore.load(path, root)["state"].get("placement") or {}
+    except snapstore.SnapshotError:
+        return {}
+
+
+def revert_placement(root, folder=snapstore.SNAPSHOT_DIR):
+    """``(cpuset lines per container, snapshot path)`` that a revert to the original
+    (the role's default) puts back: ``({}, path)`` when there is no snapshot yet."""
+    base = snapstore.snapshot_dir(root, folder)
+    path = os.path.join(base, snapstore.ORIGINAL)
+    if not os.path.isfile(path):
+        names = [n for n in snapstore.listing(root, folder) if n != snapstore.APPLIED]
+        if not names:
+            return {}, os.path.join(folder, snapstore.ORIGINAL)
+        path = os.path.join(base, names[0])
+    state = snapstore.load(path, root)["state"]
+    return _to_restore(root, folder, path, state), os.path.join(folder, os.path.basename(path))
 
 
 def _revert_check(ctx, config_dir):
     """``held`` for pin_run: the cpuset lines a revert to the original would put back per
-    container (snapshot.revert_placement) must be the lines the container has now."""
-    # Imported here: snapshot imports this file.
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap
+    container (revert_placement) must be the lines the container has now."""
     try:
-        recorded, original = snap.revert_placement(ctx.root, ctx.params["snapshot_dir"])
-    except snap.SnapshotError as exc:
+        recorded, original = revert_placement(ctx.root, ctx.params["snapshot_dir"])
+    except snapstore.SnapshotError as exc:
         raise ValueError(str(exc))
     # A container no snapshot holds yet is recorded first by this run's snapshot part (in
     # check mode it would be).
@@ -308,7 +354,63 @@ class NumaPinPart(object):
     steps = ("numa_pin",)
     stage = "tune"
     default_on = False
-    options = dict(PIN_OPTIONS, numa_pin_vmids=dict(type="list", elements="int"))
+    # lxc_config_dir, the folder it edits, is a wanted value (tune.PER_KEY, ctx.wanted)
+    options = dict(numa_pin_vmids=dict(type="list", elements="int"))
+    option_docs = {"numa_pin_vmids": (
+        "With C(numa_pin), pin only these containers (others are reported as skipped); each "
+        "must have a config with a C(/dev/nvidiaN). Default all GPU containers.")}
+    role_doc = [
+        "Opt-in (tag C(tune_numa_pin)). Pin each GPU container the audit finds misplaced "
+        "(C(gpu_numa_mismatch), C(gpu_container_unpinned)) to its GPUs' NUMA nodes - "
+        "C(lxc.cgroup2.cpuset.cpus) and C(lxc.cgroup2.cpuset.mems) in the live section of its "
+        "config in gpuhost_lxc_config_dir, every other byte kept.",
+        "Applied at the container's next start (a running container keeps its old cpuset; "
+        "the report row says so). Changes only cpuset lines the snapshot a revert uses holds "
+        "as they are (keep gpuhost_tune_snapshot on); the revert puts them back byte for "
+        "byte. Lines set by hand after that snapshot are refused as the operator's.",
+        "Trade-off - the container then runs on those CPUs only and pvestatd no longer "
+        "balances it; size its C(cores) to match."]
+    # the snapshot's section (protocol in parts/registry.py): the cpuset lines of every GPU
+    # container; a host without GPU containers records what it recorded before
+    snapshot_key = "placement"
+    label = "lxc {vmid}"
+    restore_report = (("container cpuset lines put back", "changed", "vmid"),)
+
+    def record(self, ctx):
+        return pin_record(ctx.root, ctx.params["lxc_config_dir"]) or None
+
+    def restore(self, ctx, recorded):
+        """A container the snapshot does not hold (one it predates, or a snapshot taken
+        before cpuset lines were recorded) gets the lines of the oldest later
+        before-snapshot that holds it: the state before the tune run that first saw it."""
+        folder = ctx.params["dir"]
+        done = pin_restore(ctx.root, _to_restore(ctx.root, folder, ctx.path, ctx.state),
+                           ctx.params["lxc_config_dir"], ctx.check_mode,
+                           _applied(ctx.root, folder))
+        return done["containers"], done["failures"]
+
+    def check(self, recorded, bad, root):
+        if not isinstance(recorded or {}, dict):
+            bad("placement is not a mapping of container to cpuset lines")
+        for vmid, keys in (recorded or {}).items():
+            if not str(vmid).isdigit() or not isinstance(keys, dict):
+                bad("placement container %r is not a VMID with its cpuset lines" % (vmid,))
+            for key, lines in keys.items():
+                if key not in PIN_KEYS or not isinstance(lines, list):
+                    bad("placement lxc %s: key %r" % (vmid, key))
+                for raw in lines:
+                    line = lxc_mod.Line(raw, "", None) if isinstance(raw, str) else None
+                    if line is None or "\n" in raw or line.kind != "kv" or line.key != key:
+                        bad("placement lxc %s: %r is not one %s line" % (vmid, raw, key))
+
+    def summary(self, recorded):
+        return {"placement": dict((vmid, dict((key.rsplit(".", 1)[1], _line_value(lines))
+                                              for key, lines in keys.items()))
+                                  for vmid, keys in (recorded or {}).items())}
+
+    def diff_lines(self, item):
+        return ("lxc %s: %s" % (item["vmid"], " | ".join(item["before"]) or "none"),
+                "lxc %s: %s" % (item["vmid"], " | ".join(item["after"]) or "none"))
 
     def run(self, ctx):
         params = ctx.params

@@ -18,7 +18,7 @@ import math
 import os
 import re
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import files as report
 
 STATUSES = ("done", "stopped", "not reached")
 
@@ -83,8 +83,10 @@ def max_fail_percentage(value, name="gpuhost_max_fail_percentage"):
 
 def summarize(hosts, results, title="rollout"):
     """``hosts``: every host of the play, in rollout order; ``results``: host ->
-    ``{status: done|stopped, reason}`` for the hosts the run got to. Returns the summary
-    document ``{title, hosts: [{host, status, reason}], counts, finished}``."""
+    ``{status: done|stopped, reason}`` for the hosts the run got to, with ``driver:
+    {before, after}`` on a driver upgrade (role driver_upgrade). Returns the summary
+    document ``{title, hosts: [{host, status, reason}], counts, finished}`` (rows carry
+    ``driver`` when their result had one)."""
     rows = []
     seen = set()
     for host in list(hosts) + sorted(h for h in results if h not in hosts):
@@ -96,8 +98,12 @@ def summarize(hosts, results, title="rollout"):
             rows.append({"host": host, "status": "not reached", "reason": None})
             continue
         reason = result.get("reason")
-        rows.append({"host": host, "status": result["status"],
-                     "reason": None if reason in (None, "") else str(reason)})
+        row = {"host": host, "status": result["status"],
+               "reason": None if reason in (None, "") else str(reason)}
+        driver = result.get("driver")
+        if isinstance(driver, dict):
+            row["driver"] = {"before": driver.get("before"), "after": driver.get("after")}
+        rows.append(row)
     counts = dict((status, len([r for r in rows if r["status"] == status]))
                   for status in STATUSES)
     return {"title": title, "hosts": rows, "counts": counts,
@@ -116,10 +122,18 @@ def lines(doc):
     width = max([len(r["host"]) for r in doc["hosts"]] or [0])
     for row in doc["hosts"]:
         text = "%-*s  %s" % (width, row["host"], row["status"])
+        if row.get("driver"):
+            text += " (driver %s)" % driver_change(row["driver"])
         if row["reason"]:
             text += ": %s" % row["reason"]
         out.append(text)
     return out
+
+
+def driver_change(driver):
+    """``580.95.05 -> 590.48.01``; ``?`` for a side not known (a host stopped before its
+    boot has no after)."""
+    return "%s -> %s" % (driver.get("before") or "?", driver.get("after") or "?")
 
 
 def _md(text):
@@ -130,10 +144,17 @@ def render_markdown(doc, generated_at=None):
     out = ["# %s" % headline(doc), ""]
     if generated_at:
         out += ["Generated %s. Hosts in rollout order." % generated_at, ""]
-    out += ["| Host | Status | Why |", "|---|---|---|"]
+    drivers = any(row.get("driver") for row in doc["hosts"])
+    if drivers:
+        out += ["| Host | Status | Driver before -> after | Why |", "|---|---|---|---|"]
+    else:
+        out += ["| Host | Status | Why |", "|---|---|---|"]
     for row in doc["hosts"]:
-        out.append("| %s | %s | %s |" % (_md(row["host"]), row["status"],
-                                         _md(row["reason"] or "")))
+        cells = [_md(row["host"]), row["status"]]
+        if drivers:
+            cells.append(_md(driver_change(row["driver"])) if row.get("driver") else "")
+        cells.append(_md(row["reason"] or ""))
+        out.append("| %s |" % " | ".join(cells))
     if not doc["finished"]:
         out += ["", "Hosts not reached were left as they were: fix what stopped the run, then "
                 "run the same command again (hosts already done report nothing to change)."]

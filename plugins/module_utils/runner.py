@@ -18,6 +18,13 @@ KILL_AFTER_S = 5
 # What ``timeout`` exits with when it stopped the command: 124 after SIGTERM, 137 or killed
 # by SIGKILL itself (it is in the process group it kills) when SIGKILL was needed.
 TIMED_OUT_RCS = (124, 137, -9)
+# No command runs unbounded: ``timeout=None`` means DEFAULT_TIMEOUT_S. A query that answers
+# in a second when the host is well (nvidia-smi, journalctl, dkms status, pct status,
+# systemctl is-active, ...) passes QUERY_TIMEOUT_S, so a wedged driver or a stuck daemon
+# costs the audit a minute, not the play; a command that works for minutes (a DKMS build,
+# proxmox-boot-tool refresh) passes its own, longer limit, named where it runs.
+DEFAULT_TIMEOUT_S = 300
+QUERY_TIMEOUT_S = 60
 NO_RUNNER_HINT = ("not run: this Runner has neither an AnsibleModule (modules: "
                   "Runner(module)) nor a process launcher (a program outside Ansible: "
                   "Runner(processes=subprocess))")
@@ -94,16 +101,17 @@ class Runner:
     def run(self, args, check=True, ok_rcs=(0,), hint=None, data=None, timeout=None):
         """Run ``args`` (a list). Return ``(rc, stdout, stderr)``.
 
-        With ``check`` a return code outside ``ok_rcs`` raises CommandError. With
-        ``timeout`` (seconds, > 0) the command is killed, with everything it started in its
-        process group, when it has not returned by then, and CommandTimeout is raised
-        whatever ``check`` says (``calls`` records the command as given).
+        With ``check`` a return code outside ``ok_rcs`` raises CommandError. After
+        ``timeout`` seconds (> 0; None: DEFAULT_TIMEOUT_S) the command is killed, with
+        everything it started in its process group, when it has not returned by then, and
+        CommandTimeout is raised whatever ``check`` says (``calls`` records the command as
+        given).
         """
         args = [str(a) for a in args]
         self.calls.append(args)
-        argv = args
-        if timeout is not None:
-            argv = self._bounded(args, timeout)
+        if timeout is None:
+            timeout = DEFAULT_TIMEOUT_S
+        argv = self._bounded(args, timeout)
         started = time.monotonic()
         if self.module is not None:
             rc, out, err = self.module.run_command(argv, environ_update=self.environ, data=data,
@@ -112,7 +120,7 @@ class Runner:
             env = dict(os.environ)
             env.update(self.environ)
             # A backstop only: ``timeout`` itself has stopped the command by then.
-            backstop = timeout + KILL_AFTER_S + 30 if timeout is not None else None
+            backstop = float(timeout) + KILL_AFTER_S + 30
             try:
                 proc = self.processes.run(argv, input=data, capture_output=True, text=True,
                                           env=env, check=False, timeout=backstop)
@@ -122,8 +130,7 @@ class Runner:
                                      hint=hint)
         else:
             raise CommandError(args, None, "", "", hint=NO_RUNNER_HINT)
-        if timeout is not None and rc in TIMED_OUT_RCS and \
-                time.monotonic() - started >= timeout * 0.99:
+        if rc in TIMED_OUT_RCS and time.monotonic() - started >= float(timeout) * 0.99:
             raise CommandTimeout(args, timeout, out, err, hint=hint)
         if check and rc not in ok_rcs:
             raise CommandError(args, rc, out, err, hint=hint)

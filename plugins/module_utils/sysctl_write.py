@@ -15,6 +15,7 @@ import errno
 import os
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import snapstore
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     atomic_write,
     host_path,
@@ -27,6 +28,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.sysctl import (
     at_least_value,
     key_path,
     normalize,
+    read_many,
     read_sysctl,
 )
 
@@ -150,9 +152,16 @@ def parse_conf(text):
 
 
 # Where systemd-sysctl reads sysctl.d files, highest precedence first: a file name in an
-# earlier folder hides the same name in later ones (sysctl.d(5)). procps `sysctl --system`
-# reads the same folders and then /etc/sysctl.conf last; Debian links
-# /etc/sysctl.d/99-sysctl.conf to /etc/sysctl.conf so systemd-sysctl reads it too.
+# earlier folder hides the same name in later ones (sysctl.d(5)). At boot only
+# systemd-sysctl applies them: procps.service is an alias of systemd-sysctl.service on
+# Debian 12 and 13 alike (Proxmox VE 8 and 9), and systemd-sysctl never reads
+# /etc/sysctl.conf by that name (procps' `sysctl --system`, run by hand, reads it last).
+# Debian 12's procps links /etc/sysctl.d/99-sysctl.conf to ../sysctl.conf, so there it is
+# read through the link; Debian 13's procps (2:4.0.4-7 and later) ships neither the link
+# nor the file, and removes an unmodified /etc/sysctl.conf on upgrade (a modified one is
+# renamed /etc/sysctl.conf.dpkg-bak): there it counts only where a sysctl.d link brings it
+# in. Checked with the real systemd-analyze cat-config sysctl.d of both
+# (tests/integration/test_sysctl_real.py).
 SYSCTL_D_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d",
                  "/usr/lib/sysctl.d", "/lib/sysctl.d")
 
@@ -161,9 +170,9 @@ SYSCTL_CONF = "/etc/sysctl.conf"
 
 
 def boot_files(root):
-    """The sysctl files applied at boot, in the order they are applied (later wins):
-    ``[(host path, file name)]``; /etc/sysctl.conf last unless a sysctl.d link already
-    brings it in."""
+    """The sysctl files systemd-sysctl applies at boot, in the order it applies them
+    (later wins): ``[(host path, file name)]``. /etc/sysctl.conf only through a sysctl.d
+    link to it (Debian 12's 99-sysctl.conf), never by itself."""
     chosen = {}
     for folder in SYSCTL_D_DIRS:
         try:
@@ -173,12 +182,7 @@ def boot_files(root):
         for name in names:
             if name.endswith(".conf") and name not in chosen:
                 chosen[name] = folder + "/" + name
-    order = [(chosen[name], name) for name in sorted(chosen)]
-    conf_real = hostfs.realpath(host_path(root, SYSCTL_CONF))
-    linked = any(hostfs.realpath(host_path(root, path)) == conf_real for path, _n in order)
-    if not linked and hostfs.isfile(host_path(root, SYSCTL_CONF)):
-        order.append((SYSCTL_CONF, "sysctl.conf"))
-    return order
+    return [(chosen[name], name) for name in sorted(chosen)]
 
 
 def boot_overrides(root, own_path, values, at_least=()):
@@ -190,7 +194,7 @@ def boot_overrides(root, own_path, values, at_least=()):
     for path, name in boot_files(root):
         if name == own_name:
             continue  # our file, or one of the same name it hides
-        if path != SYSCTL_CONF and name < own_name:
+        if name < own_name:
             continue  # applied before ours
         full = host_path(root, path)
         if hostfs.islink(full) and hostfs.readlink(full).startswith("/"):
@@ -215,6 +219,7 @@ def boot_overrides(root, own_path, values, at_least=()):
 SETTINGS_HEADER = ("Managed by gpuhost.tuning (sysctl_settings, role tune): the whole file is "
                    "rewritten on every run.\nChange gpuhost_sysctl instead of editing here; "
                    "ansible-playbook gpuhost.tuning.revert removes it.")
+OWN_FILE = "/etc/sysctl.d/99-gpuhost-tuning.conf"
 
 
 def settings_spec():
@@ -224,7 +229,7 @@ def settings_spec():
     spec = dict(
         values=dict(type="dict"),
         at_least=dict(type="list", elements="str", default=list(AT_LEAST)),
-        path=dict(type="path", default="/etc/sysctl.d/99-gpuhost-tuning.conf"),
+        path=dict(type="path", default=OWN_FILE),
         apply=dict(type="bool", default=True),
         state=dict(type="str", choices=["present", "absent"], default="present"),
     )
@@ -263,15 +268,13 @@ def takeover_refusal(root, path, full, snapshot_dir, check_mode):
         return "%s is %s: %s" % (path, what, advice)
     if not snapshot_dir:
         return "%s exists and is %s: %s" % (path, what, advice)
-    # Imported here: snapshot imports this file.
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap
-    original = os.path.join(snap.snapshot_dir(root, snapshot_dir), snap.ORIGINAL)
+    original = os.path.join(snapstore.snapshot_dir(root, snapshot_dir), snapstore.ORIGINAL)
     if not hostfs.isfile(original):
         return None if check_mode else (
             "%s exists and is %s, and no original snapshot in %s records it: %s"
             % (path, what, snapshot_dir, advice))
-    rec = (snap.load(original, root)["state"].get("files") or {}).get(path)
-    if rec is None or not snap.same_file(snap.record_file(root, path), rec) \
+    rec = (snapstore.load(original, root)["state"].get("files") or {}).get(path)
+    if rec is None or not snapstore.same_file(snapstore.record_file(root, path), rec) \
             or rec["type"] == "absent":
         return ("%s exists and is %s, and the original snapshot %s does not hold its current "
                 "state (a revert could not put it back): %s" % (path, what, original, advice))
@@ -404,10 +407,6 @@ def settings_failure(result):
     return " ".join(problems) if problems else None
 
 
-def _changed_diffs(diffs):
-    return [d for d in diffs or [] if "prepared" in d or d.get("before") != d.get("after")]
-
-
 class SettingsPart(object):
     """Apply and persist the wanted sysctls (``settings_run``); keys the kernel has not got
     are skipped, not failures."""
@@ -416,10 +415,21 @@ class SettingsPart(object):
     owns = ("numa_balancing", "sysctl")
     steps = ("sysctl",)
     stage = "tune"
-    options = dict(
-        sysctl_at_least=dict(type="list", elements="str", default=list(AT_LEAST)),
-        sysctl_file=dict(type="path", default="/etc/sysctl.d/99-gpuhost-tuning.conf"),
-    )
+    options = dict(sysctl_at_least=dict(type="list", elements="str", default=list(AT_LEAST)),
+                   sysctl_file=dict(type="path", default=OWN_FILE))
+    option_docs = {
+        "sysctl_at_least": ["Keys where a larger current value counts as right and is kept "
+                            "(live and in the file). The default is the collection's rule, "
+                            "the one the audit judges by - the socket buffer sizes and "
+                            "ceilings; V([]) makes every key exact."],
+        "sysctl_file": "The sysctl.d file owned by the pass (it holds exactly O(wanted.sysctl)).",
+    }
+    files = (OWN_FILE,)
+    file_options = ("sysctl_file",)
+    role_doc = "Apply gpuhost_sysctl now and persist it (tag C(tune_sysctl))."
+    snapshot_key, label = "sysctl", "{key}"  # the snapshot's section (parts/sections.py)
+    restore_report = (("sysctls restored", "changed", "key"),
+                      ("sysctls skipped", "skipped", "reason"))
 
     def run(self, ctx):
         p = ctx.params
@@ -431,7 +441,9 @@ class SettingsPart(object):
                                ctx.check_mode, warn=ctx.warn)
         except (ValueError, OSError, SysctlWriteError) as exc:
             return self.not_run(ctx, "failed", str(exc), bool(getattr(exc, "written", None)))
-        out = {"changed": res["changed"], "diffs": _changed_diffs(res.pop("diff", None)),
+        out = {"changed": res["changed"],
+               "diffs": [d for d in res.pop("diff", None) or []
+                         if "prepared" in d or d.get("before") != d.get("after")],
                "detail": {"sysctl": res},
                "skipped": [k["key"] for k in res["skipped_keys"]],
                "rows": [(e["key"], e["before"], e["after"], e["status"], e.get("reason", ""))
@@ -451,6 +463,38 @@ class SettingsPart(object):
             out["detail"] = {"sysctl": {"failed": True, "changed": written, "msg": msg}}
             out["failures"] = ["sysctl: %s" % (msg or "failed").strip()]
         return out
+
+    def record(self, ctx):
+        return read_many(ctx.root, ctx.params["sysctl_keys"])
+
+    def restore(self, ctx, recorded):
+        recorded, root = recorded or {}, ctx.root
+        items = [{"key": key, "before": read_sysctl(root, key), "wanted": None,
+                  "after": read_sysctl(root, key), "status": "ok",
+                  "reason": "the key did not exist when the snapshot was taken"}
+                 for key in sorted(k for k, v in recorded.items() if v is None)]
+        items += apply_values(root, dict((k, v) for k, v in recorded.items() if v is not None),
+                              check_mode=ctx.check_mode)
+        return items, [e["reason"] for e in items if e["status"] == "failed"]
+
+    def check(self, recorded, bad, root):
+        if not isinstance(recorded or {}, dict):
+            bad("sysctl is not a mapping")
+        for key, value in (recorded or {}).items():
+            try:
+                key_path("/", key)
+                if not isinstance(key, str) or any(c.isspace() or ord(c) < 32 for c in key):
+                    raise ValueError(key)
+            except ValueError:
+                bad("sysctl key %r" % (key,))
+            if value is not None and (not isinstance(value, str) or "\n" in value):
+                bad("sysctl %s value %r" % (key, value))
+
+    def summary(self, recorded):
+        return {"sysctl": dict(recorded or {})}
+
+    def diff_lines(self, item):
+        return ("%s = %s" % (item["key"], item["before"]), "%s = %s" % (item["key"], item["after"]))
 
 
 TUNE_PART = SettingsPart()

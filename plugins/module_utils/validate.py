@@ -329,11 +329,9 @@ def bandwidth_options(p):
 LOCKING = {
     "host_tune": None, "sysctl_settings": None, "cpuidle_state": None, "boot_service": None,
     "kernel_cmdline": None, "lxc_cgroup_devices": None, "container_verify": None,
-    "dkms_build": None, "audit_timer": None, "vm_verify": None,
+    "dkms_build": None, "driver_stage": None, "audit_timer": None, "vm_verify": None,
     "setpci_maxreadreq": ("present",), "tuning_snapshot": ("present", "restore"),
 }
-
-
 
 
 def check(rules, params):

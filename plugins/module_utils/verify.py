@@ -15,6 +15,7 @@ __metaclass__ = type
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bootcfg, bootloader, kernel
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path, read_text
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import QUERY_TIMEOUT_S
 
 CHECKS = ("kernel", "cmdline", "modules", "module_params", "cpufreq", "cpuidle",
           "tuning_service", "sysctl", "mrrs")
@@ -145,7 +146,8 @@ def post_boot_run(params, runner=None):
         args = ["systemctl", "show"]
         for prop in SERVICE_PROPERTIES:
             args += ["-p", prop]
-        rc, out, _err = runner.run(args + [params["tuning_service"]], check=False)
+        rc, out, _err = runner.run(args + [params["tuning_service"]], check=False,
+                                   timeout=QUERY_TIMEOUT_S)
         if rc == 0:
             service = parse_systemctl_show(out)
     checks = [c for c in judge(params, now, params["audit"] or {}, service)

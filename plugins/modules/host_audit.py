@@ -34,7 +34,8 @@ description:
     C(gpu_no_driver), C(pcie_mrrs), C(pcie_link_degraded), C(numa_balancing),
     C(cpuidle_deep_state), C(lxc_stale_majors), C(lxc_gpu_majors_missing),
     C(kernel_headers_missing), C(pcie_aer_errors), C(p2p_iommu_translated),
-    C(gpu_numa_mismatch), C(pcie_bandwidth_low), C(passthrough_device_missing),
+    C(gpu_numa_mismatch), C(pcie_bandwidth_low), C(gpu_peer_bandwidth_low),
+    C(passthrough_device_missing),
     C(passthrough_id_mismatch), C(passthrough_iommu_group), C(vm_hookscript_missing),
     C(vgpu_manager_not_running), C(vgpu_type_unavailable), C(gpu_lost),
     C(gpu_count_expected), C(host_hardware_error), C(host_fs_readonly), C(host_kernel_oops),
@@ -119,11 +120,12 @@ options:
     description:
       - The CUDA pass of a live host (O(root) C(/)), in this same call - CUDA initialised
         and the pinned copy rates and launch latency measured on the host (as
-        M(gpuhost.tuning.cuda_probe) with C(bandwidth) and C(latency), 100 round trips each
-        way), then CUDA initialised in each running container with a GPU
+        M(gpuhost.tuning.cuda_probe) with C(bandwidth), C(peer) and C(latency), 100 round
+        trips each way), then CUDA initialised in each running container with a GPU
         (C(pct exec); without C(pct) the host alone); the results judged as with O(cuda).
-      - Takes about a second and O(cuda_size_mb) of GPU memory per GPU; reads and memory
-        copies only. Role audit sets it with C(gpuhost_audit_cuda=true).
+      - Takes about a second (plus the peer copies, 6 of O(cuda_size_mb) per ordered GPU
+        pair) and O(cuda_size_mb) of GPU memory per GPU; reads and memory copies only.
+        Role audit sets it with C(gpuhost_audit_cuda=true).
     type: bool
     default: false
   cuda_size_mb:
@@ -176,9 +178,11 @@ options:
         GB/s, Azure azurehpc-health-checks' C(check_gpu_bw 48 335) of
         C(conf/nd96isr_h100_v5.conf) and C(conf/nd96isr_h200_v5.conf)).
       - C(pcie_bandwidth_low) uses a model's C(host_gbs) where the GPU's link can carry it,
-        else O(wanted.bandwidth_min_pct) of the link. C(peer_gbs) is kept for the peer matrix
-        (M(gpuhost.tuning.cuda_probe) C(peer=true)); the audit does not judge peer copies
-        yet.
+        else O(wanted.bandwidth_min_pct) of the link. C(gpu_peer_bandwidth_low) uses
+        C(peer_gbs) for the peer matrix (the O(cuda_probe) pass measures it on hosts with two
+        or more GPUs; O(cuda) results of M(gpuhost.tuning.cuda_probe) C(peer=true)) where the
+        pair's path (NVLink, else PCIe) can carry it, else O(wanted.bandwidth_min_pct) of that
+        path.
     type: list
     elements: dict
     default: []
@@ -405,8 +409,9 @@ audit:
           timeout) or read from a capture, only with 2 or more GPUs in C(-q -x) and
           NVSwitch functions on the bus, a fabric state, or an NVLink GPU model; C(reason)
           says why or why not.
-        - C(gpus) - per GPU C({address, index, name, links, active, inactive, errors}),
-          C(errors) the non-zero error counters, by link and counter name.
+        - C(gpus) - per GPU C({address, index, name, links, active, inactive, gbs, errors}),
+          C(gbs) the active links' speeds added (GB/s per direction), C(errors) the
+          non-zero error counters, by link and counter name.
       type: dict
       returned: always
     containers_nvidia:
@@ -529,6 +534,10 @@ audit:
           (tune part C(device_nodes)). C(lxc_dev_char_links_missing) medium: a
           C(features: nesting=1) container's NVIDIA nodes lack their
           C(/dev/char/<major>:<minor>) links."
+        - "C(gpu_peer_bandwidth_low) high: subject C(<from> -> <to>) (bus ids); a peer copy
+          of the CUDA pass below the model's C(peer_gbs) pass mark where the pair's path
+          (NVLink, else the slower GPU's PCIe link) can carry it, else below
+          O(wanted.bandwidth_min_pct) of that path; a pair without peer access is no finding."
         - "C(nvlink_inactive) high: subject the GPU's address; links C(nvidia-smi nvlink -s)
           shows inactive (all of them after XID 149). C(nvlink_errors) medium for non-zero
           CRC or replay error counters of C(nvidia-smi nvlink -e), high for recovery errors

@@ -105,27 +105,11 @@ options:
     description: Deprecated, use O(wanted.host) - host name for the result and the failure
       message (the inventory name).
     type: str
-  parts:
-    description:
-      - The parts to run. C(snapshot) also records the applied state; C(verify) audits
-        again afterwards and fails on managed findings that remain. C(device_nodes),
-        C(numa_pin), C(bandwidth) and C(latency) are opt-in (not in the default).
-      - Role C(gpuhost.tuning.tune) builds this from its C(gpuhost_tune_*) switches and tags.
-    type: list
-    elements: str
-    choices: [snapshot, bandwidth, latency, sysctl, cpuidle, pcie, boot_service,
-              nvidia_peermem, device_nodes, numa_pin, verify]
-    default: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, verify]
   mrrs_size:
     description: Deprecated, use O(wanted.mrrs_size).
     type: int
     default: 4096
     choices: [128, 256, 512, 1024, 2048, 4096]
-  mrrs_method:
-    description: How MRRS is written now (the boot service always uses sysfs).
-    type: str
-    default: sysfs
-    choices: [sysfs, setpci]
   mrrs_include_upstream:
     description: Also set the bridges between each GPU and its root complex.
     type: bool
@@ -138,42 +122,29 @@ options:
     description: Deprecated, use O(wanted.sysctl) (applied and persisted).
     type: dict
     default: {}
-  sysctl_at_least:
-    description:
-      - Keys where a larger current value counts as right and is kept (live and in the
-        file). The default is the collection's rule, the one the audit judges by - the
-        socket buffer sizes and ceilings; V([]) makes every key exact.
-    type: list
-    elements: str
-    default: [net.core.rmem_max, net.core.wmem_max, net.core.rmem_default, net.core.wmem_default]
-  sysctl_file:
-    description: The sysctl.d file owned by the pass (it holds exactly O(wanted.sysctl)).
-    type: path
-    default: /etc/sysctl.d/99-gpuhost-tuning.conf
-  snapshot_dir:
-    description: Folder of the snapshots on the host (under O(root)).
-    type: path
-    default: /var/lib/gpuhost
   lxc_config_dir:
     description: Deprecated, use O(wanted.lxc_config_dir) - folder of the Proxmox container
       configs (under O(root)) that the audit reads, the snapshot records the GPU containers'
       cpuset lines of and C(numa_pin) edits.
     type: path
     default: /etc/pve/lxc
-  numa_pin_vmids:
-    description: With C(numa_pin), pin only these containers (others are reported as
-      skipped); each must have a config with a C(/dev/nvidiaN). Default all GPU containers.
+  # >>> tune part options, written by scripts/role-specs.py from the tune part registry
+  parts:
+    description:
+      - The parts to run. C(snapshot) also records the applied state; C(verify) audits again
+        afterwards and fails on managed findings that remain. C(bandwidth), C(latency),
+        C(device_nodes) and C(numa_pin) are opt-in (not in the default).
+      - Role C(gpuhost.tuning.tune) builds this from its C(gpuhost_tune_*) switches and
+        tags.
     type: list
-    elements: int
-  boot_service_start:
-    description: On a live host, start the boot service now (restart it after a change).
-    type: bool
-    default: true
-  nvidia_peermem:
-    description: What to do with C(nvidia_peermem) (see the description).
-    type: str
-    default: auto
-    choices: [auto, load, skip]
+    elements: str
+    default: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, verify]
+    choices: [snapshot, bandwidth, latency, sysctl, cpuidle, pcie, boot_service,
+      nvidia_peermem, device_nodes, numa_pin, verify]
+  snapshot_dir:
+    description: Folder of the snapshots on the host (under O(root)).
+    type: path
+    default: /var/lib/gpuhost
   bandwidth_size_mb:
     description: Size of each copy of the C(bandwidth) part, in MiB (1 to 65536); each GPU
       needs this much free memory plus 64 MiB, or it is skipped with the reason.
@@ -183,17 +154,6 @@ options:
     description: Copies per direction of the C(bandwidth) part (1 to 1000); the best counts.
     type: int
     default: 5
-  latency_count:
-    description: Round trips per mode (after a sleep, back to back) of the C(latency) part
-      (1 to 100000), after a warm-up of a tenth as many.
-    type: int
-    default: 200
-  latency_gap_us:
-    description: How long the C(latency) part's thread sleeps before each launch of the
-      "after a sleep" mode, in microseconds (0 to 1000000); 1 ms is longer than the target
-      residency of every idle state an EPYC offers, so a core that may enter them does.
-    type: int
-    default: 1000
   bandwidth_timeout:
     description: Seconds each measurement of the C(bandwidth) part may take to initialise
       CUDA and list the GPUs (1 to 3600); the copies get the time they take at 1 GB/s on
@@ -206,6 +166,50 @@ options:
       on the library path or a file path).
     type: str
     default: libcuda.so.1
+  latency_count:
+    description: Round trips per mode (after a sleep, back to back) of the C(latency) part
+      (1 to 100000), after a warm-up of a tenth as many.
+    type: int
+    default: 200
+  latency_gap_us:
+    description: How long the C(latency) part's thread sleeps before each launch of the
+      "after a sleep" mode, in microseconds (0 to 1000000); 1 ms is longer than the target
+      residency of every idle state an EPYC offers, so a core that may enter them does.
+    type: int
+    default: 1000
+  sysctl_at_least:
+    description:
+      - Keys where a larger current value counts as right and is kept (live and in the
+        file). The default is the collection's rule, the one the audit judges by - the
+        socket buffer sizes and ceilings; V([]) makes every key exact.
+    type: list
+    elements: str
+    default: [net.core.rmem_max, net.core.wmem_max, net.core.rmem_default,
+      net.core.wmem_default]
+  sysctl_file:
+    description: The sysctl.d file owned by the pass (it holds exactly O(wanted.sysctl)).
+    type: path
+    default: /etc/sysctl.d/99-gpuhost-tuning.conf
+  mrrs_method:
+    description: How MRRS is written now (the boot service always uses sysfs).
+    type: str
+    default: sysfs
+    choices: [sysfs, setpci]
+  boot_service_start:
+    description: On a live host, start the boot service now (restart it after a change).
+    type: bool
+    default: true
+  nvidia_peermem:
+    description: What to do with C(nvidia_peermem) (see the description).
+    type: str
+    default: auto
+    choices: [auto, load, skip]
+  numa_pin_vmids:
+    description: With C(numa_pin), pin only these containers (others are reported as
+      skipped); each must have a config with a C(/dev/nvidiaN). Default all GPU containers.
+    type: list
+    elements: int
+  # <<< end of the tune part options
 notes:
   - Check mode plans every part and writes nothing (no snapshot, no file, no sysfs or procfs
     write, no command other than read-only C(systemctl is-active)); the applied snapshot and

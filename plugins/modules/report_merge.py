@@ -18,6 +18,11 @@ description:
     what one run over all those hosts would have written - C(<host>.json) per host,
     C(summary.md), C(index.html) and C(gpuhost.prom) - with the fleet checks (C(fleet_drift),
     the PCIe AER change) judged over the union."
+  - "The same for the tune reports of M(gpuhost.tuning.tune_report) in them (each host's
+    newest C(<host>-tune.json), written again with its C(<host>-tune.md), and a
+    C(tune-summary.md) of every host) and the rollout summaries of
+    M(gpuhost.tuning.rollout_report) (one C(<name>.json) and C(.md) per name, each host's row
+    from the newest summary that lists it, in the slices' order)."
   - "Each host's newest report is used (by its C(collected_at); a later folder wins a tie).
     What a slice's report added is taken off first (its fleet drift, judged within the
     slice); the AER change a report carries is kept, else the host's next older report
@@ -103,9 +108,23 @@ stale:
   returned: always
   type: list
   elements: str
+tune:
+  description: The tune reports merged (C(<host>-tune.json) of the folders, each host's
+    newest file) - C(hosts) (host to the file used), C(failed) (hosts whose tune failed) and
+    C(summary) (the file name of the merged table, C(tune-summary.md)).
+  returned: when a folder had a tune report
+  type: dict
+  sample: {"hosts": {"gpu01": "/srv/reports/slice-1/gpu01-tune.json"}, "failed": [],
+           "summary": "tune-summary.md"}
+rollout:
+  description: Per rollout summary name (C(rollout) for C(rollout.json)), the counts of
+    the merged summary (each host's row from the newest summary listing it).
+  returned: when a folder had a rollout summary
+  type: dict
+  sample: {"rollout": {"done": 64, "stopped": 0, "not reached": 0}}
 msg:
-  description: Why nothing was written, when no folder had a host report.
-  returned: when no folder had a host report
+  description: Why nothing was written, when no folder had a report of any kind.
+  returned: when no folder had a host report, a tune report or a rollout summary
   type: str
 """
 

@@ -22,10 +22,13 @@ description:
     reason and is not a failure. A key that does not read back the wanted value on a
     writable kernel, or a value the kernel refuses, is a failure; every other key is still
     set and reported.
-  - A file applied after O(path) at boot (a later name in a sysctl.d folder, or
-    C(/etc/sysctl.conf)) that sets a managed key to another value would undo it at every
-    boot. Such keys are reported in RV(overridden_at_boot) and fail the task (naming the
-    file), after everything else was done.
+  - A file applied after O(path) at boot (a later name in a sysctl.d folder, such as
+    Debian 12's C(99-sysctl.conf) link to C(/etc/sysctl.conf)) that sets a managed key to
+    another value would undo it at every boot. C(/etc/sysctl.conf) itself is not read by
+    systemd-sysctl, which applies the files at boot on Debian 12 and 13 alike (Debian 13
+    and Proxmox VE 9 ship neither the file nor the link). Such keys are reported in
+    RV(overridden_at_boot) and fail the task (naming the file), after everything else was
+    done.
   - With O(state=absent) the file is removed; live values are left as they are (restore
     them with M(gpuhost.tuning.tuning_snapshot)).
 author:
@@ -158,7 +161,8 @@ overridden_at_boot:
   returned: always
   type: list
   elements: dict
-  sample: [{"key": "vm.swappiness", "file": "/etc/sysctl.conf", "value": "60", "wanted": "10"}]
+  sample: [{"key": "vm.swappiness", "file": "/etc/sysctl.d/99-sysctl.conf", "value": "60",
+            "wanted": "10"}]
 """
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.

@@ -55,11 +55,14 @@ options:
     type: str
     default: original
   parts:
-    description: With O(state=restore), restore only these parts.
+    description:
+      - With O(state=restore), restore only these parts (the snapshot's sections, restored
+        in this order - the tune parts' own in the order host_tune runs them, then the
+        files).
     type: list
     elements: str
-    choices: [pcie, cpuidle, sysctl, files, placement]
-    default: [pcie, cpuidle, sysctl, files, placement]
+    choices: [sysctl, cpuidle, pcie, placement, files]
+    default: [sysctl, cpuidle, pcie, placement, files]
   dir:
     description: Folder of the snapshots on the host (under O(root)).
     type: path
@@ -179,6 +182,20 @@ placement:
   returned: when O(state=restore)
   type: list
   elements: dict
+differs:
+  description: Each item a restore changed (in check mode - would change), as
+    C(<part> <item>) (C(pcie 0000:01:00.0), C(sysctl vm.swappiness), C(placement lxc 131));
+    after a restore, a read-back in check mode lists what still differs from the snapshot.
+  returned: when O(state=restore)
+  type: list
+  elements: str
+report:
+  description: One line per part of what a restore did, as the revert shows it
+    (C(MRRS restored - 0000:01:00.0, ...), C(sysctls skipped - ...)); each part declares
+    its lines.
+  returned: when O(state=restore)
+  type: list
+  elements: str
 failures:
   description: What did not take during a restore (the task fails when not empty).
   returned: when O(state=restore)
@@ -206,8 +223,7 @@ def rules(p):
     validate.check_module: a ValidationError names the option, the value and what is
     allowed)."""
     common(p)
-    non_empty_list("parts", p.get("parts"),
-                   "parts from pcie, cpuidle, sysctl, files, placement")
+    non_empty_list("parts", p.get("parts"), "snapshot parts (the choices of parts)")
     inside(p, "lxc_config_dir")
     snapshot_name("snapshot", p.get("snapshot"))
     if p.get("snapshot") and "/" in p["snapshot"]:

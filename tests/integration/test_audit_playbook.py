@@ -2,6 +2,7 @@
 three host trees: the seed host, the tuned host and an H200 VM; the HTML report opened in
 headless Chromium."""
 
+import html
 import json
 import os
 import re
@@ -371,3 +372,70 @@ def test_html_report_in_headless_chromium(fleet, first_run, tmp_path):
     assert rows and int(rows.group(1)) == len(seed) and int(rows.group(2)) < len(seed)
     # nothing wider than the window: the layout script-free measure is the page's own width
     assert "max-width:1340px" in dom.stdout.replace(" ", "")
+
+
+# Run in the page (a copy: the report itself has no script): every word of every matrix
+# heading measured as a DOM range; a word whose rects lie on more than one line is broken.
+HEADING_MEASURE = r"""
+(function () {
+  var broken = [], words = 0;
+  var heads = document.querySelectorAll("table.matrix thead th");
+  heads.forEach(function (th) {
+    var walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+    var node;
+    while ((node = walker.nextNode())) {
+      var re = /\S+/g, m;
+      while ((m = re.exec(node.data))) {
+        words++;
+        var range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        var lines = {};
+        Array.prototype.forEach.call(range.getClientRects(), function (r) {
+          if (r.width > 0 && r.height > 0) {
+            lines[Math.round(r.left) + "," + Math.round(r.top)] = 1;
+          }
+        });
+        if (Object.keys(lines).length > 1) { broken.push(m[0]); }
+      }
+    }
+  });
+  var out = document.createElement("pre");
+  out.id = "heading-measure";
+  out.textContent = JSON.stringify({words: words, broken: broken,
+    tableWidth: document.querySelector("table.matrix").getBoundingClientRect().width,
+    viewport: window.innerWidth});
+  document.body.appendChild(out);
+})();"""
+
+
+def measure_headings(browser, index, tmp_path):
+    """``{words, broken, tableWidth, viewport}`` of the matrix headings of ``index`` in
+    headless Chromium at 1400 px."""
+    copy = tmp_path / "measured.html"
+    with open(index, encoding="utf-8") as handle:
+        text = handle.read()
+    copy.write_text(text.replace("</body>", "<script>%s</script></body>" % HEADING_MEASURE),
+                    encoding="utf-8")
+    dom = subprocess.run([browser] + _chromium_args(tmp_path) +
+                         ["--dump-dom", "file://%s" % copy],
+                         capture_output=True, text=True, check=False, timeout=180)
+    found = re.search(r'<pre id="heading-measure">([^<]*)</pre>', dom.stdout)
+    assert found, dom.stderr[-2000:]
+    return json.loads(html.unescape(found.group(1)))
+
+
+def test_matrix_headings_grouped_and_never_broken_inside_a_word(fleet, first_run, tmp_path):
+    """At 1400 px every heading of the hosts x checks matrix keeps its words whole (the old
+    page broke 31 of them: "Kerne l", "NVIDI A"), under one heading row per subject."""
+    browser = _chromium()
+    assert browser, "chromium is not installed (scripts/apt-ensure.sh chromium)"
+    index = first_run["reports"] / "index.html"
+    measured = measure_headings(browser, index, tmp_path)
+    assert measured["viewport"] == 1400 and measured["words"] > 40
+    assert measured["broken"] == []
+    assert measured["tableWidth"] <= 1340
+    with open(index, encoding="utf-8") as handle:
+        page = handle.read()
+    groups = re.findall(r'<th class="group" colspan="\d+">([^<]+)</th>', page)
+    assert groups == ["GPU", "PCIe", "CPU", "Kernel and boot", "Containers and VMs", "Fleet"]

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import install_collection
+from conftest import install_collection, reports_without_times
 from fixtures import hosts
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("slices")]
@@ -78,22 +78,6 @@ def _stdout(artifacts):
     return " ".join((artifacts / "stdout").read_text().split())
 
 
-TIMES = [(re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\dZ"), "<time>"),
-         (re.compile(r'"duration_s": [0-9.]+'), '"duration_s": <s>'),
-         (re.compile(r"^(gpuhost_audit_(?:timestamp|duration)_seconds\{[^}]*\}) \S+$", re.M),
-          r"\1 <n>")]
-
-
-def _without_times(folder):
-    out = {}
-    for name in sorted(os.listdir(folder)):
-        text = (folder / name).read_text()
-        for pattern, repl in TIMES:
-            text = pattern.sub(repl, text)
-        out[name] = text
-    return out
-
-
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     install_collection(_env())
@@ -135,7 +119,7 @@ def test_four_slices_merged_are_the_one_run_report(fleet, jobs):
         assert _rc(artifacts) == (0, "successful"), _stdout(artifacts)[-3000:]
     # the slices wrote only per-host JSON into their shared folder: nothing overwritten
     assert sorted(os.listdir(base / "shared")) == sorted("%s.json" % n for n in NAMES)
-    one, merged = _without_times(base / "one"), _without_times(base / "fleet")
+    one, merged = reports_without_times(base / "one"), reports_without_times(base / "fleet")
     assert sorted(merged) == sorted(one)
     for name in sorted(one):
         assert merged[name] == one[name], name

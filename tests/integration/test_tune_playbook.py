@@ -6,10 +6,10 @@ import json
 import os
 import stat
 import re
-import shutil
 import subprocess
 import time
 
+import platforms
 import pytest
 import yaml
 from conftest import install_collection, tree_snapshot
@@ -21,6 +21,10 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_m
 # One pytest-xdist worker runs this whole file (--dist loadgroup):
 # its tests share one collection copy and one podman container name.
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("tune_playbook")]
+# The live tests start a container of the suite's test image (Debian 12 or 13: Python 3.11
+# or 3.13 for the modules and the boot-time program, systemd 252 or 257) and drive it from
+# here (tests/integration/conftest.py).
+DRIVES_IMAGE = True
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_PY = os.path.join(REPO, ".venv/bin/python")
@@ -273,7 +277,6 @@ def test_vm_without_cpuidle_or_numa_balancing(tmp_path):
 # an LXC container), reached through the containers.podman connection
 
 
-IMAGE = os.environ.get("GPUHOST_TEST_IMAGE", "localhost/gpuhost-test:bookworm")
 CONTAINERS_CONF = os.path.join(REPO, "molecule/shared/containers.conf")
 
 
@@ -284,18 +287,15 @@ def _podman(*args, check=True, timeout=120):
 
 
 @pytest.fixture
-def live_container():
+def live_container(suite):
     # under make test (GPUHOST_TEST_STRICT) the Makefile installed podman and built the
-    # image, so a missing one is a failure, never a silent skip
-    missing = pytest.fail if os.environ.get("GPUHOST_TEST_STRICT") else pytest.skip
-    if shutil.which("podman") is None:
-        missing("podman not installed (make integration installs it)")
-    if _podman("image", "exists", IMAGE, check=False).returncode != 0:
-        missing("test image %s not built (scripts/build-test-image.sh)" % IMAGE)
-    name = "gpuhost-tune-%d" % os.getpid()
+    # images, so a missing one is a failure, never a silent skip
+    platforms.require_image(suite)
+    image = platforms.image(suite)
+    name = "gpuhost-tune-%s-%d" % (suite, os.getpid())
     _podman("rm", "-f", name, check=False)
     _podman("run", "-d", "--name", name, "--hostname", name, "--systemd=always",
-            "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", IMAGE, "/sbin/init")
+            "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", image, "/sbin/init")
     try:
         _wait_for_systemd(name)
         yield name
@@ -329,8 +329,12 @@ def live_playbook(name, container, reports, *args, label=None):
     return proc
 
 
-def test_live_systemd_host_service_runs_now_and_at_boot_then_revert(live_container, tmp_path):
+def test_live_systemd_host_service_runs_now_and_at_boot_then_revert(suite, live_container,
+                                                                    tmp_path):
     name = live_container
+    # the host's own Python runs the modules and the boot-time program (bootapply)
+    assert in_container(name, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'") \
+        == {"bookworm": "3.11", "trixie": "3.13"}[suite]
     reports = str(tmp_path / "reports")
     first = live_playbook("tune", name, reports, label="tune (live systemd container)")
     assert first.returncode == 0, first.stdout[-5000:] + first.stderr

@@ -79,9 +79,10 @@ def test_lab_playbooks_pass_syntax_check(playbook, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_dkms_conf_matches_the_recipe():
+@pytest.mark.parametrize("recipe_file", ["recipe.env", "recipe-trixie.env"])
+def test_dkms_conf_matches_the_recipe(recipe_file):
     conf = open(os.path.join(GPUSTUB, "dkms.conf"), encoding="utf-8").read()
-    recipe = open(os.path.join(LAB, "recipe.env"), encoding="utf-8").read()
+    recipe = open(os.path.join(LAB, recipe_file), encoding="utf-8").read()
     name = re.search(r'^PACKAGE_NAME="(\w+)"', conf, re.M).group(1)
     version = re.search(r'^PACKAGE_VERSION="([\w.]+)"', conf, re.M).group(1)
     assert re.search(rf"^LAB_DKMS_NAME={name}$", recipe, re.M)
@@ -258,3 +259,13 @@ def test_collection_mode_fills_the_hooks_with_the_collection_playbooks(tmp_path)
     steps = re.search(r'LAB_STEPS:=([a-z ]+)\}', source).group(1).split()
     order = [steps.index(s) for s in ("setup", "audit", "tune", "upgrade", "assert", "gate")]
     assert order == sorted(order) and "reboot" not in steps
+
+
+def test_the_recipes_set_the_same_variables():
+    """A recipe lacking a variable the other sets would build an image from the wrong
+    defaults (customize.sh reads them all)."""
+    names = []
+    for recipe_file in ("recipe.env", "recipe-trixie.env"):
+        text = open(os.path.join(LAB, recipe_file), encoding="utf-8").read()
+        names.append(sorted(re.findall(r"^(LAB_\w+)=", text, re.M)))
+    assert names[0] == names[1]

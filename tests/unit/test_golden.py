@@ -19,6 +19,7 @@ import shutil
 import tarfile
 
 import pytest
+from conftest import TESTS
 from fixtures import (
     boot,
     cpu,
@@ -139,8 +140,10 @@ def h200_real(root):
 def cuda_results():
     """The opt-in CUDA pass's input on the H200 VM: the real H200's probe (its copy rates
     set to 45 % of the link, and a launch latency set as a host with deep idle states gives
-    it: 95 us p99 after a 1 ms sleep against 12.4 us back to back) and container 129 with
-    the measured 999 negative."""
+    it: 95 us p99 after a 1 ms sleep against 12.4 us back to back), container 129 with
+    the measured 999 negative, and the lent two-H200 machine's peer matrix
+    (tests/fixtures/h200x2/probe-1.json) with its peer copies set to 40 GB/s: the VM tree
+    has no NVLink fact, so their path is PCIe Gen5 x16 and 63 % of it is low."""
     probe = os.path.join(H200_CAPTURE, "probe")
     with open(os.path.join(probe, "bw-2.json")) as handle:
         host = json.load(handle)
@@ -155,7 +158,12 @@ def cuda_results():
         "sleeping": {"p50_us": 48.1, "p99_us": 95.0, "max_us": 160.7}}
     ct.update(vmid=129, msg="CUDA check failed on container 129: %s; cause: %s"
               % (ct.pop("error"), ct["cause"]))
-    return [host, ct]
+    with open(os.path.join(TESTS, "fixtures", "h200x2", "probe-1.json")) as handle:
+        pair = json.load(handle)
+    pair.pop("error", None)
+    for peer in pair["peers"]:
+        peer["gbs"] = 40.0
+    return [host, ct, pair]
 
 
 def lost_gpu_host(root):

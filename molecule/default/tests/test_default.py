@@ -14,13 +14,14 @@ import yaml
 
 # Straight `podman exec`: the ansible backend runs one ad-hoc Ansible call per command.
 # Only the container: the inventory's second host (the tree) is the same container.
-testinfra_hosts = ["podman://gpuhost-" + os.environ["MOLECULE_SCENARIO_NAME"]]
+SUITE = os.environ.get("GPUHOST_TEST_SUITE", "bookworm")   # scripts/molecule.sh
+LIVE_HOST = "gpuhost-default-%s" % SUITE
+testinfra_hosts = ["podman://" + LIVE_HOST]
 
 PROJECT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
 REPORTS = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "reports")
 TREE = "/srv/seed"
-TREE_HOST = "gpuhost-default-seed"
-LIVE_HOST = "gpuhost-default"
+TREE_HOST = LIVE_HOST + "-seed"
 UNIT = "gpuhost-tuning.service"
 
 with open(os.path.join(PROJECT, "roles/common/defaults/main.yml")) as _handle:

@@ -5,12 +5,18 @@ on the headers before any pin, boot-loader change or reboot."""
 import json
 import os
 
-testinfra_hosts = ["podman://gpuhost-" + os.environ["MOLECULE_SCENARIO_NAME"]]
-
-OLD, NEW = "6.1.0-55-amd64", "6.1.0-56-amd64"
+# The platform (scripts/molecule.sh exports these per run from the image's labels):
+# Debian 12 (bookworm, the default) or Debian 13 (trixie), its old and new kernel.
+SUITE = os.environ.get("GPUHOST_TEST_SUITE", "bookworm")
+HOST = "gpuhost-%s-%s" % (os.environ["MOLECULE_SCENARIO_NAME"], SUITE)
+OLD = os.environ.get("GPUHOST_OLD_KERNEL", "6.1.0-55-amd64")
+NEW = os.environ.get("GPUHOST_NEW_KERNEL", "6.1.0-56-amd64")
+# dkms 3.2.2 installs gpustub.ko.xz for Debian 13's kernels (CONFIG_MODULE_COMPRESS_XZ)
+KO = {"trixie": ".ko.xz"}.get(SUITE, ".ko")
+testinfra_hosts = ["podman://" + HOST]
 ESP = "/var/lib/gpuhost-doubles/esp/5A3E-11C0"
 REPORT = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "reports",
-                      "gpuhost-%s-reboot.json" % os.environ["MOLECULE_SCENARIO_NAME"])
+                      "%s-reboot.json" % HOST)
 
 
 def report():
@@ -23,7 +29,7 @@ def test_the_trap_is_set_new_image_without_headers_or_driver(host):
     assert "Status: install ok installed" in host.run("dpkg -s linux-image-" + NEW).stdout
     assert host.run("dpkg -s linux-headers-" + NEW).rc != 0
     assert not host.file("/lib/modules/%s/build" % NEW).exists
-    assert not host.file("/lib/modules/%s/updates/dkms/gpustub.ko" % NEW).exists
+    assert not host.file("/lib/modules/%s/updates/dkms/gpustub%s" % (NEW, KO)).exists
     assert "gpustub/1.0, %s, x86_64: installed" % OLD in host.check_output("dkms status")
 
 

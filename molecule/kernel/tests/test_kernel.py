@@ -5,14 +5,20 @@ real apt, dkms and update-initramfs, and the proxmox-boot-tool double; nothing r
 import json
 import os
 
-testinfra_hosts = ["podman://gpuhost-" + os.environ["MOLECULE_SCENARIO_NAME"]]
-
-OLD, NEW = "6.1.0-55-amd64", "6.1.0-56-amd64"
+# The platform (scripts/molecule.sh exports these per run from the image's labels):
+# Debian 12 (bookworm, the default) or Debian 13 (trixie), its old and new kernel.
+SUITE = os.environ.get("GPUHOST_TEST_SUITE", "bookworm")
+HOST = "gpuhost-%s-%s" % (os.environ["MOLECULE_SCENARIO_NAME"], SUITE)
+OLD = os.environ.get("GPUHOST_OLD_KERNEL", "6.1.0-55-amd64")
+NEW = os.environ.get("GPUHOST_NEW_KERNEL", "6.1.0-56-amd64")
+# dkms 3.2.2 installs gpustub.ko.xz for Debian 13's kernels (CONFIG_MODULE_COMPRESS_XZ)
+KO = {"trixie": ".ko.xz"}.get(SUITE, ".ko")
+testinfra_hosts = ["podman://" + HOST]
 PARAMS = "amd_pstate=active processor.max_cstate=1 nmi_watchdog=0"
 MODPROBE = "/etc/modprobe.d/gpuhost-gpustub.conf"
 ESP = "/var/lib/gpuhost-doubles/esp/5A3E-11C0"
 REPORT = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "reports",
-                      "gpuhost-%s-reboot.json" % os.environ["MOLECULE_SCENARIO_NAME"])
+                      "%s-reboot.json" % HOST)
 
 
 def doubles_calls(host):
@@ -34,7 +40,7 @@ def test_new_image_and_headers_are_installed(host):
 
 
 def test_gpustub_is_built_and_installed_for_the_new_kernel(host):
-    ko = host.file("/lib/modules/%s/updates/dkms/gpustub.ko" % NEW)
+    ko = host.file("/lib/modules/%s/updates/dkms/gpustub%s" % (NEW, KO))
     assert ko.is_file and ko.size > 0
     status = host.check_output("dkms status gpustub")
     assert "gpustub/1.0, %s, x86_64: installed" % NEW in status
@@ -52,7 +58,7 @@ def test_modprobe_options_file_is_written(host):
 def test_new_initramfs_carries_the_options_and_the_driver(host):
     names = host.check_output("lsinitramfs /boot/initrd.img-%s" % NEW).splitlines()
     assert MODPROBE.lstrip("/") in names
-    assert "usr/lib/modules/%s/updates/dkms/gpustub.ko" % NEW in names
+    assert "usr/lib/modules/%s/updates/dkms/gpustub%s" % (NEW, KO) in names
     # the file inside the image is the one on disk, not an older copy
     inside = host.check_output(
         "d=$(mktemp -d) && unmkinitramfs /boot/initrd.img-%s $d && cat $d/%s; rm -rf $d"

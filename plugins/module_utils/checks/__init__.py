@@ -5,7 +5,8 @@
 
 Importing this package registers every check. Each column file is imported here by name,
 which is also what lets Ansible's module_utils finder ship them inside a module (a new file
-must be added to the imports below, in any order: columns sort by their position).
+must be added to the imports below, in any order: columns sort by their position). The
+columns of the fleet checks (module_utils/fleet) are registered from their declarations.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,7 +22,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import (  # 
     dkms,
     errors,
     fabric_manager,
-    fleet_drift,
     gpu_count,
     gpu_driver,
     gpu_memory,
@@ -42,6 +42,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import (  # 
     pcie_mrrs,
     sysctl,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils import fleet
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (  # noqa: F401
     SEVERITIES,
     SEVERITY_RANK,
@@ -50,3 +51,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import 
     evaluate,
     finding_order,
 )
+
+# the fleet checks' own columns, n/a on one host (declared in module_utils/fleet)
+base.report_level(fleet.fleet_checks())

@@ -189,6 +189,20 @@ def evaluate(facts, wanted):
     return out, reasons
 
 
+def report_level(fleet_checks):
+    """Register the column and finding id of every fleet check that has a column of its
+    own (``fleet.base.fleet_check``): one host's audit cannot see the others, so the column
+    is n/a there with the fleet check's note, and its finding id ranks by the fleet check's
+    order. Declared once, in the fleet check's file."""
+    for item in fleet_checks:
+        if not item.column:
+            continue
+        label, position = item.column
+        col = column(item.id, label, position, applies=item.host_level)
+        check(item.id, col, severity=item.severities[0], order=item.order,
+              severities=item.severities)(item.host_findings)
+
+
 def limit(host):
     """`` -l <host>`` for a remedy's ansible-playbook line, or nothing."""
     return " -l %s" % host if host else ""

@@ -111,6 +111,81 @@ def pcie_bandwidth_low(facts, wanted):
                 detail=dev.get("name"))
 
 
+def peer_path(facts, res, pair):
+    """``(ceiling GB/s or None, "NVLink"/"PCIe ...")`` of the path a peer copy takes: NVLink
+    where both GPUs have active links in the ``nvlink`` fact (the smaller of their links'
+    added speeds: through an NVSwitch each GPU reaches any peer at its own ceiling), else
+    PCIe, the slower of the two GPUs' links (traffic crosses both)."""
+    links = dict((g.get("address"), g) for g in (facts.get("nvlink") or {}).get("gpus") or [])
+    ends = [links.get(pair.get("from_bus_id")), links.get(pair.get("to_bus_id"))]
+    if all(e and e.get("active") for e in ends):
+        speeds = [e.get("gbs") for e in ends]
+        return (min(speeds) if None not in speeds else None), "NVLink"
+    devs = dict((d.get("pci_bus_id"), d) for d in res.get("devices") or [])
+    ends = [devs.get(pair.get("from_bus_id")) or {}, devs.get(pair.get("to_bus_id")) or {}]
+    speeds = [e.get("link_gbs") for e in ends]
+    if None in speeds:
+        return None, "PCIe"
+    slow = min(ends, key=lambda e: e["link_gbs"])
+    return slow["link_gbs"], "PCIe %s" % (slow.get("link") or "link")
+
+
+def _peer_mark(dev, ceiling, wanted):
+    """The model's published peer pass mark where the path can carry it, else None."""
+    mark = policy.copy_marks((dev or {}).get("name"), wanted.get("copy_rate_marks"))
+    if not mark or not mark.get("peer_gbs"):
+        return None
+    if ceiling is None or ceiling < mark["peer_gbs"]:
+        return None
+    return mark
+
+
+@check("gpu_peer_bandwidth_low", pcie_link.COLUMN, severity="high", order=69)
+def gpu_peer_bandwidth_low(facts, wanted):
+    """High: a GPU -> GPU copy of the peer matrix (the host's probe, ``peers``) is below
+    the sending GPU's model's published peer pass mark (``peer_gbs`` of
+    policy.COPY_RATE_MARKS or the operator's ``copy_rate_marks``: Azure fails NVLink copies
+    below 335 GB/s on H100/H200) where the pair's path can carry the mark, else below
+    ``bandwidth_min_pct`` of that path. Subject ``<from> -> <to>``."""
+    floor = wanted.get("bandwidth_min_pct") or DEFAULT_MIN_PCT
+    for res in facts.get("cuda") or []:
+        if res.get("vmid") is not None:
+            continue            # the host's matrix is the one for the links
+        devs = dict((d.get("pci_bus_id"), d) for d in res.get("devices") or [])
+        for pair in res.get("peers") or []:
+            gbs = pair.get("gbs")
+            if not pair.get("access") or gbs is None:
+                continue        # no peer access: p2p_* say why; no copy, no rate
+            ceiling, path = peer_path(facts, res, pair)
+            dev = devs.get(pair.get("from_bus_id"))
+            mark = _peer_mark(dev, ceiling, wanted)
+            if mark is not None:
+                if gbs >= mark["peer_gbs"]:
+                    continue
+                expected = "at least %g GB/s (%s peer pass mark: %s)" % (
+                    mark["peer_gbs"], mark["model"], mark["source"])
+            elif ceiling:
+                if 100.0 * gbs / ceiling >= floor:
+                    continue
+                expected = "at least %s %% of the path (%s, %.1f GB/s)" % (floor, path,
+                                                                           ceiling)
+            else:
+                continue        # neither a mark nor a known ceiling to judge by
+            if ceiling:
+                pct = " = %.1f %% of %s %.1f GB/s" % (100.0 * gbs / ceiling, path, ceiling)
+            else:
+                pct = " (%s)" % path
+            yield found(
+                "%s -> %s" % (pair.get("from_bus_id"), pair.get("to_bus_id")),
+                "GPU %s -> GPU %s %.1f GB/s%s" % (pair.get("from"), pair.get("to"), gbs, pct),
+                expected,
+                "check the pair's NVLinks (nvlink_inactive, nvlink_errors; nvidia-smi topo "
+                "-m), the fabric manager on NVSwitch hosts, ACS and the IOMMU on the PCIe "
+                "path (p2p_acs_redirect, p2p_iommu_translated); re-measure with "
+                "gpuhost.tuning.cuda_probe peer: true",
+                detail=(dev or {}).get("name"))
+
+
 # Launch latency: the median round trip after a sleep against the same GPU's back-to-back
 # median. Every launch after a sleep pays a deep idle state's exit (C2 on EPYC: about
 # 100 us), so it moves the median; a woken thread's scheduling does not (measured on the

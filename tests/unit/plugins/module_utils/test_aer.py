@@ -5,6 +5,7 @@ import pytest
 from fixtures import health, pci
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import aer
+from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import aer_change
 
 # aer_dev_correctable of a 6.x kernel with an unnamed bit counted (printed by bit number).
 REAL_COR = """RxErr 0
@@ -98,14 +99,14 @@ def test_changes_between_two_audits(tmp_path):
     before = aer.collect(str(tmp_path))
     health.aer_files(tmp_path, "0000:01:00.0", correctable={"BadTLP": 9}, fatal={"DLP": 1})
     after = aer.collect(str(tmp_path))
-    delta = aer.changes(before, after)
+    delta = aer_change.changes(before, after)
     assert delta["0000:01:00.0"] == {"fatal": 1, "nonfatal": 0, "correctable": 4,
                                      "reset": False}
-    assert aer.change_text(delta["0000:01:00.0"]) == "+1 fatal, +4 correctable"
-    assert aer.change_text(delta["0000:02:00.0"]) == "no change"
+    assert aer_change.change_text(delta["0000:01:00.0"]) == "+1 fatal, +4 correctable"
+    assert aer_change.change_text(delta["0000:02:00.0"]) == "no change"
     # a reboot restarts the counters: the delta is what was counted since
     health.aer_files(tmp_path, "0000:01:00.0", correctable={"RxErr": 2})
-    again = aer.changes(after, aer.collect(str(tmp_path)))["0000:01:00.0"]
+    again = aer_change.changes(after, aer.collect(str(tmp_path)))["0000:01:00.0"]
     assert again["reset"] is True and again["correctable"] == 2 and again["fatal"] == 0
-    assert "restarted" in aer.change_text(again)
-    assert aer.change_text(None) == "no previous report"
+    assert "restarted" in aer_change.change_text(again)
+    assert aer_change.change_text(None) == "no previous report"

@@ -144,7 +144,7 @@ def test_pass_probes_the_host_then_only_running_gpu_containers(monkeypatch):
            {"vmid": 131, "gpu": True}]
     results = cuda.audit_pass(runner, "/usr/sbin/pct", cts, size_mb=64, timeout=7)
     assert probed == [{"library": cuda.DEFAULT_LIBRARY, "bandwidth": True, "size_mb": 64,
-                       "timeout": 7, "root": "/", "latency": True,
+                       "timeout": 7, "root": "/", "latency": True, "peer": True,
                        "latency_count": cuda.AUDIT_LATENCY_COUNT}]
     assert [c[:3] for c in runner.calls] == [
         ["/usr/sbin/pct", "list"], ["/usr/sbin/pct", "exec", "129"]]

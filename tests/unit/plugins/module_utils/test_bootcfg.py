@@ -233,7 +233,7 @@ class _PbtRunner:
     def which(self, name):
         return "/usr/sbin/" + name
 
-    def run(self, args, check=True, ok_rcs=(0,), hint=None):
+    def run(self, args, check=True, ok_rcs=(0,), hint=None, timeout=None):
         self.calls.append(list(args))
         return self.rc, self.out, ""
 

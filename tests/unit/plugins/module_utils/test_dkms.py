@@ -177,3 +177,23 @@ def test_needed_modules_when_the_running_kernel_has_none():
         {"nvidia": "570.133.20"}, {"nvidia": "6.8.12-9-pve"})
     assert dkms.needed_modules(entries, None, "6.14.11-5-bpo12-pve") == ["nvidia"]
     assert dkms.needed_modules([], "6.8.12-9-pve", "6.14.11-5-bpo12-pve") == []
+
+
+def test_tree_status_words_warnings_as_the_installed_dkms_does(tmp_path):
+    """dkms 3.2.2 (Debian 13, Proxmox VE 9) rewords the status warnings and prints the diff
+    one once (its module_status_built_extra; tests/integration/test_dkms_real.py checks it
+    against the real program): the version comes from dpkg's status under the root."""
+    fx.seed(tmp_path)
+    ko = tmp_path / "lib/modules/6.8.12-9-pve/updates/dkms/nvidia.ko"
+    ko.write_bytes(ko.read_bytes() + b"x")
+    (tmp_path / "var/lib/dpkg").mkdir(parents=True, exist_ok=True)
+    status = tmp_path / "var/lib/dpkg/status"
+    for version, words in (("3.0.10-8+deb12u1", "3.0"), ("3.2.2-1~deb13u1", "3.2")):
+        status.write_text("Package: dkms\nStatus: install ok installed\nVersion: %s\n\n"
+                          % version)
+        assert dkms.wording(str(tmp_path)) == words
+        entry = dkms.tree_status(str(tmp_path))[0]
+        assert entry["warnings"] == [dkms.WARNINGS[words]["diff"]]
+    assert entry["warning"] == "Differences between built and installed modules"
+    status.unlink()
+    assert dkms.wording(str(tmp_path)) == "3.0"

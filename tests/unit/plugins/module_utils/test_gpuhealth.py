@@ -27,6 +27,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     report,
     xid,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import base as fleet_base
+from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import drift as fleet_drift
+from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import run as fleet_run
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
 from conftest import TESTS
 
@@ -528,7 +531,7 @@ def _audit(driver, kernel="6.8.12-9-pve", vbios="97.00.4B.00.01", gpus=8, contai
 def test_fleet_drift_names_the_odd_host_out():
     audits = {"gpu01": _audit("590.48.01"), "gpu02": _audit("590.48.01"),
               "gpu03": _audit("580.95.05", gpus=7)}
-    found = drift.fleet_findings(audits)
+    found = fleet_drift.fleet_findings(audits)
     assert found["gpu01"] == [] and found["gpu02"] == []
     assert sorted((f["subject"], f["current"], f["expected"]) for f in found["gpu03"]) == [
         ("driver", "580.95.05", "590.48.01"), ("gpu count", "7", "8")]
@@ -537,9 +540,10 @@ def test_fleet_drift_names_the_odd_host_out():
 def test_a_tie_names_no_odd_host_but_the_report_says_so():
     audits = {"gpu01": _audit("590.48.01", kernel="6.8.12-9-pve"),
               "gpu02": _audit("590.48.01", kernel="6.14.11-5-bpo12-pve")}
-    assert drift.fleet_findings(audits) == {"gpu01": [], "gpu02": []}
-    docs = [{"host": h, "findings": [], "checks": {}} for h in sorted(audits)]
-    drift.apply_to_documents(docs, audits)
+    assert fleet_drift.fleet_findings(audits) == {"gpu01": [], "gpu02": []}
+    docs = [{"host": h, "facts": audits[h], "findings": [], "checks": {}}
+            for h in sorted(audits)]
+    fleet_run.judge(docs, fleet_base.Context())
     note = docs[0]["checks"]["fleet_drift"]["note"]
     assert docs[0]["checks"]["fleet_drift"]["status"] == "ok"
     assert "no majority for kernel (6.14.11-5-bpo12-pve, 6.8.12-9-pve)" in note
@@ -566,7 +570,7 @@ def test_container_user_space_against_the_host_module(tmp_path):
     assert [(c["vmid"], c["version"]) for c in cts] == [(129, "580.95.05"), (130, "590.48.01"),
                                                         (131, None)]
     assert "lvmthin" in cts[2]["note"]
-    found = drift.fleet_findings({"gpu01": _audit("590.48.01", containers=cts)})
+    found = fleet_drift.fleet_findings({"gpu01": _audit("590.48.01", containers=cts)})
     assert [(f["subject"], f["severity"]) for f in found["gpu01"]] == [("lxc 129", "high")]
 
 

@@ -70,7 +70,7 @@ def test_a_finding_at_or_above_the_severity_exits_1_naming_the_worst_and_writes_
     assert took < 30  # Slurm kills a HealthCheckProgram after 60 s (0.3 s measured)
     with open(seed + JSON) as handle:
         doc = json.load(handle)
-    assert report._is_host_document(doc) and doc["findings"][0]["id"] == "dkms_missing_for_kernel"
+    assert report.is_host_document(doc) and doc["findings"][0]["id"] == "dkms_missing_for_kernel"
     # without a config the host is named by its own host name; report_merge reads the file
     assert doc["host"] == os.uname()[1].split(".")[0]
 

@@ -1,6 +1,7 @@
 """The runner's ``timeout``: the command and everything in its process group killed at the
 limit (coreutils ``timeout``), a clear CommandTimeout naming the command and the limit, on
-both paths (plain subprocess and AnsibleModule.run_command); no timeout, no wrapper."""
+both paths (plain subprocess and AnsibleModule.run_command); without ``timeout`` the default
+limit, never none."""
 
 import os
 import subprocess
@@ -108,9 +109,33 @@ def test_within_the_limit_the_result_is_the_command_s_own(any_runner):
     assert any_runner.calls[-1] == ["sh", "-c", "cat /proc/$PPID/comm; exit 3"]
 
 
-def test_without_timeout_nothing_wraps_the_command(any_runner):
+def test_without_timeout_the_default_limit_bounds_the_command(any_runner, marker, monkeypatch):
+    """No command runs unbounded: a caller that names no limit gets DEFAULT_TIMEOUT_S."""
     rc, out, _err = any_runner.run(["sh", "-c", "cat /proc/$PPID/comm"])
-    assert rc == 0 and out.strip() != "timeout"
+    assert (rc, out) == (0, "timeout\n")
+    monkeypatch.setattr(runner_mod, "DEFAULT_TIMEOUT_S", 1)
+    started = time.monotonic()
+    with pytest.raises(CommandTimeout, match=r"sleep 60 did not return in 1 s"):
+        any_runner.run(["sh", "-c", "sleep 60"], check=False)
+    assert time.monotonic() - started < 10
+    assert alive_with(marker) == []
+
+
+def test_a_hanging_query_of_the_audit_is_an_error_not_a_hang(tmp_path, marker, monkeypatch):
+    """nvidia-smi that never answers (a wedged driver): the command outputs record the
+    timeout as the output's error and the audit goes on."""
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import cmdout, nvsmi
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text("#!/bin/sh\nsleep 600\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (tmp_path, os.environ["PATH"]))
+    monkeypatch.setattr(nvsmi, "QUERY_TIMEOUT_S", 1)
+    outputs = cmdout.CommandOutputs("/", Runner(processes=subprocess))
+    started = time.monotonic()
+    assert outputs.get(nvsmi.OUTPUT_NAME, nvsmi.run) is None
+    assert time.monotonic() - started < 10
+    assert "nvidia-smi -q -x did not return in 1 s" in outputs.info[nvsmi.OUTPUT_NAME]["error"]
+    assert alive_with(marker) == []
 
 
 @pytest.mark.parametrize("bad", [0, -1, "abc"])

@@ -64,4 +64,4 @@ def test_audit_imports_no_writer_and_no_tune_only_module(seed):
 def test_a_tune_does_import_the_writers(seed):
     """The same measurement sees a writer when one is imported (the test above can fail)."""
     used = _imports("host_tune", {"root": seed, "host": "seed"})
-    assert "sysctl_write" in used and "snapshot" in used
+    assert "sysctl_write" in used and "parts.snapstore" in used

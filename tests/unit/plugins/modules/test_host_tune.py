@@ -15,6 +15,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as aud
 from ansible_collections.gpuhost.tuning.plugins.module_utils import peermem
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import sections, verify
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
 from conftest import TESTS
 
@@ -301,7 +302,7 @@ class _Marker(object):
 def test_a_registered_part_runs_in_its_place_with_its_option(seed, monkeypatch):
     root, _built = seed
     registry = list(tune.REGISTRY)
-    registry.insert(registry.index(tune.VERIFY_PART) - 1, _Marker())
+    registry.insert(registry.index(verify.VERIFY_PART) - 1, _Marker())
     names, steps, managed = tune._derive(registry)
     monkeypatch.setattr(tune, "REGISTRY", tuple(registry))
     monkeypatch.setattr(tune, "MANAGED", managed)
@@ -329,7 +330,7 @@ def test_a_part_that_breaks_the_protocol_is_refused_at_registration():
 
     with pytest.raises(ValueError, match="stage 'sometime'"):
         tune._derive(list(tune.REGISTRY) + [NoStage()])
-    applied = tune.REGISTRY.index(tune.snap.APPLIED_PART)  # the first after-stage part
+    applied = tune.REGISTRY.index(sections.APPLIED_PART)  # the first after-stage part
     with pytest.raises(ValueError, match="owned by tune parts pcie and marker"):
         tune._derive(list(tune.REGISTRY[:applied]) + [type("Steal", (_Marker,), {
             "owns": ("pcie_mrrs",)})()] + list(tune.REGISTRY[applied:]))

@@ -135,7 +135,7 @@ def test_empty_slices_add_nothing_and_none_at_all_writes_nothing(audits, tmp_pat
 def test_bad_files_are_left_out_naming_them_and_the_rest_merges(audits, tmp_path):
     folder = tmp_path / "slice"
     _report({"a": audits["a"], "b": audits["b"]}, folder, fleet=False)
-    (folder / "a-tune.json").write_text("{}")  # another report's file: passed over quietly
+    (folder / "a-tune.json").write_text("{}")  # a tune report now merged too: named
     (folder / "rollout.json").write_text('{"title": "rollout"}')
     (folder / "broken.json").write_text("{not json")
     (folder / "copy.json").write_bytes((folder / "b.json").read_bytes())
@@ -144,9 +144,10 @@ def test_bad_files_are_left_out_naming_them_and_the_rest_merges(audits, tmp_path
     result = _merge([folder], tmp_path / "fleet")
     assert sorted(result["hosts"]) == ["a", "b"]
     text = "\n".join(result["warnings"])
-    for name in ("broken.json", "copy.json", "shape.json", "fifo.json"):
+    for name in ("broken.json", "copy.json", "shape.json", "fifo.json", "a-tune.json"):
         assert str(folder / name) in text
-    assert "a-tune.json" not in text and "rollout.json" not in text
+    assert "rollout.json" not in text  # JSON of no report's shape: passed over quietly
+    assert "tune" not in result
     assert "names host 'b', whose report is b.json" in text
 
 
@@ -209,3 +210,87 @@ def test_module_merges_on_its_own(audits, tmp_path):
     assert result.get("failed") is not True, result
     assert sorted(os.listdir(tmp_path / "fleet")) == ["a.json", "gpuhost.prom", "index.html",
                                                       "summary.md"]
+
+
+# --- tune reports and rollout summaries of slices (issue 28 item 1: "same for tune and
+# rollout summaries")
+
+def _tune_result(host, failed=False):
+    return {"root": "/", "check_mode": False, "snapshot": "/var/lib/gpuhost/%s.json" % host,
+            "rows": [{"part": "sysctl", "item": "vm.swappiness", "before": "60", "after": "10",
+                      "status": "changed", "note": ""}],
+            "findings_before": [], "findings_after": [], "verified": not failed,
+            "failures": ["sysctl: read back 60"] if failed else []}
+
+
+def _tune_report(results, dest):
+    return report.tune_report_run({"results": results, "dest": str(dest)})
+
+
+def test_tune_slices_merge_into_the_one_run_tune_reports_and_a_summary(tmp_path):
+    names = ["a", "b", "c", "d", "e"]
+    results = dict((h, _tune_result(h, failed=(h == "c"))) for h in names)
+    _tune_report(results, tmp_path / "one")
+    folders = []
+    for k, part in enumerate(_slices(names, 3) + [[]]):     # the last slice has no host
+        folder = tmp_path / ("slice%d" % k)
+        folder.mkdir()
+        if part:
+            _tune_report(dict((h, results[h]) for h in part), folder)
+        folders.append(folder)
+    result = _merge(folders, tmp_path / "fleet")
+    merged = _tree(tmp_path / "fleet")
+    one = _tree(tmp_path / "one")
+    assert dict((k, v) for k, v in merged.items() if k != "tune-summary.md") == one
+    assert "summary.md" not in merged and "index.html" not in merged  # no audit report
+    assert result["tune"]["failed"] == ["c"] and sorted(result["tune"]["hosts"]) == names
+    summary = merged["tune-summary.md"].decode()
+    assert summary.startswith("# GPU host tuning: 5 host(s), 1 failed\n")
+    assert summary.index("| c | FAILED: sysctl: read back 60 |") < summary.index("| a | ok |")
+    again = _merge(folders, tmp_path / "fleet")
+    assert again["changed"] is False and again["written"] == []
+
+
+def test_the_newest_tune_report_of_a_host_wins(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    _tune_report({"a": _tune_result("a", failed=True)}, new)
+    _tune_report({"a": _tune_result("a")}, old)
+    os.utime(str(old / "a-tune.json"), (time.time() - 3600, time.time() - 3600))
+    # the newer file wins although its folder is given first
+    result = _merge([new, old], tmp_path / "fleet")
+    assert result["tune"]["hosts"] == {"a": str(new / "a-tune.json")}
+    assert result["tune"]["failed"] == ["a"]
+
+
+def _rollout(hosts_, results, dest, generated):
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import rollout
+    return rollout.report_run({"hosts": hosts_, "results": results, "dest": str(dest),
+                               "name": "rollout", "title": "reboot_verify",
+                               "generated_at": generated})
+
+
+def test_rollout_summaries_of_slices_merge_newest_row_per_host(tmp_path):
+    one, two, empty = tmp_path / "s0", tmp_path / "s1", tmp_path / "s2"
+    empty.mkdir()
+    _rollout(["a", "c"], {"a": {"status": "done"}, "c": {"status": "stopped",
+                                                         "reason": "reboot timed out"}},
+             one, "2026-01-05 01:00:00Z")
+    _rollout(["b", "c"], {"b": {"status": "done"}, "c": {"status": "done"}}, two,
+             "2026-01-05 02:00:00Z")                 # c again, later: done now
+    result = _merge([one, two, empty], tmp_path / "fleet")
+    assert result["rollout"] == {"rollout": {"done": 3, "stopped": 0, "not reached": 0}}
+    doc = json.loads((tmp_path / "fleet" / "rollout.json").read_text())
+    assert [r["host"] for r in doc["hosts"]] == ["a", "c", "b"]  # the slices' order
+    assert doc["title"] == "reboot_verify" and doc["finished"] is True
+    assert (tmp_path / "fleet" / "rollout.md").read_text().startswith(
+        "# reboot_verify: 3 done, 0 stopped, 0 not reached")
+
+
+def test_slices_with_no_report_of_any_kind_write_nothing_and_do_not_fail(tmp_path):
+    folders = [tmp_path / "s0", tmp_path / "s1"]
+    for folder in folders:
+        folder.mkdir()
+    (folders[0] / "notes.json").write_text('{"anything": 1}')
+    result = _merge(folders, tmp_path / "fleet")
+    assert result["changed"] is False and result["written"] == []
+    assert not (tmp_path / "fleet").exists()

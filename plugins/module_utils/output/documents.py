@@ -1,0 +1,152 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The per-host report document (``<host>.json``): what it holds, derived from the
+audit result, and its comparison with the host's previous report (new / seen before)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import SCHEMA
+from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import base as fleet_base
+from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import run as fleet_run
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import (
+    read_report_text,
+    safe_name,
+)
+
+
+# what a host_audit result holds besides its facts: the run (document fields of their own)
+# and the verdict. Every other key of the result is a fact and goes into ``facts``.
+RUN_KEYS = ("collected_at", "root", "duration_s")
+VERDICT_KEYS = ("findings", "checks")
+
+
+def fact_keys(audit):
+    """The facts of a host_audit result, in the result's order: every key but the run's and
+    the verdict's (so a fact the audit gains is in ``<host>.json`` with no list to keep)."""
+    return [key for key in audit if key not in RUN_KEYS + VERDICT_KEYS]
+
+
+def host_document(host, audit):
+    """The per-host JSON document: ``{schema, host, collected_at, root, duration_s, facts,
+    findings, checks}``."""
+    audit = audit or {}
+    doc = {"schema": SCHEMA, "host": host}
+    doc.update((key, audit.get(key)) for key in RUN_KEYS)
+    doc["facts"] = dict((key, audit[key]) for key in fact_keys(audit))
+    doc["findings"] = audit.get("findings") or []
+    # a copy: the report's fleet checks never change the audit result it was given
+    doc["checks"] = dict(audit.get("checks") or {})
+    return doc
+
+
+def previous_path(dest, host):
+    return os.path.join(dest, "%s.json" % safe_name(host))
+
+
+def _ignored(warnings, path, why):
+    if warnings is not None:
+        warnings.append("previous report %s %s: ignored for the AER comparison (this run's "
+                        "report replaces it)" % (path, why))
+
+
+def previous_documents(dest, hosts, warnings=None):
+    """``{host: document}`` of the ``<host>.json`` reports already in ``dest`` (the
+    previous run's). A missing file or another host's report is left out; one that cannot
+    be read or parsed, or is no report document, is left out with a line in ``warnings``
+    naming the file: it never fails this run's reports."""
+    out = {}
+    for host in hosts:
+        path = previous_path(dest, host)
+        try:
+            text = read_report_text(path)
+            if text is None:
+                continue
+            doc = json.loads(text)
+        except ValueError as exc:
+            _ignored(warnings, path, "is not a readable JSON report (%s)" % exc)
+            continue
+        if not isinstance(doc, dict) or not isinstance(doc.get("facts"), dict):
+            _ignored(warnings, path, "is not a report document (no facts mapping)")
+            continue
+        if doc.get("host") == host:
+            out[host] = doc
+    return out
+
+
+def _finding_key(finding):
+    subject = finding.get("subject")
+    return (finding.get("id"), "" if subject is None else str(subject))
+
+
+def apply_seen(docs, previous, warnings=None, dest=None):
+    """Mark every finding of each document that has a previous report ``new`` (true: its id
+    and subject are not among that report's findings; false: seen before) and give the
+    document ``compared_with`` (the previous report's ``collected_at``). The same audit
+    written again (same ``collected_at``) keeps the marks that report carries, so writing
+    the reports again changes nothing. Without a previous report nothing is marked; a
+    malformed one marks nothing, with a line in ``warnings``, and never fails the report."""
+    for doc in docs:
+        prev = (previous or {}).get(doc["host"])
+        if not prev:
+            continue
+        items = prev.get("findings")
+        if not isinstance(items, list) or not all(isinstance(f, dict) for f in items):
+            path = previous_path(dest or ".", doc["host"])
+            # one line per file: the AER comparison may have named it already
+            if warnings is not None and not any(path in line for line in warnings):
+                warnings.append("previous report %s: findings is not a list of findings: "
+                                "every finding of this run is left unmarked (not new or "
+                                "seen before)" % path)
+            continue
+        before = dict((_finding_key(f), f) for f in items)
+        same = prev.get("collected_at") == doc.get("collected_at")
+        if same and prev.get("compared_with") is None:
+            continue        # that report compared nothing either
+        marked = []
+        for item in doc["findings"]:
+            old = before.get(_finding_key(item))
+            if same:
+                new = True if old is None else bool(old.get("new"))
+            else:
+                new = old is None
+            marked.append(dict(item, new=new))
+        doc["findings"] = marked
+        doc["compared_with"] = prev.get("compared_with") if same else prev.get("collected_at")
+    return docs
+
+
+def render_json(document):
+    return json.dumps(document, indent=2, sort_keys=False) + "\n"
+
+
+def report_documents(audits, previous=None, warnings=None, dest=None, fleet=True):
+    """The per-host documents as written: the fleet checks run once over them
+    (module_utils/fleet; a slice, ``fleet=False``, only those that need no other host), then
+    the new / seen-before marks against ``previous``."""
+    docs = [host_document(host, audit) for host, audit in audits.items()]
+    context = fleet_base.Context(previous, warnings,
+                                 lambda host: previous_path(dest or ".", host))
+    fleet_run.judge(docs, context, whole_fleet=fleet)
+    return apply_seen(docs, previous, warnings, dest)
+
+
+def judged_documents(audits):
+    """The per-host documents with the fleet checks applied (no previous report)."""
+    return report_documents(audits)
+
+
+def judged_audits(audits, docs=None):
+    """``audits`` with each host's findings and check columns as the reports show them
+    (fleet drift included), so the metrics say what the reports say."""
+    docs = judged_documents(audits) if docs is None else docs
+    out = dict(audits)
+    for doc in docs:
+        out[doc["host"]] = dict(audits.get(doc["host"]) or {}, findings=doc["findings"],
+                                checks=doc["checks"])
+    return out

@@ -1,0 +1,83 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Tune reports: ``<host>-tune.md`` and ``<host>-tune.json`` from module host_tune's
+results."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import (
+    check_file_names,
+    safe_name,
+)
+
+
+TUNE_KEYS = ("host", "root", "check_mode", "snapshot", "rows", "findings_before",
+             "findings_after", "verified", "failures")
+
+
+def tune_document(host, result):
+    """What ``<host>-tune.json`` holds for one host_tune result (a result without rows, as
+    from a module that crashed or a host that failed before it, becomes a failure)."""
+    result = result if isinstance(result, dict) else {}
+    doc = {"host": host, "root": result.get("root"),
+           "check_mode": bool(result.get("check_mode")),
+           "snapshot": result.get("snapshot") or "not taken",
+           "rows": list(result.get("rows") or []),
+           "findings_before": list(result.get("findings_before") or []),
+           "findings_after": list(result.get("findings_after") or []),
+           "verified": bool(result.get("verified")),
+           "failures": list(result.get("failures") or [])}
+    if "rows" not in result and not doc["failures"]:
+        doc["failures"] = ["host_tune returned no result: %s" % (
+            result.get("msg") or "the host was not tuned in this play")]
+    return doc
+
+
+def _cell(value):
+    return "-" if value is None else str(value)
+
+
+def render_tune_markdown(doc):
+    """The before -> after table of one host, as Markdown (the text the role prints)."""
+    out = ["# Tuning of %s%s" % (doc["host"], " (check mode: planned, nothing changed)"
+                                 if doc["check_mode"] else ""),
+           "",
+           "- root: `%s`" % doc["root"],
+           "- snapshot: %s" % doc["snapshot"],
+           "- managed findings before: %d, after: %s" % (
+               len(doc["findings_before"]),
+               len(doc["findings_after"]) if doc["verified"] else "not verified"),
+           "- result: %s" % ("FAILED: " + "; ".join(doc["failures"]) if doc["failures"]
+                             else "ok"),
+           "",
+           "| part | item | before | after | status | note |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for r in doc["rows"]:
+        note = str(r.get("note") or "").replace("|", "/").replace("\n", " ")
+        out.append("| %s | %s | %s | %s | %s | %s |" % (
+            r["part"], r["item"], _cell(r.get("before")), _cell(r.get("after")), r["status"],
+            note))
+    if doc["findings_after"]:
+        out += ["", "## Managed findings that remain", ""]
+        for f in doc["findings_after"]:
+            out.append("- %s %s: %s (want %s)" % (f["id"], f["subject"], f["current"],
+                                                  f["expected"]))
+    return "\n".join(out) + "\n"
+
+
+def tune_files(results):
+    """``{filename: text}`` for ``results`` (host -> host_tune result): ``<host>-tune.md``
+    and ``<host>-tune.json`` per host."""
+    check_file_names(results, "tune report")
+    files = {}
+    for host in sorted(results):
+        doc = tune_document(host, results[host])
+        files["%s-tune.md" % safe_name(host)] = render_tune_markdown(doc)
+        files["%s-tune.json" % safe_name(host)] = json.dumps(doc, indent=4,
+                                                             sort_keys=True) + "\n"
+    return files

@@ -1,0 +1,367 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: driver_stage
+short_description: Stage an NVIDIA driver version on a Proxmox host and in its GPU containers
+version_added: 0.3.0
+description:
+  - Stages NVIDIA driver O(version) so that the next boot loads it, without touching the
+    module loaded now; the reboot, its gate and the check after it are role
+    C(driver_upgrade)'s.
+  - "Host: the driver's packages at O(version) (O(source=apt): C(apt-get install
+    pkg=<version>-<revision>) for every NVIDIA package driver_state lists) or NVIDIA's
+    installer (O(source=run): O(run_file) run with C(--silent --no-questions --ui=none
+    --dkms)); then the DKMS build installed for every kernel in O(kernels) (the running
+    and the next kernel), judged by C(dkms status) and the C(.ko) files (the same code as
+    M(gpuhost.tuning.dkms_build)); another version installed for a kernel is replaced
+    with C(--force), its build kept for a back-out."
+  - "Each GPU container that installs its own user space (C(installed-deb): its own
+    C(apt-get) through C(pct exec); C(installed-run): the same C(.run) pushed with
+    C(pct push) and run with C(--no-kernel-module)); containers that bind-mount the
+    host's libraries or use a mount hook need nothing. A stopped container is started
+    for it and stopped again; a running one stays running."
+  - "Everything is checked before anything changes: the version is NVIDIA's form
+    (C(NNN.NN.NN) or C(NNN.NN)) and known to each apt (or is the C(.run)'s, read from its
+    makeself header, never by running it), headers for every kernel, C(pct exec) works in
+    every container and its C(/) has room. A refusal changes nothing; a container whose
+    install fails part way gets its previous versions back before the task fails."
+  - "Back-out: the same call with the previous version. The staged C(.run) is kept in
+    C(/var/lib/gpuhost-tuning/driver/) and the previous DKMS build stays built; the
+    previous packages come from apt's cache or repository."
+options:
+  version:
+    description:
+      - The NVIDIA driver version to stage, for example C(590.48.01).
+    type: str
+    required: true
+  source:
+    description:
+      - C(apt) installs the host's NVIDIA packages (and each C(installed-deb) container's)
+        at O(version); C(run) runs O(run_file).
+    type: str
+    choices: [apt, run]
+    required: true
+  run_file:
+    description:
+      - NVIDIA's C(.run) for O(version) on the host (copy it there first), for
+        O(source=run) and for containers whose user space was installed by a C(.run).
+      - Default with O(source=run) is the copy kept by an earlier staging of O(version).
+    type: path
+  state:
+    description:
+      - The registered result of M(gpuhost.tuning.driver_state) on this host (what is
+        installed on the host and in each GPU container).
+    type: dict
+    required: true
+  kernels:
+    description:
+      - Kernels to build the DKMS module for. Default is the running and the next kernel
+        as O(state) names them.
+    type: list
+    elements: str
+  containers:
+    description:
+      - Only these GPU containers (vmids). Default is every GPU container in O(state).
+    type: list
+    elements: int
+  dkms_name:
+    description:
+      - The DKMS module name. Default is the first of C(nvidia), C(nvidia-open),
+        C(nvidia-current), C(nvidia-current-open) whose C(/usr/src/<name>-<version>)
+        holds a C(dkms.conf) after the install.
+    type: str
+  dkms:
+    description:
+      - The dkms program (default C(dkms) from the PATH). Required with a O(root) other
+        than C(/); it must act on that root.
+    type: path
+  apt_get:
+    description:
+      - The host's apt-get (default from the PATH). Required for O(source=apt) with a
+        O(root) other than C(/); it must act on that root.
+    type: path
+  apt_cache:
+    description:
+      - The host's apt-cache (default from the PATH); same rule as O(apt_get).
+    type: path
+  installer:
+    description:
+      - The shell that runs the C(.run) on the host (default C(sh) from the PATH).
+        Required for O(source=run) with a O(root) other than C(/); it must act on that
+        root.
+    type: path
+  timeout:
+    description:
+      - Seconds each reading command (C(dkms status), C(apt-cache), C(pct status), C(df))
+        may take.
+    type: int
+    default: 60
+  install_timeout:
+    description:
+      - Seconds each install (C(apt-get install), the installer, a DKMS build) may take.
+    type: int
+    default: 1800
+  root:
+    description:
+      - Host root the module reads and writes under.
+    type: path
+    default: /
+notes:
+  - Supports check mode - only reading commands run (C(dkms status), C(apt-cache),
+    C(pct status), and C(df)/C(apt-cache) inside running containers); a stopped
+    container is not started and is reported as C(would start to stage).
+  - Never loads, unloads or reboots anything.
+seealso:
+  - module: gpuhost.tuning.driver_state
+  - module: gpuhost.tuning.dkms_build
+author:
+  - gpuhost.tuning developers (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Read what is there
+  gpuhost.tuning.driver_state:
+    target_version: 590.48.01
+  register: before
+
+- name: Stage 590.48.01 from apt on the host and in the GPU containers
+  gpuhost.tuning.driver_stage:
+    version: 590.48.01
+    source: apt
+    state: "{{ before }}"
+
+- name: Stage from NVIDIA's installer (copied to the host first)
+  gpuhost.tuning.driver_stage:
+    version: 590.48.01
+    source: run
+    run_file: /root/NVIDIA-Linux-x86_64-590.48.01.run
+    state: "{{ before }}"
+"""
+
+RETURN = r"""
+version:
+  description: The version staged.
+  returned: always
+  type: str
+  sample: 590.48.01
+source:
+  description: O(source).
+  returned: always
+  type: str
+  sample: apt
+kernels:
+  description: The kernels the DKMS module was built for.
+  returned: always
+  type: list
+  elements: str
+  sample: [6.8.12-4-pve, 6.14.11-5-bpo12-pve]
+host:
+  description: What staging did on the host.
+  returned: always
+  type: dict
+  contains:
+    changed:
+      description: Whether anything changed on the host.
+      type: bool
+    method:
+      description: C(run), or the installed method (C(debian), C(nvidia-repo)).
+      type: str
+    previous:
+      description: The installed version before (the back-out target).
+      type: str
+    packages:
+      description: Each host package, C({name, from, to}) (Debian versions).
+      type: list
+      elements: dict
+    dkms_name:
+      description: The DKMS module name used.
+      type: str
+    dkms:
+      description: Per kernel C({kernel, state_before, state_after, changed, modules}).
+      type: list
+      elements: dict
+    kept:
+      description: Where the C(.run) is kept for a back-out (O(source=run)).
+      type: str
+  sample:
+    changed: true
+    method: debian
+    previous: 580.95.05
+    packages: [{name: nvidia-kernel-dkms, from: 580.95.05-1, to: 590.48.01-1}]
+    dkms_name: nvidia
+    dkms: [{kernel: 6.8.12-4-pve, state_before: null, state_after: installed,
+            changed: true, modules: [/lib/modules/6.8.12-4-pve/updates/dkms/nvidia.ko]}]
+    kept: null
+containers:
+  description: One row per GPU container.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    vmid:
+      description: The container.
+      type: str
+    name:
+      description: Its host name, as driver_state read it.
+      type: str
+    method:
+      description: How its user space comes (driver_state's C(userspace.method)).
+      type: str
+    from:
+      description: Its user space version before.
+      type: str
+    to:
+      description: Its user space version after (the target), or null when not staged.
+      type: str
+    action:
+      description: C(staged), C(unchanged), C(skipped) (with RV(containers[].reason); the
+        gate judges it), C(would stage) or C(would start to stage) (check mode), C(failed).
+      type: str
+    reason:
+      description: Why it was skipped or unchanged.
+      type: str
+    started:
+      description: False, or C(and stopped again) when it was started for staging.
+      type: raw
+  sample:
+    - {vmid: "129", name: vllm, method: installed-deb, from: 580.95.05, to: 590.48.01,
+       action: staged, reason: null, started: false}
+    - {vmid: "131", name: comfy, method: bind-mount, from: 580.95.05, to: 590.48.01,
+       action: unchanged, reason: "user space comes from the host (bind-mount)",
+       started: false}
+commands:
+  description: The commands run (in check mode, the reading ones), in order.
+  returned: always
+  type: list
+  elements: list
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.driver_stage import (  # noqa: E402
+    StageError,
+    Stager,
+    kept_run,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    RELEASE,
+    VMID_RANGE,
+    check_module,
+    common,
+    fail,
+    inside,
+    int_range,
+    names,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_records  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed). The version pattern is driver_records', where driver_state's reader keeps it."""
+    common(p, skip=("state",))
+    if not driver_records.VERSION_RE.match(p.get("version") or ""):
+        fail("version", p.get("version"), driver_records.VERSION_WANTED)
+    names("kernels", p.get("kernels"), RELEASE, "kernel releases like 6.14.11-5-bpo12-pve")
+    for vmid in p.get("containers") or []:
+        int_range("containers", vmid, *VMID_RANGE)
+    names("dkms_name", [p["dkms_name"]] if p.get("dkms_name") else [],
+          what="a DKMS module name (letters, digits, _ . + -)")
+    if p.get("run_file"):
+        inside(p, "run_file")
+    int_range("timeout", p.get("timeout"), 1, 3600)
+    int_range("install_timeout", p.get("install_timeout"), 1, 86400)
+    if not isinstance(p.get("state"), dict) or "host" not in p["state"]:
+        fail("state", "(%s)" % type(p.get("state")).__name__,
+             "the registered result of gpuhost.tuning.driver_state (with host and "
+             "containers)")
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            version=dict(type="str", required=True),
+            source=dict(type="str", choices=["apt", "run"], required=True),
+            run_file=dict(type="path"),
+            state=dict(type="dict", required=True),
+            kernels=dict(type="list", elements="str"),
+            containers=dict(type="list", elements="int"),
+            dkms_name=dict(type="str"),
+            dkms=dict(type="path"),
+            apt_get=dict(type="path"),
+            apt_cache=dict(type="path"),
+            installer=dict(type="path"),
+            timeout=dict(type="int", default=60),
+            install_timeout=dict(type="int", default=1800),
+            root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+
+
+def programs(module):
+    """The programs staging runs; with a root other than / the host's must be given."""
+    params = module.params
+    live = params["root"] == "/"
+    wanted = {"dkms": "dkms", "pct": "pct"}
+    if params["source"] == "apt":
+        wanted.update(apt_get="apt-get", apt_cache="apt-cache")
+    else:
+        wanted["installer"] = "sh"
+    out = {}
+    for key, default in sorted(wanted.items()):
+        given = params.get(key) if key != "pct" else None
+        if given:
+            out[key] = given
+            continue
+        if not live and key != "pct":
+            module.fail_json(msg="driver_stage: root %s needs %s: a program that acts on "
+                                 "that root (the real one acts on /); nothing was changed"
+                                 % (params["root"], key), changed=False)
+        found = module.get_bin_path(default)
+        if not found:
+            module.fail_json(msg="driver_stage: %s not found on the PATH (nothing was "
+                                 "changed)" % default, changed=False)
+        out[key] = found
+    return out
+
+
+def main():
+    module = build_module()
+    with check_module(module, "driver_stage", rules):
+        _run(module)
+
+
+def _run(module):
+    params = module.params
+    progs = programs(module)
+    run_file = params["run_file"]
+    if params["source"] == "run" and not run_file:
+        run_file = kept_run(params["version"])
+    stager = Stager(Runner(module, environ={"DEBIAN_FRONTEND": "noninteractive"}),
+                    params["root"], params["version"], params["source"], params["state"],
+                    progs, run_file=run_file, kernels=params["kernels"],
+                    vmids=params["containers"], dkms_name=params["dkms_name"],
+                    check_mode=module.check_mode, timeout=params["timeout"],
+                    install_timeout=params["install_timeout"])
+    try:
+        result = stager.stage()
+    except StageError as exc:
+        result = dict(stager.result)
+        result.update(exc.details)
+        module.fail_json(msg="driver_stage: %s" % exc, **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

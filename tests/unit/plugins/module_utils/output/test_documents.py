@@ -1,0 +1,24 @@
+"""What ``<host>.json`` holds: every fact of the host_audit result, derived (the hand-kept
+``report.FACT_KEYS`` lacked ``p2p`` and ``gpu_placement``, among others)."""
+
+import json
+
+from fixtures import hosts
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import run as fleet_run
+
+
+def test_every_fact_of_the_audit_is_in_the_document_and_comes_back(tmp_path):
+    hosts.seed_host(tmp_path)
+    result = audit.audit(str(tmp_path), dict(hosts.common_wanted(), host="gpu01"))
+    doc = json.loads(report.render_json(report.host_document("gpu01", result)))
+    assert list(doc) == ["schema", "host", "collected_at", "root", "duration_s", "facts",
+                         "findings", "checks"]
+    facts = [k for k in result if k not in ("findings", "checks", "collected_at",
+                                            "duration_s", "root")]
+    assert list(doc["facts"]) == facts
+    assert {"p2p", "gpu_placement", "nvlink", "host_health"} <= set(doc["facts"])
+    # report_merge reads it back into the same audit result
+    again = fleet_run.host_audit_of(doc)
+    assert report.host_document("gpu01", again) == doc

@@ -1,0 +1,36 @@
+"""The report templates (output/templates.py) rendered with Jinja2 (output/render.py):
+what needs Jinja2 and what does not, and the message where it is absent."""
+
+import subprocess
+import sys
+
+from conftest import LINKS
+
+SCRIPT = r"""
+import sys
+sys.path[:0] = [sys.argv[1]]
+sys.modules["jinja2"] = None          # import jinja2 raises ImportError from here on
+from ansible_collections.gpuhost.tuning.plugins.module_utils import report
+doc = report.host_document("gpu01", {"findings": [], "checks": {}})
+assert report.render_json(doc).startswith("{")   # the host-side program's part: no Jinja2
+try:
+    report.render_markdown([doc])
+except report.ReportError as exc:
+    print("REFUSED", exc)
+"""
+
+
+def test_documents_need_no_jinja2_and_rendering_without_it_says_where_to_run():
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, LINKS], capture_output=True,
+                          text=True, check=True)
+    assert proc.stdout.startswith("REFUSED the reports are rendered with Jinja2")
+    assert "run the report modules on the Ansible controller" in proc.stdout
+
+
+def test_templates_render_a_report_of_no_host():
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import report
+    text = report.render_markdown([], "2026-01-01 00:00:00Z")
+    assert text.startswith("# GPU host audit\n\n0 host(s), 0 finding(s), generated 2026")
+    assert text.endswith("No findings.\n")
+    page = report.render_html([], None)
+    assert page.startswith("<!DOCTYPE html>") and page.endswith("</html>\n")
