@@ -7,7 +7,6 @@ passed 10 of the keys, reboot_verify 12, tune's verifying audit (tune.Context.au
 
 import glob
 import os
-import re
 
 import yaml
 from conftest import REPO
@@ -65,9 +64,9 @@ def _tasks(node):
         yield item
 
 
-def _calls():
+def _all_calls():
     """``(file, module, args)`` of every task of the roles and playbooks that calls a module
-    taking wanted; args given as one variable are looked up in the role's vars."""
+    of the collection."""
     found = []
     files = glob.glob(os.path.join(REPO, "roles/*/tasks/*.yml")) + \
         glob.glob(os.path.join(REPO, "playbooks/*.yml"))
@@ -77,26 +76,32 @@ def _calls():
             data = [t for play in data if isinstance(play, dict)
                     for t in (play.get("tasks") or []) + (play.get("pre_tasks") or [])
                     + (play.get("post_tasks") or [])]
-        role_vars = {}
-        vars_file = os.path.join(os.path.dirname(os.path.dirname(path)), "vars", "main.yml")
-        if "/roles/" in path and os.path.exists(vars_file):
-            role_vars = _yaml(vars_file) or {}
         for task in _tasks(data):
-            for module in TAKERS:
-                args = task.get("gpuhost.tuning." + module)
-                if args is None:
-                    continue
-                if isinstance(args, str):
-                    name = re.match(r"^\{\{ *(\w+) *\}\}$", args).group(1)
-                    args = role_vars[name]
-                found.append((os.path.relpath(path, REPO), module, args))
+            for key, args in task.items():
+                if key.startswith("gpuhost.tuning."):
+                    found.append((os.path.relpath(path, REPO), key.split(".")[-1], args))
     return found
 
 
+def _calls():
+    """The calls of ``_all_calls`` to a module taking wanted."""
+    return [call for call in _all_calls() if call[1] in TAKERS]
+
+
+def templated_args(calls):
+    """The calls whose args are one template (ansible-core warns: "Using a template for task
+    args is unsafe"): each option is to be named."""
+    return ["%s: %s gets its args as one template %s" % (path, module, args)
+            for path, module, args in calls if not isinstance(args, dict)]
+
+
 def problems(calls):
-    """What is wrong with each call: wanted not passed whole, or a per-key option given."""
-    out = []
+    """What is wrong with each call: args one template, wanted not passed whole, or a
+    per-key option given."""
+    out = templated_args(calls)
     for path, module, args in calls:
+        if not isinstance(args, dict):
+            continue
         if args.get("wanted") != WHOLE:
             out.append("%s: %s gets wanted %r, not %s" % (path, module, args.get("wanted"),
                                                            WHOLE))
@@ -112,6 +117,18 @@ def test_every_role_and_playbook_task_passes_wanted_whole_and_no_per_key_option(
     # and post_boot_verify)
     assert {m for _f, m, _a in calls} == set(TAKERS), calls
     assert problems(calls) == []
+
+
+def test_no_task_passes_a_module_its_args_as_one_template():
+    assert templated_args(_all_calls()) == []
+
+
+def test_the_template_check_fails_on_reboot_verifys_audits_as_they_were():
+    """reboot_verify's three host_audit tasks took ``__gpuhost_reboot_verify_audit_args``."""
+    old = "{{ __gpuhost_reboot_verify_audit_args }}"
+    found = problems([("tasks/%s.yml" % name, "host_audit", old)
+                      for name in ("preflight", "reboot", "verify")])
+    assert len(found) == 3 and all("one template" in line for line in found), found
 
 
 def test_the_subset_check_fails_on_the_tasks_as_they_were():
