@@ -210,8 +210,9 @@ def test_tune_takes_over_only_what_the_original_snapshot_holds_and_revert_restor
     path = _write(seed, "/etc/sysctl.d/60-local.conf", "vm.swappiness = 1\n", 0o640)
     os.chown(path, 1234, 4321)
     original = digest(seed)
-    args = {"root": seed, "sysctl": SYSCTL, "sysctl_file": "/etc/sysctl.d/60-local.conf",
-            "parts": ["snapshot", "sysctl"]}
+    args = hosts.as_wanted({"root": seed, "sysctl": SYSCTL,
+                            "sysctl_file": "/etc/sysctl.d/60-local.conf",
+                            "parts": ["snapshot", "sysctl"]})
     result = run_module(host_tune, args)
     assert not result.get("failed"), result.get("msg")
     with open(path) as handle:
