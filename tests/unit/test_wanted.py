@@ -217,3 +217,10 @@ def test_a_per_key_option_still_works_and_is_deprecated(tmp_path):
     assert [f for f in old["audit"]["findings"] if f["id"] == "pcie_mrrs"] == \
         [f for f in new["audit"]["findings"] if f["id"] == "pcie_mrrs"] == []
     assert "mrrs_size" in str(old["deprecations"]) and not new.get("deprecations")
+
+
+def test_no_tune_part_declares_a_wanted_value_as_its_own_option():
+    """A wanted value has one spec (facts.wanted_spec): before, the snapshot and numa_pin
+    parts declared lxc_config_dir again."""
+    options = set(name for part in tune.REGISTRY for name in part.options)
+    assert not options & KEYS, sorted(options & KEYS)
