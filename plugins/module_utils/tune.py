@@ -17,6 +17,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
+
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils import facts
@@ -59,7 +61,9 @@ COMMON_OPTIONS.update(argspec.root())
 
 def argument_spec():
     """host_tune's argument spec: the common options (``parts`` choosing among the parts
-    registered now), then each part's own."""
+    registered now), then each part's own. A copy: Ansible's validator fills a dict
+    option's default in place (``wanted``'s ``{}`` became the whole defaults of the first
+    run in the process)."""
     spec = dict(COMMON_OPTIONS)
     spec["parts"] = dict(spec["parts"], choices=list(PARTS))
     for part in REGISTRY:
@@ -67,7 +71,7 @@ def argument_spec():
             if spec.get(name, option) != option:
                 raise ValueError("tune part %s redefines option %s" % (part.name, name))
             spec[name] = option
-    return spec
+    return copy.deepcopy(spec)
 
 
 def _params(params):

@@ -224,3 +224,14 @@ def test_no_tune_part_declares_a_wanted_value_as_its_own_option():
     parts declared lxc_config_dir again."""
     options = set(name for part in tune.REGISTRY for name in part.options)
     assert not options & KEYS, sorted(options & KEYS)
+
+
+def test_a_run_in_the_process_leaves_host_tunes_spec_as_it_was():
+    """Ansible's validator fills a dict option's default in place: host_tune's spec was one
+    module-level dict, so the first run's wanted defaults became option wanted's default
+    (the ansible-doc test of host_tune failed after another test's run in its worker)."""
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
+
+    argspec.fill(tune.argument_spec(), {"root": "/nonexistent"})
+    assert tune.argument_spec()["wanted"]["default"] == {}
+    assert tune.COMMON_OPTIONS["wanted"]["default"] == {}
