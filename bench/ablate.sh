@@ -39,14 +39,15 @@ EOF2
 }
 LEAN_SPECS=$(variant lean-specs)
 LEAN=$(variant lean)
-# host_tune ad hoc with the role's wanted values (role common's defaults).
+# host_tune ad hoc, its wanted values in option wanted: the host and role common's default
+# sysctl values (the other keys take the spec's defaults).
 TUNE_ARGS=$("$PY" - "$(dirname "$HERE")/roles/common/defaults/main.yml" <<'EOF2'
 import json
 import sys
 import yaml
 d = yaml.safe_load(open(sys.argv[1]))
-print(json.dumps({"root": "{{ gpuhost_root }}", "host": "{{ inventory_hostname }}",
-                  "sysctl": d["gpuhost_sysctl"]}))
+print(json.dumps({"root": "{{ gpuhost_root }}",
+                  "wanted": {"host": "{{ inventory_hostname }}", "sysctl": d["gpuhost_sysctl"]}}))
 EOF2
 )
 

@@ -16,5 +16,6 @@ class ActionModule(ReportAction):
     GIVEN = "audits"
     SPEC = staticmethod(argspec.audit_report)
     RULES = argspec.AUDIT_REPORT_RULES
+    CHECK = staticmethod(argspec.audit_report_rules)
     READ = staticmethod(report.registered_audits)
     RUN = staticmethod(report.audit_report_run)

@@ -22,6 +22,7 @@ class ActionModule(ReportAction):
     NAME = "report_merge"
     SPEC = staticmethod(argspec.report_merge)
     RULES = {}
+    CHECK = staticmethod(argspec.report_merge_rules)
     RUN = staticmethod(report.merge_run)
 
     def run(self, tmp=None, task_vars=None):
@@ -29,7 +30,7 @@ class ActionModule(ReportAction):
         del tmp
         unused, params = self.validate_argument_spec(argument_spec=self.SPEC())
         try:
-            check(self.NAME, params)
+            check(self.CHECK, params)
             out = self.RUN(params, self._task.check_mode)
         except ValidationError as exc:
             raise AnsibleActionFail("%s: %s (nothing was read or written)" % (self.NAME, exc))

@@ -16,5 +16,6 @@ class ActionModule(ReportAction):
     GIVEN = "results"
     SPEC = staticmethod(argspec.tune_report)
     RULES = argspec.TUNE_REPORT_RULES
+    CHECK = staticmethod(argspec.tune_report_rules)
     READ = staticmethod(report.registered_tunes)
     RUN = staticmethod(report.tune_report_run)

@@ -359,7 +359,7 @@ def timer_spec():
         textfile=dict(type="str"),
         schedule=dict(type="str", default="hourly"),
         randomized_delay=dict(type="int", default=300),
-        wanted=dict(type="dict", default={}),
+        wanted=facts.wanted_option(),
         python=dict(type="path", default=PYTHON),
     )
     spec.update(argspec.root())

@@ -219,7 +219,7 @@ def service_spec():
     """Option spec of module boot_service (its defaults fill ``service_run``'s params)."""
     spec = dict(
         state=dict(type="str", choices=["present", "absent"], default="present"),
-        mrrs_size=dict(type="int", default=4096, choices=[0] + list(pci_write.MRRS_SIZES)),
+        mrrs_size=argspec.mrrs_size(choices=[0] + list(pci_write.MRRS_SIZES)),
         cpuidle_deeper_than=dict(type="str", default="C1"),
         after=dict(type="list", elements="str", default=["nvidia-persistenced.service"]),
         before=dict(type="list", elements="str", default=["pve-guests.service"]),

@@ -64,12 +64,14 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_
 
 
 def wanted_spec():
-    """The wanted values the audit judges against: module host_audit's options (besides
-    root and record_files); their defaults complete ``merged_wanted``."""
+    """The wanted values, declared once: the suboptions of option ``wanted`` of host_audit,
+    host_tune, audit_timer and post_boot_verify (doc fragment ``gpuhost.tuning.wanted``;
+    role common composes them whole as ``__gpuhost_wanted``); their defaults complete
+    ``merged_wanted``."""
     spec = argspec.gpu_selection()
     spec.update(argspec.boot_wanted())
     spec.update(
-        mrrs_size=dict(type="int", default=4096, choices=[128, 256, 512, 1024, 2048, 4096]),
+        mrrs_size=argspec.mrrs_size(),
         cpuidle_deeper_than=dict(type="str", default="C1"),
         sysctl=dict(type="dict", default={}),
         nvidia_uvm_disable_hmm=dict(type="bool", default=True),
@@ -89,9 +91,48 @@ def wanted_spec():
     return spec
 
 
+WANTED_KEYS = tuple(sorted(wanted_spec()))
+# The version in which the per-key options (the wanted values as top-level options of
+# host_audit, host_tune and post_boot_verify) stop working; ``wanted`` replaces them.
+PER_KEY_REMOVED_IN = "0.3.0"
+
+
+def wanted_option():
+    """Option ``wanted``: the whole wanted values as one dict, typed and completed with
+    their defaults by Ansible's validator (given or not)."""
+    return dict(type="dict", default={}, options=wanted_spec())
+
+
+def per_key_spec(keys=WANTED_KEYS):
+    """The deprecated per-key options ``keys``: each a top-level copy of its wanted spec."""
+    spec = wanted_spec()
+    return dict((key, spec[key]) for key in keys)
+
+
 def merged_wanted(wanted):
     """``wanted`` completed with the defaults of ``wanted_spec`` (None counts as not given)."""
     return argspec.fill(wanted_spec(), wanted)
+
+
+def wanted_intake(params, per_key=(), deprecate=None):
+    """The whole wanted values a module was given: its option ``wanted``, then each of the
+    deprecated per-key options ``per_key`` that is set to something other than its default
+    (it wins over ``wanted``; ``deprecate(text)`` is told its name). Typed and complete
+    (``merged_wanted``); ValueError names a bad value."""
+    wanted = dict(params.get("wanted") or {})
+    spec = wanted_spec()
+    used = []
+    for key in per_key:
+        value = params.get(key)
+        if value is not None and value != spec[key].get("default"):
+            wanted[key] = value
+            used.append(key)
+    if used and deprecate is not None:
+        deprecate("option%s %s: pass %s inside option wanted (role common's __gpuhost_wanted);"
+                  " the per-key options stop working in gpuhost.tuning %s" % (
+                      "s" if len(used) > 1 else "", ", ".join(used),
+                      "them" if len(used) > 1 else "it", PER_KEY_REMOVED_IN))
+    return merged_wanted(wanted)
 
 
 def _guard(errors, section, func, default=None):

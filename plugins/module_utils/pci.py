@@ -59,6 +59,8 @@ DEVCTL_MPS_SHIFT = 5
 # controller classes 0300 (VGA compatible) and 0302 (3D controller, a datacenter GPU).
 NVIDIA_VENDOR = "10de"
 GPU_CLASSES = ("0300", "0302")
+# The Max Read Request Sizes DevCtl bits 14:12 encode (128 << field, field 0-5), in bytes.
+MRRS_SIZES = (128, 256, 512, 1024, 2048, 4096)
 
 PORT_TYPES = {
     0x0: "endpoint",

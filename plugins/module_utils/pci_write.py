@@ -28,6 +28,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import (
     DEVCTL_MRRS_MASK,
     DEVCTL_MRRS_SHIFT,
     GPU_CLASSES,
+    MRRS_SIZES,
     NVIDIA_VENDOR,
     PCI_EXP_DEVCTL,
     PCI_HEADER_TYPE,
@@ -47,7 +48,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import (
 LOCKDOWN = "/sys/kernel/security/lockdown"
 
 
-MRRS_SIZES = (128, 256, 512, 1024, 2048, 4096)
 
 
 class PciWriteError(PciError):
@@ -327,12 +327,12 @@ def tune_mrrs(root, size=4096, devices=None, vendor=NVIDIA_VENDOR, classes=GPU_C
 
 def mrrs_spec():
     """Option spec of module setpci_maxreadreq (its defaults fill ``mrrs_run``'s params)."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec, deprecated
 
     spec = dict(devices=dict(type="list", elements="str"))
     spec.update(argspec.device_selection())
     spec.update(
-        size=dict(type="int", default=4096, choices=list(MRRS_SIZES)),
+        mrrs_size=argspec.mrrs_size(**deprecated.aliases("setpci_maxreadreq", "mrrs_size")),
         state=dict(type="str", default="present", choices=["present", "query"]),
         method=dict(type="str", default="sysfs", choices=["sysfs", "setpci"]),
     )
@@ -359,7 +359,7 @@ def mrrs_run(params, check_mode=False, runner=None, warn=None):
 
     p = argspec.fill(mrrs_spec(), params)
     result = tune_mrrs(
-        p["root"], size=p["size"], devices=p["devices"], vendor=p["vendor"],
+        p["root"], size=p["mrrs_size"], devices=p["devices"], vendor=p["vendor"],
         classes=p["classes"], include_upstream=p["include_upstream"], state=p["state"],
         method=p["method"], runner=runner, check_mode=check_mode)
     if warn is not None:
@@ -407,7 +407,7 @@ class MrrsPart(object):
         )
         p = ctx.params
         try:
-            res = mrrs_run(dict(ctx.selection, size=p["mrrs_size"], method=p["mrrs_method"],
+            res = mrrs_run(dict(ctx.selection, mrrs_size=p["mrrs_size"], method=p["mrrs_method"],
                                 state="present", root=ctx.root),
                            ctx.check_mode, ctx.runner, warn=ctx.warn)
         except (ValueError, OSError, CommandError, PciError) as exc:

@@ -266,9 +266,6 @@ def _sets_text(values):
     return "cpus %s, mems %s" % (values.get("cpus") or "-", values.get("mems") or "-")
 
 
-PIN_OPTIONS = {"lxc_config_dir": dict(type="path", default=lxc_mod.DEFAULT_CONFIG_DIR)}
-
-
 def _to_restore(root, folder, path, state):
     """The snapshot's cpuset lines per container, completed from the later before-snapshots
     (oldest first) for containers it does not hold."""
@@ -357,7 +354,8 @@ class NumaPinPart(object):
     steps = ("numa_pin",)
     stage = "tune"
     default_on = False
-    options = dict(PIN_OPTIONS, numa_pin_vmids=dict(type="list", elements="int"))
+    # lxc_config_dir, the folder it edits, is a wanted value (tune.PER_KEY, ctx.wanted)
+    options = dict(numa_pin_vmids=dict(type="list", elements="int"))
     option_docs = {"numa_pin_vmids": (
         "With C(numa_pin), pin only these containers (others are reported as skipped); each "
         "must have a config with a C(/dev/nvidiaN). Default all GPU containers.")}

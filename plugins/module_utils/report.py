@@ -82,7 +82,7 @@ __all__ = [
 FLEET_FILES = ("summary.md", "index.html", "gpuhost.prom")
 
 
-def report_files(audits, generated_at=None, want_mrrs=4096, previous=None, warnings=None,
+def report_files(audits, generated_at=None, mrrs_size=4096, previous=None, warnings=None,
                  dest=None, fleet=True, stale=None, docs=None):
     """``{filename: text}`` for ``audits`` (host -> audit result): one JSON per host,
     ``summary.md``, ``index.html`` and ``gpuhost.prom`` (Prometheus text format, every
@@ -104,7 +104,7 @@ def report_files(audits, generated_at=None, want_mrrs=4096, previous=None, warni
     if not fleet:
         return files
     files["summary.md"] = render_markdown(docs, generated_at, stale)
-    files["index.html"] = render_html(docs, generated_at, want_mrrs, stale=stale)
+    files["index.html"] = render_html(docs, generated_at, mrrs_size, stale=stale)
     files["gpuhost.prom"] = metrics.audit_text(judged_audits(audits, docs))
     return files
 

@@ -422,7 +422,7 @@ class SettingsPart(object):
                             "(live and in the file). The default is the collection's rule, "
                             "the one the audit judges by - the socket buffer sizes and "
                             "ceilings; V([]) makes every key exact."],
-        "sysctl_file": "The sysctl.d file owned by the pass (it holds exactly O(sysctl)).",
+        "sysctl_file": "The sysctl.d file owned by the pass (it holds exactly O(wanted.sysctl)).",
     }
     files = (OWN_FILE,)
     file_options = ("sysctl_file",)

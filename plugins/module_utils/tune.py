@@ -17,8 +17,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
+
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
+from ansible_collections.gpuhost.tuning.plugins.module_utils import facts
 from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import registry
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
 
@@ -40,22 +43,27 @@ def _managed(findings, ids):
     return [f for f in findings if f["id"] in ids]
 
 
-# Options every part may read (also the audit's wanted values); each part adds its own.
+# The wanted values host_tune took as top-level options before option ``wanted`` (deprecated,
+# they stop working in 0.3.0; a part reads them from ``Context.wanted``).
+PER_KEY = ("host", "mrrs_size", "cpuidle_deeper_than", "sysctl", "gpu_vendor", "gpu_classes",
+           "lxc_config_dir")
+
+# Options every part may read (``wanted``: the audit's wanted values, whole); each part adds
+# its own.
 COMMON_OPTIONS = dict(
-    host=dict(type="str"),
+    wanted=facts.wanted_option(),
     parts=dict(type="list", elements="str", choices=list(PARTS), default=list(DEFAULT_PARTS)),
-    mrrs_size=dict(type="int", default=4096, choices=[128, 256, 512, 1024, 2048, 4096]),
     mrrs_include_upstream=dict(type="bool", default=True),
-    cpuidle_deeper_than=dict(type="str", default="C1"),
-    sysctl=dict(type="dict", default={}),
 )
+COMMON_OPTIONS.update(facts.per_key_spec(PER_KEY))
 COMMON_OPTIONS.update(argspec.root())
-COMMON_OPTIONS.update(argspec.gpu_selection())
 
 
 def argument_spec():
     """host_tune's argument spec: the common options (``parts`` choosing among the parts
-    registered now), then each part's own."""
+    registered now), then each part's own. A copy: Ansible's validator fills a dict
+    option's default in place (``wanted``'s ``{}`` became the whole defaults of the first
+    run in the process)."""
     spec = dict(COMMON_OPTIONS)
     spec["parts"] = dict(spec["parts"], choices=list(PARTS))
     for part in REGISTRY:
@@ -63,7 +71,7 @@ def argument_spec():
             if spec.get(name, option) != option:
                 raise ValueError("tune part %s redefines option %s" % (part.name, name))
             spec[name] = option
-    return spec
+    return copy.deepcopy(spec)
 
 
 def _params(params):
@@ -73,39 +81,39 @@ def _params(params):
 
 
 class Context(object):
-    """What a part's ``run`` reads: ``params`` (host_tune's options, defaults filled),
-    ``root``, ``check_mode``, ``runner`` (runner.Runner: systemctl, setpci, modprobe),
-    ``warn(text)``, ``on`` (the part names switched on), ``before`` (the audit taken
-    before), ``selection`` (the GPU selection as the subject functions name it),
+    """What a part's ``run`` reads: ``wanted`` (the wanted values, whole and typed:
+    ``facts.wanted_intake`` of option ``wanted`` and the deprecated per-key options),
+    ``params`` (host_tune's options, defaults filled; its per-key names ``PER_KEY`` hold the
+    values of ``wanted``), ``root``, ``check_mode``, ``runner`` (runner.Runner: systemctl,
+    setpci, modprobe), ``warn(text)``, ``on`` (the part names switched on), ``before`` (the
+    audit taken before), ``selection`` (the GPU selection as the subject functions name it),
     ``changed`` (a tune part changed the host so far), ``ran`` (``(name, changed)`` of each
     tune-stage part that ran so far, in order), ``skipped`` (part name -> the finding
     subjects it left), ``managed`` (finding id -> owning part), ``sections`` (the snapshot's)
     and ``files`` (every path a part may write, with these options)."""
 
     def __init__(self, params, check_mode, runner, warn):
-        self.params = params
+        self.wanted = facts.wanted_intake(params, PER_KEY, deprecate=warn)
+        self.params = dict(params, **dict((key, self.wanted[key]) for key in PER_KEY))
         self.root = params["root"]
         self.check_mode = bool(check_mode)
         self.runner = runner
         self.warn = warn
         self.on = set(params["parts"])
-        self.selection = {"vendor": params["gpu_vendor"], "classes": params["gpu_classes"],
+        self.selection = {"vendor": self.wanted["gpu_vendor"],
+                          "classes": self.wanted["gpu_classes"],
                           "include_upstream": params["mrrs_include_upstream"]}
         self.changed = False
         self.ran = []
         self.skipped = {}
         self.managed = MANAGED
         self.sections = registry.SECTIONS
-        self.files = registry.managed_files(params)
+        self.files = registry.managed_files(self.params)
         self.before = self.audit()
 
     def audit(self):
-        p = self.params
-        return audit_mod.audit(p["root"], {
-            "gpu_vendor": p["gpu_vendor"], "gpu_classes": p["gpu_classes"],
-            "mrrs_size": p["mrrs_size"], "cpuidle_deeper_than": p["cpuidle_deeper_than"],
-            "sysctl": p["sysctl"], "host": p["host"],
-            "lxc_config_dir": p["lxc_config_dir"]})
+        """The audit against the wanted values, whole (the same as role audit's)."""
+        return audit_mod.audit(self.root, self.wanted)
 
 
 def tune_run(params, check_mode=False, runner=None, warn=None):
@@ -117,7 +125,7 @@ def tune_run(params, check_mode=False, runner=None, warn=None):
     (``peermem``, ``audit_again``)."""
     p = _params(params)
     ctx = Context(p, check_mode, runner or Runner(), warn)
-    result = {"changed": False, "host": p["host"], "root": ctx.root,
+    result = {"changed": False, "host": ctx.wanted["host"], "root": ctx.root,
               "check_mode": ctx.check_mode, "parts_on": [n for n in PARTS if n in ctx.on],
               "parts": {}, "findings_before": _managed(ctx.before["findings"], MANAGED),
               "findings_after": [], "verified": False, "failures": [], "diff": [],

@@ -4,10 +4,13 @@
 """Option values checked before a module reads or writes anything.
 
 One layer for every module (and so for every role, which reach hosts only through module
-options): ``check(name, params)`` raises ValidationError naming the option, the value and
-what is allowed; ``check_module(module, name)`` turns that into ``fail_json`` with
-``changed=false``. The rules per module are in ``RULES``; each is a plain function of the
-parameters, so a test calls them without a module.
+options). Each module's rules live beside its spec: a function ``rules(params)`` in the
+module file (the report modules': in argspec.py, beside the specs their action plugins
+share) built from the checks here. ``check(rules, params)`` runs them, raising
+ValidationError naming the option, the value and what is allowed; ``check_module(module,
+name, rules)`` turns that into ``fail_json`` with ``changed=false`` and returns the context
+manager the module runs in, holding the root's lock for a module that changes the host
+(``LOCKING``). tests/unit/test_module_rules.py fails on a module without rules.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,7 +20,6 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import SEVERITIES
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     LockError,
     PathError,
@@ -48,6 +50,7 @@ NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,200}$")
 RELEASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,200}$")
 SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@:+-]{0,200}$")
 CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+TOKEN = re.compile(r"^[0-9a-f]{32}$")  # a run lock's token (runlock.new_token)
 PCI_ADDRESS = re.compile(r"^([0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
 
 MAX_CPU = 65535           # highest CPU number accepted in a CPU list (kernel NR_CPUS <= 8192)
@@ -57,7 +60,7 @@ MAX_VALUE_CHARS = 4096     # a sysctl value is at most a page
 VMID_RANGE = (100, 999999999)  # Proxmox guest ids
 
 
-def _fail(option, value, allowed):
+def fail(option, value, allowed):
     raise ValidationError("%s: %r is not allowed: %s" % (option, value, allowed))
 
 
@@ -66,8 +69,8 @@ def no_control(option, value):
     ``value``: strings, dict keys and values, list items."""
     if isinstance(value, str):
         if CONTROL.search(value):
-            _fail(option, value, "no newline or other control character (it would add a "
-                                 "line or split a field)")
+            fail(option, value, "no newline or other control character (it would add a "
+                                "line or split a field)")
     elif isinstance(value, dict):
         for key, item in value.items():
             no_control("%s key" % option, key)
@@ -92,7 +95,7 @@ def inside(params, option, follow=True):
         return
     for item in value if isinstance(value, list) else [value]:
         if not isinstance(item, str) or not item:
-            _fail(option, item, "a non-empty host path")
+            fail(option, item, "a non-empty host path")
         try:
             under_root(params.get("root") or "/", item, option, follow=follow)
         except PathError as exc:
@@ -101,8 +104,8 @@ def inside(params, option, follow=True):
 
 def sysctl_key(option, key):
     if not isinstance(key, str) or not SYSCTL_KEY.match(key):
-        _fail(option, key, "a dotted sysctl key like kernel.numa_balancing (letters, digits, "
-                           "_ and -, at least two parts, no spaces, '=' or '/')")
+        fail(option, key, "a dotted sysctl key like kernel.numa_balancing (letters, digits, "
+                          "_ and -, at least two parts, no spaces, '=' or '/')")
 
 
 def sysctl_values(option, values, allow_empty=True):
@@ -110,23 +113,23 @@ def sysctl_values(option, values, allow_empty=True):
     if values is None:
         return
     if not isinstance(values, dict):
-        _fail(option, values, "a mapping of sysctl key to value")
+        fail(option, values, "a mapping of sysctl key to value")
     if not values and not allow_empty:
-        _fail(option, values, "at least one key")
+        fail(option, values, "at least one key")
     problems = []
     for key, value in values.items():
         try:
             sysctl_key("%s key" % option, key)
             where = "%s.%s" % (option, key)
             if value is None or isinstance(value, (dict, list)):
-                _fail(where, value, "a string or number like \"0\"")
+                fail(where, value, "a string or number like \"0\"")
             text = str(value)
             if not text.strip():
-                _fail(where, value, "a non-empty value")
+                fail(where, value, "a non-empty value")
             if CONTROL.search(text):
-                _fail(where, value, "one line (no newline or control character)")
+                fail(where, value, "one line (no newline or control character)")
             if len(text) > MAX_VALUE_CHARS:
-                _fail(where, text[:40] + "...", "at most %d characters" % MAX_VALUE_CHARS)
+                fail(where, text[:40] + "...", "at most %d characters" % MAX_VALUE_CHARS)
         except ValidationError as exc:
             problems.append(str(exc))
     if problems:
@@ -137,8 +140,8 @@ def idle_state_name(option, name, allow_empty=False):
     if allow_empty and name in ("", None):
         return
     if not isinstance(name, str) or not IDLE_STATE.match(name):
-        _fail(option, name, "an idle state name as the kernel spells it (POLL, C1, C1E, C2, "
-                            "C6, C1_ACPI, ...; case matters)")
+        fail(option, name, "an idle state name as the kernel spells it (POLL, C1, C1E, C2, "
+                           "C6, C1_ACPI, ...; case matters)")
 
 
 def cpu_list(option, text):
@@ -146,16 +149,16 @@ def cpu_list(option, text):
     text = str(text)
     pieces = [p.strip() for p in text.split(",")]
     if not text.strip() or not all(pieces):
-        _fail(option, text, "a CPU list like 0-63,65-127")
+        fail(option, text, "a CPU list like 0-63,65-127")
     for piece in pieces:
         bounds = piece.split("-")
         if len(bounds) > 2 or not all(b.isdigit() for b in bounds):
-            _fail(option, text, "a CPU list like 0-63,65-127")
+            fail(option, text, "a CPU list like 0-63,65-127")
         numbers = [int(b) for b in bounds]
         if numbers[-1] < numbers[0]:
-            _fail(option, text, "ranges low-high (%s is backwards)" % piece)
+            fail(option, text, "ranges low-high (%s is backwards)" % piece)
         if numbers[-1] > MAX_CPU:
-            _fail(option, text, "CPU numbers 0-%d" % MAX_CPU)
+            fail(option, text, "CPU numbers 0-%d" % MAX_CPU)
 
 
 def vendor_id(option, value):
@@ -164,15 +167,15 @@ def vendor_id(option, value):
     except ValueError:
         text = ""
     if len(text) != 4:
-        _fail(option, value, "a PCI vendor id of four hex digits like 10de (quote it in YAML)")
+        fail(option, value, "a PCI vendor id of four hex digits like 10de (quote it in YAML)")
 
 
 def pci_classes(option, values):
     if values is None:
         return
     if not values:
-        _fail(option, values, "at least one PCI class like 0300 (an empty list selects "
-                              "nothing)")
+        fail(option, values, "at least one PCI class like 0300 (an empty list selects "
+                             "nothing)")
     for value in values:
         try:
             pci_mod.normalize_class(value)
@@ -190,21 +193,21 @@ def pci_addresses(option, values):
 
 def non_empty_list(option, value, what):
     if value is not None and len(value) == 0:
-        _fail(option, value, "%s; an empty list is refused (leave the option out instead)"
-                             % what)
+        fail(option, value, "%s; an empty list is refused (leave the option out instead)"
+                            % what)
 
 
 def names(option, values, pattern=NAME, what="names of letters, digits, _ . + -"):
     for value in values or []:
         if not isinstance(value, str) or not pattern.match(value):
-            _fail(option, value, what)
+            fail(option, value, what)
 
 
 def int_range(option, value, low, high):
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        _fail(option, value, "an integer from %d to %d" % (low, high))
+        fail(option, value, "an integer from %d to %d" % (low, high))
 
 
 def boot_params(option, params, absent_option=None, absent=None):
@@ -212,46 +215,46 @@ def boot_params(option, params, absent_option=None, absent=None):
     or shell syntax (GRUB's files are sourced by a shell); ``root`` never removed."""
     for name, value in (params or {}).items():
         if not isinstance(name, str) or not KERNEL_PARAM.match(name):
-            _fail("%s key" % option, name, "a kernel parameter name (letters, digits, _ . -)")
+            fail("%s key" % option, name, "a kernel parameter name (letters, digits, _ . -)")
         values = value if isinstance(value, (list, tuple)) else [value]
         if name == "root" and any(v is None or isinstance(v, bool) for v in values):
-            _fail("%s.root" % option, value, "a device (root=UUID=...): refusing to remove root= "
-                                             "or make it a flag, the host would not boot")
+            fail("%s.root" % option, value, "a device (root=UUID=...): refusing to remove root= "
+                                            "or make it a flag, the host would not boot")
         for item in values:
             if isinstance(item, dict):
-                _fail("%s.%s" % (option, name), item, "a string, number, true, false or null")
+                fail("%s.%s" % (option, name), item, "a string, number, true, false or null")
             if isinstance(item, str) and (BOOT_VALUE_BAD.search(item) or len(item) > 1024):
-                _fail("%s.%s" % (option, name), item,
-                      "one word or a space-separated value without quotes, backslashes, '$', "
-                      "'`', ';' or control characters (at most 1024 characters)")
+                fail("%s.%s" % (option, name), item,
+                     "one word or a space-separated value without quotes, backslashes, '$', "
+                     "'`', ';' or control characters (at most 1024 characters)")
     for spec in absent or []:
         if not isinstance(spec, str) or not spec:
-            _fail(absent_option, spec, "a parameter name or name=value")
+            fail(absent_option, spec, "a parameter name or name=value")
         name = spec.split("=", 1)[0]
         if not KERNEL_PARAM.match(name) or BOOT_VALUE_BAD.search(spec):
-            _fail(absent_option, spec, "a parameter name or name=value (no spaces, quotes or "
-                                       "control characters)")
+            fail(absent_option, spec, "a parameter name or name=value (no spaces, quotes or "
+                                      "control characters)")
         if name == "root":
-            _fail(absent_option, spec, "anything but root (refusing to remove root=: the host "
-                                       "would not find its root file system)")
+            fail(absent_option, spec, "anything but root (refusing to remove root=: the host "
+                                      "would not find its root file system)")
 
 
 def snapshot_name(option, value):
     if value in ("original", "latest"):
         return
     if not isinstance(value, str) or not value:
-        _fail(option, value, "original, latest, a file name in the snapshot folder or a host "
-                             "path")
+        fail(option, value, "original, latest, a file name in the snapshot folder or a host "
+                            "path")
     if "/" not in value and not SNAPSHOT_NAME.match(value):
-        _fail(option, value, "original, latest, a file name in the snapshot folder (letters, "
-                             "digits, _ . @ : + -) or a host path")
+        fail(option, value, "original, latest, a file name in the snapshot folder (letters, "
+                            "digits, _ . @ : + -) or a host path")
 
 
 # --------------------------------------------------------------------------------------
 # per module
 
 
-def _common(p, skip=()):
+def common(p, skip=()):
     for key, value in p.items():
         if key not in skip and not key.startswith("_"):
             no_control(key, value)
@@ -259,115 +262,32 @@ def _common(p, skip=()):
         root(p)
 
 
-def _gpu(p, vendor="vendor", classes="classes"):
+def gpu(p, vendor="vendor", classes="classes"):
     if p.get(vendor) is not None:
         vendor_id(vendor, p[vendor])
     pci_classes(classes, p.get(classes))
 
 
-def _sysctl_settings(p):
-    _common(p)
-    sysctl_values("values", p.get("values"), allow_empty=p.get("state") != "present")
-    for key in p.get("at_least") or []:
-        sysctl_key("at_least", key)
-    inside(p, "path", follow=False)
-    if p.get("path") and p["path"].endswith("/"):
-        _fail("path", p["path"], "a file path, not a folder")
+def wanted_values(p, per_key=()):
+    """The wanted values of a module taking option ``wanted`` (completed, the deprecated
+    per-key options ``per_key`` over it), checked; returns them."""
+    # imported here: the modules that take wanted import facts anyway, the others never
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import facts
 
-
-def _cpuidle_state(p):
-    _common(p)
-    names("names", p.get("names"), IDLE_STATE,
-          "idle state names as the kernel spells them (POLL, C1, C1E, C2, ...; case matters)")
-    non_empty_list("names", p.get("names"), "idle state names")
-    idle_state_name("deeper_than", p.get("deeper_than"), allow_empty=True)
-    int_range("max_latency_us", p.get("max_latency_us"), 0, MAX_LATENCY_US)
-    non_empty_list("cpus", p.get("cpus"), "CPU lists like 0-63")
-    for item in p.get("cpus") or []:
-        cpu_list("cpus", item)
-
-
-def _setpci_maxreadreq(p):
-    _common(p)
-    non_empty_list("devices", p.get("devices"),
-                   "PCI addresses like 0000:41:00.0 (leave devices out to select by vendor "
-                   "and class)")
-    pci_addresses("devices", p.get("devices"))
-    _gpu(p)
-
-
-def _boot_service(p):
-    _common(p)
-    _gpu(p)
-    idle_state_name("cpuidle_deeper_than", p.get("cpuidle_deeper_than"), allow_empty=True)
-    names("after", p.get("after"), UNIT_NAME, "systemd unit names like nvidia-persistenced.service")
-    names("before", p.get("before"), UNIT_NAME, "systemd unit names like pve-guests.service")
-    python = p.get("python")
-    if python is not None and (not EXEC_PATH.match(python)
-                               or set(python.split("/")) & set([".", ".."])):
-        _fail("python", python, "the absolute path of the interpreter alone (spaces are "
-                                "allowed and quoted in the unit; no arguments, quotes, "
-                                "backslashes, control characters, '.' or '..')")
-
-
-def _tuning_snapshot(p):
-    _common(p)
-    non_empty_list("parts", p.get("parts"), "snapshot parts (the choices of parts)")
-    inside(p, "lxc_config_dir")
-    snapshot_name("snapshot", p.get("snapshot"))
-    if p.get("snapshot") and "/" in p["snapshot"]:
-        inside(p, "snapshot")
-    inside(p, "dir")
-    inside(p, "files", follow=False)
-    for path in p.get("files") or []:
-        if not path.startswith("/"):
-            _fail("files", path, "absolute host paths")
-    for key in p.get("sysctl_keys") or []:
-        sysctl_key("sysctl_keys", key)
-    _gpu(p)
-
-
-def _host_tune(p):
-    _common(p)
-    no_control("host", p.get("host"))
-    non_empty_list("parts", p.get("parts"), "tune parts")
-    sysctl_values("sysctl", p.get("sysctl"))
-    for key in p.get("sysctl_at_least") or []:
-        sysctl_key("sysctl_at_least", key)
-    idle_state_name("cpuidle_deeper_than", p.get("cpuidle_deeper_than"))
-    inside(p, "sysctl_file")
-    inside(p, "snapshot_dir")
-    inside(p, "lxc_config_dir")
-    for vmid in p.get("numa_pin_vmids") or []:
-        int_range("numa_pin_vmids", vmid, *VMID_RANGE)
-    bandwidth_options(p)
-    latency_options(p)
-    _gpu(p, "gpu_vendor", "gpu_classes")
-
-
-def _host_audit(p):
-    _common(p, skip=("cuda",))   # probe results carry the driver's own messages
-    if p.get("capture") and ((p.get("root") or "/") != "/" or p.get("cuda_probe")):
-        _fail("capture", p["capture"], "a capture tarball audited instead of root, so root "
-              "stays / and cuda_probe off (got root %s%s)" % (
-                  p.get("root"), ", cuda_probe true" if p.get("cuda_probe") else ""))
-    if p.get("capture") and not p["capture"].startswith("/"):
-        _fail("capture", p["capture"], "an absolute path of the tarball (e.g. $PWD/%s)"
-              % p["capture"])
-    int_range("bandwidth_min_pct", p.get("bandwidth_min_pct"), 1, 100)
-    int_range("cuda_size_mb", p.get("cuda_size_mb"), 1, 65536)
-    int_range("cuda_timeout", p.get("cuda_timeout"), 1, 3600)
-    if not isinstance(p.get("cuda") or [], list) or \
-            not all(isinstance(item, dict) for item in p.get("cuda") or []):
-        _fail("cuda", p.get("cuda"), "a list of cuda_probe results")
-    sysctl_values("sysctl", p.get("sysctl"))
-    idle_state_name("cpuidle_deeper_than", p.get("cpuidle_deeper_than"))
-    if p.get("boot_params"):
-        boot_params("boot_params", p["boot_params"])
-    names("lxc_gpu_drivers", p.get("lxc_gpu_drivers"))
-    inside(p, "lxc_config_dir")
-    _gpu(p, "gpu_vendor", "gpu_classes")
-    policy_options(p)
+    try:
+        w = facts.wanted_intake(p, per_key)
+    except ValueError as exc:
+        raise ValidationError("wanted: %s" % exc)
+    int_range("bandwidth_min_pct", w.get("bandwidth_min_pct"), 1, 100)
+    sysctl_values("sysctl", w.get("sysctl"))
+    idle_state_name("cpuidle_deeper_than", w.get("cpuidle_deeper_than"))
+    if w.get("boot_params"):
+        boot_params("boot_params", w["boot_params"])
+    names("lxc_gpu_drivers", w.get("lxc_gpu_drivers"))
+    inside(dict(w, root=p.get("root") or "/"), "lxc_config_dir")
+    gpu(w, "gpu_vendor", "gpu_classes")
+    policy_options(w)
+    return w
 
 
 def policy_options(p):
@@ -382,115 +302,6 @@ def policy_options(p):
         raise ValidationError(str(exc))
 
 
-def _host_capture(p):
-    _common(p, skip=("archive",))
-    sysctl_values("sysctl", p.get("sysctl"))
-    if p.get("lxc_config_dir"):
-        inside(p, "lxc_config_dir")
-    _gpu(p, "gpu_vendor", "gpu_classes")
-
-
-def _lxc_cgroup_devices(p):
-    _common(p)
-    int_range("vmid", p.get("vmid"), *VMID_RANGE)
-    inside(p, "path")
-    inside(p, "config_dir")
-    non_empty_list("drivers", p.get("drivers"), "driver names from /proc/devices")
-    names("drivers", p.get("drivers"), what="driver names as /proc/devices lists them "
-                                            "(letters, digits, _ . + -)")
-    access = p.get("access")
-    if access is not None and (not access or any(c not in "rwm" for c in access)
-                               or len(set(access)) != len(access)):
-        _fail("access", access, "a non-empty subset of rwm, each letter once (r read, w write, "
-                                "m mknod)")
-    for major in p.get("previous_majors") or []:
-        int_range("previous_majors", major, 0, MAX_MAJOR)
-
-
-def _kernel_cmdline(p):
-    _common(p)
-    boot_params("params", p.get("params"), "absent", p.get("absent"))
-    if p.get("grub_file"):
-        path = p["grub_file"]
-        if not path.startswith("/"):
-            path = "/etc/default/grub.d/" + path
-        inside(dict(p, grub_file=path), "grub_file")
-
-
-def _boot_entries(p):
-    _common(p)
-    boot_params("params", p.get("params"), "absent", p.get("absent"))
-    names("kernels", p.get("kernels"), RELEASE, "kernel releases like 6.14.11-5-bpo12-pve")
-    inside(p, "esp_dirs")
-    inside(p, "grub_cfg")
-
-
-def _kernel_state(p):
-    _common(p)
-    boot_params("params", p.get("params"), "absent", p.get("absent"))
-    names("kernel", [p["kernel"]] if p.get("kernel") else [], RELEASE,
-          "a kernel release like 6.14.11-5-bpo12-pve")
-
-
-def _driver_state(p):
-    _common(p)
-    # imported here: the version rule is driver_records' own, and only this module needs it
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_records
-
-    if p.get("target_version") is not None:
-        try:
-            driver_records.check_version("target_version", p["target_version"])
-        except driver_records.DriverStateError as exc:
-            raise ValidationError(str(exc))
-    names("next_kernel", [p["next_kernel"]] if p.get("next_kernel") else [], RELEASE,
-          "a kernel release like 6.14.11-5-bpo12-pve")
-    for vmid in p.get("containers") or []:
-        int_range("containers", vmid, *VMID_RANGE)
-
-
-def _dkms_build(p):
-    _common(p)
-    names("name", [p.get("name")], what="a DKMS module name (letters, digits, _ . + -)")
-    names("version", [p["version"]] if p.get("version") else [], RELEASE,
-          "a DKMS version like 550.144.03")
-    names("kernel", [p["kernel"]] if p.get("kernel") else [], RELEASE,
-          "a kernel release like 6.14.11-5-bpo12-pve")
-    names("arch", [p["arch"]] if p.get("arch") else [], what="an architecture like x86_64")
-
-
-def _driver_stage(p):
-    _common(p, skip=("state",))
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_records
-
-    if not driver_records.VERSION_RE.match(p.get("version") or ""):
-        _fail("version", p.get("version"), driver_records.VERSION_WANTED)
-    names("kernels", p.get("kernels"), RELEASE, "kernel releases like 6.14.11-5-bpo12-pve")
-    for vmid in p.get("containers") or []:
-        int_range("containers", vmid, *VMID_RANGE)
-    names("dkms_name", [p["dkms_name"]] if p.get("dkms_name") else [],
-          what="a DKMS module name (letters, digits, _ . + -)")
-    if p.get("run_file"):
-        inside(p, "run_file")
-    int_range("timeout", p.get("timeout"), 1, 3600)
-    int_range("install_timeout", p.get("install_timeout"), 1, 86400)
-    if not isinstance(p.get("state"), dict) or "host" not in p["state"]:
-        _fail("state", "(%s)" % type(p.get("state")).__name__,
-              "the registered result of gpuhost.tuning.driver_state (with host and "
-              "containers)")
-
-
-def _initramfs_check(p):
-    _common(p)
-    non_empty_list("kernels", p.get("kernels"), "kernel releases")
-    names("kernels", p.get("kernels"), RELEASE, "kernel releases like 6.14.11-5-bpo12-pve")
-    for option in ("files", "absent_files"):
-        for path in p.get(option) or []:
-            if not path.startswith("/"):
-                _fail(option, path, "absolute paths as inside the initramfs")
-    for release in p.get("kernels") or []:
-        inside(dict(p, image=p["image"].replace("{kernel}", release)), "image")
-
-
 def latency_options(p):
     """The latency measurement (host_tune's latency part, cuda_probe's latency): round
     trips per mode and the sleep before each, a library."""
@@ -499,7 +310,7 @@ def latency_options(p):
     if "latency_gap_us" in p:
         int_range("latency_gap_us", p.get("latency_gap_us"), 0, 1000000)
     if "cuda_library" in p and not p["cuda_library"]:
-        _fail("cuda_library", p["cuda_library"], "a library name like libcuda.so.1 or a path")
+        fail("cuda_library", p["cuda_library"], "a library name like libcuda.so.1 or a path")
 
 
 def bandwidth_options(p):
@@ -508,184 +319,7 @@ def bandwidth_options(p):
     int_range("bandwidth_repeats", p.get("bandwidth_repeats"), 1, 1000)
     int_range("bandwidth_timeout", p.get("bandwidth_timeout"), 1, 3600)
     if "cuda_library" in p and not p["cuda_library"]:
-        _fail("cuda_library", p["cuda_library"], "a library name like libcuda.so.1 or a path")
-
-
-def _cuda_probe(p):
-    _common(p)
-    if p.get("vmid") is not None:
-        int_range("vmid", p["vmid"], *VMID_RANGE)
-    int_range("size_mb", p.get("size_mb"), 1, 65536)
-    int_range("repeats", p.get("repeats"), 1, 1000)
-    int_range("timeout", p.get("timeout"), 1, 3600)
-    if not p.get("library"):
-        _fail("library", p.get("library"), "a library name like libcuda.so.1 or a path")
-    latency_options(p)
-    for bdf in p.get("latency_gpus") or []:
-        if not PCI_ADDRESS.match(bdf or ""):
-            _fail("latency_gpus", bdf, "PCI addresses like 0000:c1:00.0")
-
-
-def _post_boot_verify(p):
-    _common(p, skip=("audit",))
-    if p.get("boot_params"):
-        boot_params("boot_params", p["boot_params"])
-    names("modules", p.get("modules"), what="kernel module names (letters, digits, _ . + -)")
-    for module, wanted in (p.get("module_params") or {}).items():
-        names("module_params", [module], what="kernel module names")
-        if not isinstance(wanted, dict):
-            _fail("module_params.%s" % module, wanted, "a mapping of parameter to value")
-        names("module_params.%s" % module, list(wanted), what="parameter names")
-    if p.get("tuning_service") is not None and not UNIT_NAME.match(p["tuning_service"]):
-        _fail("tuning_service", p["tuning_service"], "a systemd unit name like "
-                                                     "gpuhost-tuning.service")
-    if p.get("expected_kernel"):
-        names("expected_kernel", [p["expected_kernel"]], RELEASE, "a kernel release")
-
-
-def _container_verify(p):
-    _common(p)
-    int_range("vmid", p.get("vmid"), *VMID_RANGE)
-    inside(p, "config_dir")
-    non_empty_list("drivers", p.get("drivers"), "driver names from /proc/devices")
-    names("drivers", p.get("drivers"), what="driver names as /proc/devices lists them "
-                                            "(letters, digits, _ . + -)")
-    for major in p.get("previous_majors") or []:
-        int_range("previous_majors", major, 0, MAX_MAJOR)
-    int_range("cuda_timeout", p.get("cuda_timeout"), 1, 3600)
-
-
-def _vfio_initramfs_check(p):
-    _common(p)
-    if not p.get("kernel"):
-        _fail("kernel", p.get("kernel"), "the kernel release that boots next")
-    names("kernel", [p["kernel"]], RELEASE, "a kernel release like 6.14.11-5-bpo12-pve")
-    inside(dict(p, image=p["image"].replace("{kernel}", p["kernel"])), "image")
-    int_range("timeout", p.get("timeout"), 1, 3600)
-
-
-def _vm_verify(p):
-    _common(p)
-    for vmid in p.get("running_before") or []:
-        int_range("running_before", vmid, *VMID_RANGE)
-    int_range("start_timeout", p.get("start_timeout"), 1, 3600)
-
-
-def _reboot_report(p):
-    _common(p, skip=("report",))
-    if not isinstance(p.get("report"), dict):
-        _fail("report", p.get("report"), "the report document (a mapping)")
-    if p.get("dest") in ("", None):
-        _fail("dest", p.get("dest"), "a folder path")
-
-
-def _run_lock(p):
-    _common(p)
-    if p.get("token") is not None and not re.match(r"^[0-9a-f]{32}$", p["token"]):
-        _fail("token", p["token"], "the 32 hex digits a run_lock acquire returned")
-    if p.get("state") == "released" and not p.get("token"):
-        _fail("token", p.get("token"), "the token the acquire returned (state released)")
-
-
-def _reports(option):
-    def rule(p):
-        value = p.get(option)
-        if value is None and p.get("hosts") is not None:
-            # the action plugin fills the results from hosts before it checks
-            raise ValidationError("hosts and result_var are read from the play's variables by "
-                                  "the action plugin on the controller; pass %s when running "
-                                  "the module itself" % option)
-        if not isinstance(value, dict):
-            _fail(option, value, "a mapping of host name to result")
-        if p.get("dest") in ("", None):
-            _fail("dest", p.get("dest"), "a folder path")
-    return rule
-
-
-FINDING_KEYS = ("id", "severity", "subject", "current", "expected")
-
-
-def _short(value, limit=120):
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _audit_report(p):
-    """Each host's audit as host_audit returns it: findings a list of mappings with
-    FINDING_KEYS, a known severity and a text id (the message names host and key)."""
-    _reports("audits")(p)
-    for host, audit in p["audits"].items():
-        if not isinstance(audit, dict) or "findings" not in audit:
-            continue  # the module says "no audit result for <host>"
-        where = "audits.%s" % host
-        findings = audit["findings"]
-        if not isinstance(findings, list):
-            raise ValidationError("%s.findings: %s is not allowed: a list of findings (pass "
-                                  "the 'audit' value host_audit returned)"
-                                  % (where, _short(findings)))
-        for index, finding in enumerate(findings):
-            at = "%s.findings[%d]" % (where, index)
-            if not isinstance(finding, dict):
-                raise ValidationError("%s: %s is not allowed: a finding mapping with %s"
-                                      % (at, _short(finding), ", ".join(FINDING_KEYS)))
-            missing = [key for key in FINDING_KEYS if key not in finding]
-            if missing:
-                raise ValidationError("%s: no %s: a finding needs %s"
-                                      % (at, ", ".join(missing), ", ".join(FINDING_KEYS)))
-            if not isinstance(finding["id"], str) or not finding["id"].strip():
-                raise ValidationError("%s.id: %s is not allowed: a check id like mrrs_low"
-                                      % (at, _short(finding["id"])))
-            if finding["severity"] not in SEVERITIES:
-                raise ValidationError("%s.severity: %s is not allowed: one of %s"
-                                      % (at, _short(finding["severity"]), ", ".join(SEVERITIES)))
-
-
-def _report_merge(p):
-    if not p.get("folders"):
-        _fail("folders", p.get("folders"), "one or more report folders (one per slice or run)")
-    for folder in p["folders"]:
-        if folder in ("", None):
-            _fail("folders", p["folders"], "report folder paths, none empty")
-    if p.get("dest") in ("", None):
-        _fail("dest", p.get("dest"), "a folder path")
-    if p.get("stale_hours") is not None and not p["stale_hours"] > 0:
-        _fail("stale_hours", p["stale_hours"], "hours above 0 (a host audited longer ago "
-              "is listed as stale)")
-
-
-RULES = {
-    "sysctl_settings": _sysctl_settings,
-    "cpuidle_state": _cpuidle_state,
-    "setpci_maxreadreq": _setpci_maxreadreq,
-    "boot_service": _boot_service,
-    "tuning_snapshot": _tuning_snapshot,
-    "host_tune": _host_tune,
-    "host_audit": _host_audit,
-    "host_capture": _host_capture,
-    "lxc_cgroup_devices": _lxc_cgroup_devices,
-    "kernel_cmdline": _kernel_cmdline,
-    "boot_entries": _boot_entries,
-    "kernel_state": _kernel_state,
-    "driver_state": _driver_state,
-    "dkms_build": _dkms_build,
-    "driver_stage": _driver_stage,
-    "initramfs_check": _initramfs_check,
-    "cuda_probe": _cuda_probe,
-    "audit_report": _audit_report,
-    "report_merge": _report_merge,
-    "tune_report": _reports("results"),
-    "post_boot_verify": _post_boot_verify,
-    "container_verify": _container_verify,
-    "vfio_initramfs_check": _vfio_initramfs_check,
-    "vm_verify": _vm_verify,
-    "reboot_report": _reboot_report,
-    "run_lock": _run_lock,
-}
-
-
-def check(name, params):
-    """Raise ValidationError when an option of module ``name`` can only be a mistake."""
-    RULES[name](dict(params))
+        fail("cuda_library", p["cuda_library"], "a library name like libcuda.so.1 or a path")
 
 
 # Modules that change the host take the root's lock (not in check mode), per state that
@@ -700,51 +334,76 @@ LOCKING = {
 }
 
 
-def check_module(module, name):
+def check(rules, params):
+    """Raise ValidationError when an option in ``params`` can only be a mistake: ``rules``
+    is the module's own function (beside its spec), run on a copy of the parameters."""
+    if not callable(rules):
+        raise TypeError("no validation rules: every module passes its own rules function "
+                        "(tests/unit/test_module_rules.py)")
+    rules(dict(params))
+
+
+def check_module(module, name, rules):
     """``check`` for an AnsibleModule: a bad value fails the task before anything runs.
-    A module that changes the host then takes the root's lock (``hold_locks``)."""
+    Returns the module's run lock, a context manager (``Held``) to run the module inside::
+
+        with check_module(module, "sysctl_settings", rules):
+            _run(module)
+
+    A module of LOCKING holds the root's lock inside the ``with`` (outside check mode) and
+    releases it however the block ends: exit_json and fail_json raise SystemExit, which
+    passes through."""
     try:
-        check(name, module.params)
+        check(rules, module.params)
     except ValidationError as exc:
         module.fail_json(msg="%s: %s (nothing was read or written)" % (name, exc),
                          changed=False)
-    return hold_locks(module, name)
+    return Held(module, name)
 
 
-def hold_locks(module, name):
-    """For a module of LOCKING (outside check mode): take the root's lock
-    (``hostfs.RootLock``) until the module exits; a lock held by another run fails the task
+class Held(object):
+    """The root's lock of a module of LOCKING (``hostfs.RootLock``), taken on entering the
+    ``with`` block and released on leaving it. A lock held by another run fails the task
     naming the holder, and so does a run lock (``runlock``) whose token is not the one this
-    task was given, or a lock folder that leads out of the root."""
-    if name not in LOCKING or module.check_mode:
-        return None
-    states = LOCKING[name]
-    if states is not None and module.params.get("state") not in states:
-        return None
-    # imported here: a read-only module (host_audit on every host of a fleet) compiles less
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import runlock
+    task was given, or a lock folder that leads out of the root. Nothing is taken for a
+    read-only module, in check mode or for a state that changes nothing."""
 
-    lock = RootLock(module.params.get("root") or "/", name)
-    try:
-        check_root(module.params.get("root") or "/")
-        lock.acquire()
-        foreign = runlock.refuse_foreign(module.params.get("root") or "/")
-    except (LockError, OSError, PathError) as exc:
-        lock.release()
-        module.fail_json(msg="%s: %s (nothing was changed)" % (name, exc), changed=False)
-    if foreign:
-        lock.release()
-        module.fail_json(msg="%s: another gpuhost.tuning run is changing this host: %s "
-                             "(nothing was changed)" % (name, foreign), changed=False)
-    for method in ("exit_json", "fail_json"):
-        _release_before(module, method, lock)
-    return lock
+    def __init__(self, module, name):
+        self.module = module
+        self.name = name
+        self.lock = None
 
+    def _wanted(self):
+        if self.name not in LOCKING or self.module.check_mode:
+            return False
+        states = LOCKING[self.name]
+        return states is None or self.module.params.get("state") in states
 
-def _release_before(module, method, lock):
-    original = getattr(module, method)
+    def __enter__(self):
+        if not self._wanted():
+            return None
+        # imported here: a read-only module (host_audit on every host of a fleet) compiles less
+        from ansible_collections.gpuhost.tuning.plugins.module_utils import runlock
 
-    def wrapped(*args, **kwargs):
-        lock.release()
-        return original(*args, **kwargs)
-    setattr(module, method, wrapped)
+        module, name = self.module, self.name
+        root = module.params.get("root") or "/"
+        lock = RootLock(root, name)
+        try:
+            check_root(root)
+            lock.acquire()
+            foreign = runlock.refuse_foreign(root)
+        except (LockError, OSError, PathError) as exc:
+            lock.release()
+            module.fail_json(msg="%s: %s (nothing was changed)" % (name, exc), changed=False)
+        if foreign:
+            lock.release()
+            module.fail_json(msg="%s: another gpuhost.tuning run is changing this host: %s "
+                                 "(nothing was changed)" % (name, foreign), changed=False)
+        self.lock = lock
+        return lock
+
+    def __exit__(self, kind, value, traceback):
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+        return False

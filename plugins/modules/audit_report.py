@@ -75,6 +75,7 @@ options:
     description: Wanted MRRS, for highlighting GPU table cells below it.
     type: int
     default: 4096
+    choices: [128, 256, 512, 1024, 2048, 4096]
   write:
     description: Write the files; V(false) only renders (RV(metrics) for the hosts' textfile
       folders), and RV(files) and RV(written) are empty.
@@ -151,10 +152,18 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import che
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec, report  # noqa: E402
 
 
+# The validation rules sit beside the spec in argspec.py (the action plugin runs them too).
+rules = argspec.audit_report_rules
+
+
 def main():
     module = AnsibleModule(argument_spec=argspec.audit_report(), supports_check_mode=True,
                            **argspec.AUDIT_REPORT_RULES)
-    check_module(module, "audit_report")
+    with check_module(module, "audit_report", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = report.audit_report_run(module.params, module.check_mode)
     except report.ReportError as exc:

@@ -27,6 +27,8 @@ description:
   - O(state=absent) disables the timer and removes everything it installed.
 author:
   - gpuhost.tuning developers (!UNKNOWN)
+extends_documentation_fragment:
+  - gpuhost.tuning.wanted
 options:
   state:
     description: Installed and enabled, or removed.
@@ -53,15 +55,6 @@ options:
     description: C(RandomizedDelaySec) of the timer, so a fleet does not audit in the same second.
     type: int
     default: 300
-  wanted:
-    description: The wanted values, as given to M(gpuhost.tuning.host_audit) (keys
-      C(gpu_vendor), C(gpu_classes), C(mrrs_size), C(cpuidle_deeper_than), C(sysctl),
-      C(cpufreq_drivers_wanted), C(boot_params), C(nvidia_uvm_disable_hmm), C(lxc_gpu_drivers),
-      C(lxc_config_dir)); missing ones take the audit's defaults. Checked against
-      M(gpuhost.tuning.host_audit)'s options here, so a bad value fails this task, not the
-      scheduled run (which needs no Ansible on the host).
-    type: dict
-    default: {}
   python:
     description: Interpreter the service runs.
     type: path
@@ -130,8 +123,19 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # 
     Runner,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
-    hold_locks,
+    check_module,
+    common,
+    wanted_values,
 )
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed); the schedule and the textfile are checked by audittimer itself."""
+    common(p, skip=("schedule",))   # audittimer names what systemd would make of it
+    if p.get("state") != "absent":
+        wanted_values(p)
 
 
 def main():
@@ -141,7 +145,11 @@ def main():
         supports_check_mode=True,
     )
     # it changes the host: refused while another run holds the root's or the run lock
-    hold_locks(module, "audit_timer")
+    with check_module(module, "audit_timer", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = audittimer.timer_run(module.params, module.check_mode, Runner(module))
     except (audittimer.ConfigError, ValueError, OSError, CommandError) as exc:

@@ -188,12 +188,30 @@ check:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    RELEASE,
+    boot_params,
+    check_module,
+    common,
+    inside,
+    names,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
     bootcfg,
     bootloader,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    boot_params("params", p.get("params"), "absent", p.get("absent"))
+    names("kernels", p.get("kernels"), RELEASE, "kernel releases like 6.14.11-5-bpo12-pve")
+    inside(p, "esp_dirs")
+    inside(p, "grub_cfg")
 
 
 def build_module():
@@ -218,7 +236,11 @@ def build_module():
 
 def main():
     module = build_module()
-    check_module(module, "boot_entries")
+    with check_module(module, "boot_entries", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result, failure = bootloader.entries_run(module.params, Runner(module))
     except (bootloader.BootloaderError, bootcfg.BootConfigError, OSError) as exc:

@@ -167,9 +167,35 @@ commands:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    EXEC_PATH,
+    UNIT_NAME,
+    check_module,
+    common,
+    fail,
+    gpu,
+    idle_state_name,
+    names,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    gpu(p)
+    idle_state_name("cpuidle_deeper_than", p.get("cpuidle_deeper_than"), allow_empty=True)
+    names("after", p.get("after"), UNIT_NAME, "systemd unit names like nvidia-persistenced.service")
+    names("before", p.get("before"), UNIT_NAME, "systemd unit names like pve-guests.service")
+    python = p.get("python")
+    if python is not None and (not EXEC_PATH.match(python)
+                               or set(python.split("/")) & set([".", ".."])):
+        fail("python", python, "the absolute path of the interpreter alone (spaces are "
+                               "allowed and quoted in the unit; no arguments, quotes, "
+                               "backslashes, control characters, '.' or '..')")
 
 
 def build_module():
@@ -178,7 +204,11 @@ def build_module():
 
 def main():
     module = build_module()
-    check_module(module, "boot_service")
+    with check_module(module, "boot_service", rules):
+        _run(module)
+
+
+def _run(module):
     result = bootservice.service_run(module.params, module.check_mode, Runner(module))
     if not module._diff:
         result.pop("diff", None)

@@ -210,7 +210,16 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    MAX_MAJOR,
+    VMID_RANGE,
+    check_module,
+    common,
+    inside,
+    int_range,
+    names,
+    non_empty_list,
+)
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import container  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc import LxcError  # noqa: E402
@@ -218,6 +227,21 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # 
     CommandError,
     Runner,
 )
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    int_range("vmid", p.get("vmid"), *VMID_RANGE)
+    inside(p, "config_dir")
+    non_empty_list("drivers", p.get("drivers"), "driver names from /proc/devices")
+    names("drivers", p.get("drivers"), what="driver names as /proc/devices lists them "
+                                            "(letters, digits, _ . + -)")
+    for major in p.get("previous_majors") or []:
+        int_range("previous_majors", major, 0, MAX_MAJOR)
+    int_range("cuda_timeout", p.get("cuda_timeout"), 1, 3600)
 
 
 def main():
@@ -243,7 +267,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    check_module(module, "container_verify")
+    with check_module(module, "container_verify", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         record = container.verify_run(module.params, Runner(module), module.check_mode)
     except (LxcError, CommandError) as exc:

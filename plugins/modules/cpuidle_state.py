@@ -163,9 +163,34 @@ changed_count:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    IDLE_STATE,
+    MAX_LATENCY_US,
+    check_module,
+    common,
+    cpu_list,
+    idle_state_name,
+    int_range,
+    names,
+    non_empty_list,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.cpu import CpuError  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.cpu_write import idle_run  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    names("names", p.get("names"), IDLE_STATE,
+          "idle state names as the kernel spells them (POLL, C1, C1E, C2, ...; case matters)")
+    non_empty_list("names", p.get("names"), "idle state names")
+    idle_state_name("deeper_than", p.get("deeper_than"), allow_empty=True)
+    int_range("max_latency_us", p.get("max_latency_us"), 0, MAX_LATENCY_US)
+    non_empty_list("cpus", p.get("cpus"), "CPU lists like 0-63")
+    for item in p.get("cpus") or []:
+        cpu_list("cpus", item)
 
 
 def build_module():
@@ -186,7 +211,11 @@ def build_module():
 
 def main():
     module = build_module()
-    check_module(module, "cpuidle_state")
+    with check_module(module, "cpuidle_state", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = idle_run(module.params, module.check_mode)
     except CpuError as exc:

@@ -315,7 +315,33 @@ vmid:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    PCI_ADDRESS,
+    VMID_RANGE,
+    check_module,
+    common,
+    fail,
+    int_range,
+    latency_options,
+)
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    if p.get("vmid") is not None:
+        int_range("vmid", p["vmid"], *VMID_RANGE)
+    int_range("size_mb", p.get("size_mb"), 1, 65536)
+    int_range("repeats", p.get("repeats"), 1, 1000)
+    int_range("timeout", p.get("timeout"), 1, 3600)
+    if not p.get("library"):
+        fail("library", p.get("library"), "a library name like libcuda.so.1 or a path")
+    latency_options(p)
+    for bdf in p.get("latency_gpus") or []:
+        if not PCI_ADDRESS.match(bdf or ""):
+            fail("latency_gpus", bdf, "PCI addresses like 0000:c1:00.0")
 
 
 def main():
@@ -336,7 +362,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    check_module(module, "cuda_probe")
+    with check_module(module, "cuda_probe", rules):
+        _run(module)
+
+
+def _run(module):
     p = module.params
     options = dict(library=p["library"], bandwidth=p["bandwidth"], size_mb=p["size_mb"],
                    repeats=p["repeats"], peer=p["peer"], timeout=p["timeout"], root=p["root"],

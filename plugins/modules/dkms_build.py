@@ -210,13 +210,31 @@ outputs:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    RELEASE,
+    check_module,
+    common,
+    names,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.dkms import DkmsError  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.dkms_write import ensure  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # noqa: E402
     CommandError,
     Runner,
 )
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    names("name", [p.get("name")], what="a DKMS module name (letters, digits, _ . + -)")
+    names("version", [p["version"]] if p.get("version") else [], RELEASE,
+          "a DKMS version like 550.144.03")
+    names("kernel", [p["kernel"]] if p.get("kernel") else [], RELEASE,
+          "a kernel release like 6.14.11-5-bpo12-pve")
+    names("arch", [p["arch"]] if p.get("arch") else [], what="an architecture like x86_64")
 
 
 def build_module():
@@ -236,7 +254,11 @@ def build_module():
 
 def main():
     module = build_module()
-    check_module(module, "dkms_build")
+    with check_module(module, "dkms_build", rules):
+        _run(module)
+
+
+def _run(module):
     params = module.params
     runner = Runner(module)
     dkms = params["executable"]

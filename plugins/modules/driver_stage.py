@@ -253,8 +253,38 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.driver_stage import
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    RELEASE,
+    VMID_RANGE,
     check_module,
+    common,
+    fail,
+    inside,
+    int_range,
+    names,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_records  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed). The version pattern is driver_records', where driver_state's reader keeps it."""
+    common(p, skip=("state",))
+    if not driver_records.VERSION_RE.match(p.get("version") or ""):
+        fail("version", p.get("version"), driver_records.VERSION_WANTED)
+    names("kernels", p.get("kernels"), RELEASE, "kernel releases like 6.14.11-5-bpo12-pve")
+    for vmid in p.get("containers") or []:
+        int_range("containers", vmid, *VMID_RANGE)
+    names("dkms_name", [p["dkms_name"]] if p.get("dkms_name") else [],
+          what="a DKMS module name (letters, digits, _ . + -)")
+    if p.get("run_file"):
+        inside(p, "run_file")
+    int_range("timeout", p.get("timeout"), 1, 3600)
+    int_range("install_timeout", p.get("install_timeout"), 1, 86400)
+    if not isinstance(p.get("state"), dict) or "host" not in p["state"]:
+        fail("state", "(%s)" % type(p.get("state")).__name__,
+             "the registered result of gpuhost.tuning.driver_state (with host and "
+             "containers)")
 
 
 def build_module():
@@ -308,7 +338,11 @@ def programs(module):
 
 def main():
     module = build_module()
-    check_module(module, "driver_stage")
+    with check_module(module, "driver_stage", rules):
+        _run(module)
+
+
+def _run(module):
     params = module.params
     progs = programs(module)
     run_file = params["run_file"]

@@ -150,9 +150,34 @@ gate:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    RELEASE,
+    VMID_RANGE,
+    ValidationError,
+    check_module,
+    common,
+    int_range,
+    names,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_records  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_state as ds  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc import LxcError  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed). The version rule is driver_records' own."""
+    common(p)
+    if p.get("target_version") is not None:
+        try:
+            driver_records.check_version("target_version", p["target_version"])
+        except driver_records.DriverStateError as exc:
+            raise ValidationError(str(exc))
+    names("next_kernel", [p["next_kernel"]] if p.get("next_kernel") else [], RELEASE,
+          "a kernel release like 6.14.11-5-bpo12-pve")
+    for vmid in p.get("containers") or []:
+        int_range("containers", vmid, *VMID_RANGE)
 
 
 def main():
@@ -166,7 +191,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    check_module(module, "driver_state")
+    with check_module(module, "driver_state", rules):
+        _run(module)
+
+
+def _run(module):
     p = module.params
     try:
         state = ds.driver_state(p["root"], p["target_version"], p["next_kernel"], p["phase"],

@@ -51,7 +51,11 @@ description:
     C(boot_param), C(lxc_onboot), C(nvidia_peermem_not_loaded) (low),
     C(pcie_unreadable), C(nvidia_peermem_unavailable), C(gpu_held) (info).
     Some ids take another severity by context; see RV(audit.findings)."
+  - The wanted values come whole in O(wanted) (role C(gpuhost.tuning.common) composes
+    them). The per-key options below (O(mrrs_size), O(sysctl), O(gpu_vendor) and every
+    other key of O(wanted)) are deprecated and stop working in 0.3.0.
 extends_documentation_fragment:
+  - gpuhost.tuning.wanted
   - gpuhost.tuning.gpu_selection
   - gpuhost.tuning.boot_wanted
 author:
@@ -160,7 +164,7 @@ options:
         C({xid, class, min_count, window_hours}). C(class) (C(none), C(restart_app),
         C(reset_gpu), C(reboot), C(hardware)) replaces the catalogue's class and so the
         severity and remedy; C(min_count) - fewer events of it in the XID window
-        (O(xid_window_days)) are no finding; C(window_hours) - its last event older than
+        (O(wanted.xid_window_days)) are no finding; C(window_hours) - its last event older than
         this many hours before the log was read is no finding.
       - 'For example C([{xid: 13, min_count: 3}, {xid: 31, class: none}, {xid: 79,
         window_hours: 24}]).'
@@ -175,10 +179,10 @@ options:
         GB/s, Azure azurehpc-health-checks' C(check_gpu_bw 48 335) of
         C(conf/nd96isr_h100_v5.conf) and C(conf/nd96isr_h200_v5.conf)).
       - C(pcie_bandwidth_low) uses a model's C(host_gbs) where the GPU's link can carry it,
-        else O(bandwidth_min_pct) of the link. C(gpu_peer_bandwidth_low) uses C(peer_gbs)
-        for the peer matrix (the O(cuda_probe) pass measures it on hosts with two or more
-        GPUs; O(cuda) results of M(gpuhost.tuning.cuda_probe) C(peer=true)) where the
-        pair's path (NVLink, else PCIe) can carry it, else O(bandwidth_min_pct) of that
+        else O(wanted.bandwidth_min_pct) of the link. C(gpu_peer_bandwidth_low) uses
+        C(peer_gbs) for the peer matrix (the O(cuda_probe) pass measures it on hosts with two
+        or more GPUs; O(cuda) results of M(gpuhost.tuning.cuda_probe) C(peer=true)) where the
+        pair's path (NVLink, else PCIe) can carry it, else O(wanted.bandwidth_min_pct) of that
         path.
     type: list
     elements: dict
@@ -219,14 +223,15 @@ seealso:
 EXAMPLES = r"""
 - name: Audit this GPU host
   gpuhost.tuning.host_audit:
-    sysctl:
-      kernel.numa_balancing: "0"
+    wanted:
+      sysctl:
+        kernel.numa_balancing: "0"
   register: result
 
 - name: Audit an unpacked capture of another host
   gpuhost.tuning.host_audit:
     root: /srv/captures/gpu07
-    mrrs_size: 4096
+    wanted: {mrrs_size: 4096}
   delegate_to: localhost
 
 - name: Audit a capture tarball as it is (unpacked safely, then removed)
@@ -273,14 +278,14 @@ audit:
       returned: always
     sysctl:
       description: C(values) (key to string, null when the kernel lacks the key) for every
-        key of O(sysctl); C(transparent_hugepage) C({enabled, defrag}).
+        key of O(wanted.sysctl); C(transparent_hugepage) C({enabled, defrag}).
       type: dict
       returned: always
       sample: {"values": {"kernel.numa_balancing": "1"},
                "transparent_hugepage": {"enabled": "madvise", "defrag": "madvise"}}
     gpus:
       description:
-        - Every GPU (O(gpu_vendor), O(gpu_classes)) by address, each with C(address),
+        - Every GPU (O(wanted.gpu_vendor), O(wanted.gpu_classes)) by address, each with C(address),
           C(vendor), C(device), C(class), C(driver), C(numa_node), C(max_read_request_size),
           C(max_payload_size), C(max_payload_size_supported) (bytes; null without a
           readable PCIe capability), C(link) C({speed_gts, width, max_speed_gts,
@@ -336,7 +341,7 @@ audit:
       elements: dict
       returned: always
     lxc:
-      description: Every container config in O(lxc_config_dir), each C({vmid, path, onboot,
+      description: Every container config in O(wanted.lxc_config_dir), each C({vmid, path, onboot,
         gpu, allowed_majors, stale_majors, missing_majors}); C(stale_majors) are allowed
         character majors C(/proc/devices) does not register any more.
       type: list
@@ -465,7 +470,7 @@ audit:
         bound to nvidia), C(bus_all) (any owner), C(bus_gpus), C(driver) (how many the
         driver lists, null when it cannot be read), C(driver_source) (C(nvidia-smi) or
         C(/proc/driver/nvidia/gpus)), C(missing) (on the bus, not in the driver),
-        C(expected) (O(gpu_count)), C(lost_text) (C(host_health.lost_gpus)), C(boots).
+        C(expected) (O(wanted.gpu_count)), C(lost_text) (C(host_health.lost_gpus)), C(boots).
       type: dict
       returned: always
     gpu_processes:
@@ -505,16 +510,16 @@ audit:
         - "C(dkms_missing_for_kernel) critical: the kernel that boots next (subject) lacks
           an installed build of a DKMS module the running kernel has."
         - "C(pcie_mrrs) high: one per GPU and per upstream bridge (subject: PCI address)
-          below O(mrrs_size)."
+          below O(wanted.mrrs_size)."
         - "C(pcie_link_degraded) high: current link width or speed below the maximum; low
           when an nvidia-driven GPU idles at 2.5 GT/s (its power-saving state)."
         - "C(gpu_no_driver) high: a GPU with no driver bound."
         - "C(numa_balancing) high: C(kernel.numa_balancing) off its wanted value."
         - "C(cpuidle_deep_state) high: subject names the state (C(C2)) still enabled on
-          some CPU while deeper than O(cpuidle_deeper_than)."
+          some CPU while deeper than O(wanted.cpuidle_deeper_than)."
         - "C(lxc_stale_majors) high: subject C(lxc <vmid>); allowed majors no longer
           registered. C(lxc_gpu_majors_missing) high: a GPU container lacks the current
-          major of a driver of O(lxc_gpu_drivers). C(lxc_onboot) low: GPU container not
+          major of a driver of O(wanted.lxc_gpu_drivers). C(lxc_onboot) low: GPU container not
           started on boot. C(lxc_stale_majors) never counts C(devN:) entries (they name a
           path, not a major). C(lxc_cgroup_v1_keys) high: a GPU container's device rule only
           under a cgroup v1 key (C(lxc.cgroup.devices.allow)), which LXC ignores on a host
@@ -538,7 +543,7 @@ audit:
         - "C(gpu_peer_bandwidth_low) high: subject C(<from> -> <to>) (bus ids); a peer copy
           of the CUDA pass below the model's C(peer_gbs) pass mark where the pair's path
           (NVLink, else the slower GPU's PCIe link) can carry it, else below
-          O(bandwidth_min_pct) of that path; a pair without peer access is no finding."
+          O(wanted.bandwidth_min_pct) of that path; a pair without peer access is no finding."
         - "C(nvlink_inactive) high: subject the GPU's address; links C(nvidia-smi nvlink -s)
           shows inactive (all of them after XID 149). C(nvlink_errors) medium for non-zero
           CRC or replay error counters of C(nvidia-smi nvlink -e), high for recovery errors
@@ -648,7 +653,13 @@ files_read:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    check_module,
+    common,
+    fail,
+    int_range,
+    wanted_values,
+)
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import cmdout  # noqa: E402
@@ -656,12 +667,13 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runne
 from ansible_collections.gpuhost.tuning.plugins.module_utils import facts  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import text  # noqa: E402
 
-WANTED_KEYS = tuple(facts.wanted_spec())
+# Every wanted value was a top-level option before option wanted: kept until 0.3.0.
+PER_KEY = facts.WANTED_KEYS
 
 
 def argument_spec():
-    spec = dict(root=dict(type="path", default="/"))
-    spec.update(facts.wanted_spec())
+    spec = dict(root=dict(type="path", default="/"), wanted=facts.wanted_option())
+    spec.update(facts.per_key_spec(PER_KEY))
     spec["cuda"] = dict(type="list", elements="dict")
     spec["cuda_probe"] = dict(type="bool", default=False)
     spec["cuda_size_mb"] = dict(type="int", default=256)
@@ -671,14 +683,43 @@ def argument_spec():
     return spec
 
 
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p, skip=("cuda",))   # probe results carry the driver's own messages
+    if p.get("capture") and ((p.get("root") or "/") != "/" or p.get("cuda_probe")):
+        fail("capture", p["capture"], "a capture tarball audited instead of root, so root "
+             "stays / and cuda_probe off (got root %s%s)" % (
+                 p.get("root"), ", cuda_probe true" if p.get("cuda_probe") else ""))
+    if p.get("capture") and not p["capture"].startswith("/"):
+        fail("capture", p["capture"], "an absolute path of the tarball (e.g. $PWD/%s)"
+             % p["capture"])
+    int_range("cuda_size_mb", p.get("cuda_size_mb"), 1, 65536)
+    int_range("cuda_timeout", p.get("cuda_timeout"), 1, 3600)
+    if not isinstance(p.get("cuda") or [], list) or \
+            not all(isinstance(item, dict) for item in p.get("cuda") or []):
+        fail("cuda", p.get("cuda"), "a list of cuda_probe results")
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.facts import WANTED_KEYS
+
+    wanted_values(p, WANTED_KEYS)
+
+
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    check_module(module, "host_audit")
+    with check_module(module, "host_audit", rules):
+        _run(module)
+
+
+def _run(module):
     params = module.params
-    wanted = dict((key, params[key]) for key in WANTED_KEYS)
-    if params["xid_window_days"] < 1:
+    try:
+        wanted = facts.wanted_intake(params, PER_KEY, deprecate=_deprecate(module))
+    except ValueError as exc:
+        module.fail_json(msg="host_audit: wanted: %s" % exc)
+    if wanted["xid_window_days"] < 1:
         module.fail_json(msg="host_audit: xid_window_days must be 1 or more (days of kernel "
-                             "log to count XID events over), got %s" % params["xid_window_days"])
+                             "log to count XID events over), got %s" % wanted["xid_window_days"])
     if params["cuda_probe"] and (params["root"] != "/" or params["cuda"] is not None):
         module.fail_json(msg="host_audit: cuda_probe runs CUDA on the live host: it needs root "
                              "/ and no cuda results given (got root %s)" % params["root"])
@@ -700,6 +741,13 @@ def main():
     if scratch is not None:
         out["audit"]["root"] = params["capture"]
     module.exit_json(**out)
+
+
+def _deprecate(module):
+    def deprecate(text):
+        module.deprecate(text, version=facts.PER_KEY_REMOVED_IN,
+                         collection_name="gpuhost.tuning")
+    return deprecate
 
 
 def _audit(module, params, wanted):

@@ -113,7 +113,13 @@ import json  # noqa: E402
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    check_module,
+    common,
+    gpu,
+    inside,
+    sysctl_values,
+)
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec  # noqa: E402
@@ -172,6 +178,17 @@ def write(module):
     module.exit_json(changed=not same, dest=dest, size=len(data))
 
 
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p, skip=("archive",))
+    sysctl_values("sysctl", p.get("sysctl"))
+    if p.get("lxc_config_dir"):
+        inside(p, "lxc_config_dir")
+    gpu(p, "gpu_vendor", "gpu_classes")
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -185,7 +202,11 @@ def main():
         required_together=[("archive", "dest")],
         supports_check_mode=True,
     )
-    check_module(module, "host_capture")
+    with check_module(module, "host_capture", rules):
+        _run(module)
+
+
+def _run(module):
     if module.params["archive"] is not None:
         write(module)
     else:

@@ -17,7 +17,7 @@ description:
     role C(gpuhost.tuning.tune) does, in this order - audit the host (read-only); record
     a snapshot of everything managed (M(gpuhost.tuning.tuning_snapshot), kind C(before));
     apply and persist the sysctls (M(gpuhost.tuning.sysctl_settings)); disable the idle
-    states deeper than O(cpuidle_deeper_than) (M(gpuhost.tuning.cpuidle_state)), only when
+    states deeper than O(wanted.cpuidle_deeper_than) (M(gpuhost.tuning.cpuidle_state)), only when
     that state exists on the host, else reported as not applicable; set the PCIe Max Read
     Request Size (M(gpuhost.tuning.setpci_maxreadreq)); install the boot-time re-apply
     service (M(gpuhost.tuning.boot_service)); handle C(nvidia_peermem); pin misplaced GPU
@@ -51,7 +51,7 @@ description:
     finds misplaced (C(gpu_numa_mismatch), C(gpu_container_unpinned); only those in
     O(numa_pin_vmids) when given), sets C(lxc.cgroup2.cpuset.cpus) to the CPUs of its GPUs'
     NUMA nodes and C(lxc.cgroup2.cpuset.mems) to those nodes in the live section of its
-    config in O(lxc_config_dir) (before the first C([section]) line; pending and snapshot
+    config in O(wanted.lxc_config_dir) (before the first C([section]) line; pending and snapshot
     sections and every other byte kept; written atomically, read back). It is applied at
     the container's next start: a running container keeps its old cpuset until then,
     which its report row says. A container already on its GPUs' nodes is left alone."
@@ -87,7 +87,12 @@ description:
     note names the parts that ran between the two measurements and whether each changed
     the host, so a change is attributed to what changed. Slower is a warning, not a
     failure; live host only, as for C(bandwidth)."
+  - The wanted values come whole in O(wanted) (role C(gpuhost.tuning.common) composes
+    them); the audits before and after judge all of them, as role audit does. The per-key
+    options O(host), O(mrrs_size), O(cpuidle_deeper_than), O(sysctl), O(gpu_vendor),
+    O(gpu_classes) and O(lxc_config_dir) are deprecated and stop working in 0.3.0.
 extends_documentation_fragment:
+  - gpuhost.tuning.wanted
   - gpuhost.tuning.gpu_selection
 author:
   - gpuhost.tuning developers (!UNKNOWN)
@@ -97,10 +102,11 @@ options:
     type: path
     default: /
   host:
-    description: Host name for the result and the failure message (the inventory name).
+    description: Deprecated, use O(wanted.host) - host name for the result and the failure
+      message (the inventory name).
     type: str
   mrrs_size:
-    description: Wanted PCIe Max Read Request Size (bytes) of GPUs and their bridges.
+    description: Deprecated, use O(wanted.mrrs_size).
     type: int
     default: 4096
     choices: [128, 256, 512, 1024, 2048, 4096]
@@ -109,13 +115,19 @@ options:
     type: bool
     default: true
   cpuidle_deeper_than:
-    description: Idle states with a higher exit latency than this named state are disabled.
+    description: Deprecated, use O(wanted.cpuidle_deeper_than).
     type: str
     default: C1
   sysctl:
-    description: Wanted sysctl values (key to value as a string), applied and persisted.
+    description: Deprecated, use O(wanted.sysctl) (applied and persisted).
     type: dict
     default: {}
+  lxc_config_dir:
+    description: Deprecated, use O(wanted.lxc_config_dir) - folder of the Proxmox container
+      configs (under O(root)) that the audit reads, the snapshot records the GPU containers'
+      cpuset lines of and C(numa_pin) edits.
+    type: path
+    default: /etc/pve/lxc
   # >>> tune part options, written by scripts/role-specs.py from the tune part registry
   parts:
     description:
@@ -133,11 +145,6 @@ options:
     description: Folder of the snapshots on the host (under O(root)).
     type: path
     default: /var/lib/gpuhost
-  lxc_config_dir:
-    description: Folder of the Proxmox container configs (under O(root)) that the audit
-      reads, the snapshot records the GPU containers' cpuset lines of and C(numa_pin) edits.
-    type: path
-    default: /etc/pve/lxc
   bandwidth_size_mb:
     description: Size of each copy of the C(bandwidth) part, in MiB (1 to 65536); each GPU
       needs this much free memory plus 64 MiB, or it is skipped with the reason.
@@ -180,7 +187,7 @@ options:
     default: [net.core.rmem_max, net.core.wmem_max, net.core.rmem_default,
       net.core.wmem_default]
   sysctl_file:
-    description: The sysctl.d file owned by the pass (it holds exactly O(sysctl)).
+    description: The sysctl.d file owned by the pass (it holds exactly O(wanted.sysctl)).
     type: path
     default: /etc/sysctl.d/99-gpuhost-tuning.conf
   mrrs_method:
@@ -218,10 +225,11 @@ seealso:
 EXAMPLES = r"""
 - name: Tune the host in one module call (the tune role's main path)
   gpuhost.tuning.host_tune:
-    host: "{{ inventory_hostname }}"
-    sysctl:
-      kernel.numa_balancing: "0"
-      net.core.rmem_max: "16777216"
+    wanted:
+      host: "{{ inventory_hostname }}"
+      sysctl:
+        kernel.numa_balancing: "0"
+        net.core.rmem_max: "16777216"
   register: tuned
   ignore_errors: true  # write the report first, then fail the host
 
@@ -233,7 +241,7 @@ EXAMPLES = r"""
 - name: Only the sysctls and the idle states, no boot service, no verify
   gpuhost.tuning.host_tune:
     parts: [snapshot, sysctl, cpuidle]
-    sysctl: {vm.swappiness: "10"}
+    wanted: {sysctl: {vm.swappiness: "10"}}
 """
 
 RETURN = r"""
@@ -242,7 +250,7 @@ changed:
   returned: always
   type: bool
 host:
-  description: O(host).
+  description: O(wanted.host).
   returned: always
   type: str
 root:
@@ -367,9 +375,39 @@ msg:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    VMID_RANGE,
+    bandwidth_options,
+    check_module,
+    common,
+    inside,
+    int_range,
+    latency_options,
+    non_empty_list,
+    sysctl_key,
+    wanted_values,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils import tune  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    non_empty_list("parts", p.get("parts"), "tune parts")
+    for key in p.get("sysctl_at_least") or []:
+        sysctl_key("sysctl_at_least", key)
+    inside(p, "sysctl_file")
+    inside(p, "snapshot_dir")
+    for vmid in p.get("numa_pin_vmids") or []:
+        int_range("numa_pin_vmids", vmid, *VMID_RANGE)
+    bandwidth_options(p)
+    latency_options(p)
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.tune import PER_KEY
+
+    wanted_values(p, PER_KEY)
 
 
 def build_module():
@@ -378,7 +416,11 @@ def build_module():
 
 def main():
     module = build_module()
-    check_module(module, "host_tune")
+    with check_module(module, "host_tune", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = tune.tune_run(module.params, module.check_mode, Runner(module),
                                warn=module.warn)

@@ -97,9 +97,32 @@ stale:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    RELEASE,
+    check_module,
+    common,
+    fail,
+    inside,
+    names,
+    non_empty_list,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils import initramfs  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    non_empty_list("kernels", p.get("kernels"), "kernel releases")
+    names("kernels", p.get("kernels"), RELEASE, "kernel releases like 6.14.11-5-bpo12-pve")
+    for option in ("files", "absent_files"):
+        for path in p.get(option) or []:
+            if not path.startswith("/"):
+                fail(option, path, "absolute paths as inside the initramfs")
+    for release in p.get("kernels") or []:
+        inside(dict(p, image=p["image"].replace("{kernel}", release)), "image")
 
 
 def main():
@@ -115,7 +138,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    check_module(module, "initramfs_check")
+    with check_module(module, "initramfs_check", rules):
+        _run(module)
+
+
+def _run(module):
     p = module.params
     lister = p["executable"] or module.get_bin_path("lsinitramfs")
     if not lister:

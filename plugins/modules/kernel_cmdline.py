@@ -169,10 +169,28 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    boot_params,
+    check_module,
+    common,
+    inside,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.bootcfg import BootConfigError  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.bootcfg_write import plan, write  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    boot_params("params", p.get("params"), "absent", p.get("absent"))
+    if p.get("grub_file"):
+        path = p["grub_file"]
+        if not path.startswith("/"):
+            path = "/etc/default/grub.d/" + path
+        inside(dict(p, grub_file=path), "grub_file")
 
 
 def build_module():
@@ -198,7 +216,11 @@ def false_params(params):
 
 def main():
     module = build_module()
-    check_module(module, "kernel_cmdline")
+    with check_module(module, "kernel_cmdline", rules):
+        _run(module)
+
+
+def _run(module):
     p = module.params
     root = p["root"]
     runner = Runner(module) if root == "/" else None

@@ -119,11 +119,27 @@ dkms_needed:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    RELEASE,
+    boot_params,
+    check_module,
+    common,
+    names,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.kernelstate import (  # noqa: E402
     kernel_state,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    boot_params("params", p.get("params"), "absent", p.get("absent"))
+    names("kernel", [p["kernel"]] if p.get("kernel") else [], RELEASE,
+          "a kernel release like 6.14.11-5-bpo12-pve")
 
 
 def main():
@@ -137,7 +153,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    check_module(module, "kernel_state")
+    with check_module(module, "kernel_state", rules):
+        _run(module)
+
+
+def _run(module):
     p = module.params
     runner = Runner(module) if p["root"] == "/" else None
     state = kernel_state(p["root"], p["kernel"], p["params"], p["absent"], runner,

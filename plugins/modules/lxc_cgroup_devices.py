@@ -199,9 +199,39 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    MAX_MAJOR,
+    VMID_RANGE,
+    check_module,
+    common,
+    fail,
+    inside,
+    int_range,
+    names,
+    non_empty_list,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.container import rules_run  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc import LxcError  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    int_range("vmid", p.get("vmid"), *VMID_RANGE)
+    inside(p, "path")
+    inside(p, "config_dir")
+    non_empty_list("drivers", p.get("drivers"), "driver names from /proc/devices")
+    names("drivers", p.get("drivers"), what="driver names as /proc/devices lists them "
+                                            "(letters, digits, _ . + -)")
+    access = p.get("access")
+    if access is not None and (not access or any(c not in "rwm" for c in access)
+                               or len(set(access)) != len(access)):
+        fail("access", access, "a non-empty subset of rwm, each letter once (r read, w write, "
+                               "m mknod)")
+    for major in p.get("previous_majors") or []:
+        int_range("previous_majors", major, 0, MAX_MAJOR)
 
 
 def build_module():
@@ -227,7 +257,11 @@ def build_module():
 
 def main():
     module = build_module()
-    check_module(module, "lxc_cgroup_devices")
+    with check_module(module, "lxc_cgroup_devices", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = rules_run(module.params, module.check_mode)
     except (LxcError, ValueError, OSError) as exc:

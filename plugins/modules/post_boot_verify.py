@@ -21,7 +21,13 @@ description:
     the post-boot audit given in O(audit) (module M(gpuhost.tuning.host_audit)), so the
     audit's rules judge them and no second rule set exists.
   - Never fails because a check failed; RV(failures) lists them for the caller's gate.
+  - The wanted values come whole in O(wanted) (role C(gpuhost.tuning.common) composes
+    them; O(wanted.boot_params), O(wanted.cpufreq_drivers_wanted),
+    O(wanted.cpuidle_deeper_than) and O(wanted.mrrs_size) are judged here). The per-key
+    options O(boot_params), O(cpufreq_drivers_wanted), O(cpuidle_deeper_than) and
+    O(mrrs_size) are deprecated and stop working in 0.3.0.
 extends_documentation_fragment:
+  - gpuhost.tuning.wanted
   - gpuhost.tuning.boot_wanted
 author:
   - gpuhost.tuning developers (!UNKNOWN)
@@ -72,13 +78,16 @@ options:
     type: dict
     default: {}
   cpuidle_deeper_than:
-    description: Named in the C(cpuidle) detail (the audit decides the finding).
+    description: Deprecated, use O(wanted.cpuidle_deeper_than) (named in the C(cpuidle)
+      detail; the audit decides the finding).
     type: str
     default: C1
   mrrs_size:
-    description: Named in the C(mrrs) detail (the audit decides the finding).
+    description: Deprecated, use O(wanted.mrrs_size) (named in the C(mrrs) detail; the audit
+      decides the finding).
     type: int
     default: 4096
+    choices: [128, 256, 512, 1024, 2048, 4096]
 notes:
   - Check mode is the same read-only run.
 seealso:
@@ -94,7 +103,7 @@ EXAMPLES = r"""
 - name: Judge the boot
   gpuhost.tuning.post_boot_verify:
     expected_kernel: 6.14.11-5-bpo12-pve
-    boot_params: {amd_pstate: active}
+    wanted: {boot_params: {amd_pstate: active}}
     audit: "{{ post.audit }}"
   register: verify
 
@@ -156,10 +165,43 @@ running:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    RELEASE,
+    UNIT_NAME,
+    check_module,
+    common,
+    fail,
+    names,
+    wanted_values,
+)
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec, verify  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import facts, verify  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+# The wanted values this module took as top-level options before option wanted
+# (deprecated, they stop working in 0.3.0).
+PER_KEY = ("boot_params", "cpufreq_drivers_wanted", "cpuidle_deeper_than", "mrrs_size")
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p, skip=("audit",))
+    wanted_values(p, ("boot_params", "cpufreq_drivers_wanted", "cpuidle_deeper_than",
+                      "mrrs_size"))
+    names("modules", p.get("modules"), what="kernel module names (letters, digits, _ . + -)")
+    for module, wanted in (p.get("module_params") or {}).items():
+        names("module_params", [module], what="kernel module names")
+        if not isinstance(wanted, dict):
+            fail("module_params.%s" % module, wanted, "a mapping of parameter to value")
+        names("module_params.%s" % module, list(wanted), what="parameter names")
+    if p.get("tuning_service") is not None and not UNIT_NAME.match(p["tuning_service"]):
+        fail("tuning_service", p["tuning_service"], "a systemd unit name like "
+                                                    "gpuhost-tuning.service")
+    if p.get("expected_kernel"):
+        names("expected_kernel", [p["expected_kernel"]], RELEASE, "a kernel release")
 
 
 def main():
@@ -175,14 +217,29 @@ def main():
             tuning_service=dict(type="str", default="gpuhost-tuning.service"),
             systemctl=dict(type="bool", default=True),
             audit=dict(type="dict", default={}),
-            cpuidle_deeper_than=dict(type="str", default="C1"),
-            mrrs_size=dict(type="int", default=4096),
-            **argspec.boot_wanted()
+            wanted=facts.wanted_option(),
+            **facts.per_key_spec(PER_KEY)
         ),
         supports_check_mode=True,
     )
-    check_module(module, "post_boot_verify")
-    module.exit_json(**verify.post_boot_run(module.params, Runner(module)))
+    with check_module(module, "post_boot_verify", rules):
+        _run(module)
+
+
+def _run(module):
+    try:
+        wanted = facts.wanted_intake(module.params, PER_KEY, deprecate=_deprecate(module))
+    except ValueError as exc:
+        module.fail_json(msg="post_boot_verify: wanted: %s" % exc)
+    params = dict(module.params, **wanted)
+    module.exit_json(**verify.post_boot_run(params, Runner(module)))
+
+
+def _deprecate(module):
+    def deprecate(text):
+        module.deprecate(text, version=facts.PER_KEY_REMOVED_IN,
+                         collection_name="gpuhost.tuning")
+    return deprecate
 
 
 if __name__ == "__main__":

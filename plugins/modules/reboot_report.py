@@ -69,8 +69,23 @@ written:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    check_module,
+    common,
+    fail,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p, skip=("report",))
+    if not isinstance(p.get("report"), dict):
+        fail("report", p.get("report"), "the report document (a mapping)")
+    if p.get("dest") in ("", None):
+        fail("dest", p.get("dest"), "a folder path")
 
 
 def main():
@@ -82,7 +97,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    check_module(module, "reboot_report")
+    with check_module(module, "reboot_report", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = report.reboot_report_run(module.params, module.check_mode)
     except report.ReportError as exc:

@@ -62,6 +62,7 @@ options:
     description: Wanted MRRS, for highlighting GPU table cells below it.
     type: int
     default: 4096
+    choices: [128, 256, 512, 1024, 2048, 4096]
 notes:
   - In check mode nothing is written; RV(files) still lists what would be.
 seealso:
@@ -133,9 +134,17 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import che
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec, report  # noqa: E402
 
 
+# The validation rules sit beside the spec in argspec.py (the action plugin runs them too).
+rules = argspec.report_merge_rules
+
+
 def main():
     module = AnsibleModule(argument_spec=argspec.report_merge(), supports_check_mode=True)
-    check_module(module, "report_merge")
+    with check_module(module, "report_merge", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = report.merge_run(module.params, module.check_mode)
     except report.ReportError as exc:

@@ -100,6 +100,22 @@ written:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import report, rollout  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    check_module,
+    fail,
+    no_control,
+)
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    for key in ("name", "title", "generated_at"):
+        no_control(key, p.get(key))
+    if p.get("dest") in ("", None):
+        fail("dest", p.get("dest"), "a folder path")
+    # the name is checked by rollout.report_run (a file name stem, no folder)
 
 
 def main():
@@ -114,6 +130,11 @@ def main():
         ),
         supports_check_mode=True,
     )
+    with check_module(module, "rollout_report", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = rollout.report_run(module.params, module.check_mode)
     except report.ReportError as exc:

@@ -152,7 +152,23 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import runlock
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import LockError, PathError
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (
+    TOKEN,
+    check_module,
+    common,
+    fail,
+)
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    if p.get("token") is not None and not TOKEN.match(p["token"]):
+        fail("token", p["token"], "the 32 hex digits a run_lock acquire returned")
+    if p.get("state") == "released" and not p.get("token"):
+        fail("token", p.get("token"), "the token the acquire returned (state released)")
 
 
 def build_module():
@@ -174,7 +190,11 @@ def build_module():
 
 def main():
     module = build_module()
-    check_module(module, "run_lock")
+    with check_module(module, "run_lock", rules):
+        _run(module)
+
+
+def _run(module):
     params = module.params
     try:
         if params["state"] == "acquired":

@@ -41,15 +41,17 @@ options:
       - An address that does not exist is an error, raised before anything is written.
     type: list
     elements: str
-  size:
+  mrrs_size:
     description:
       - Max Read Request Size in bytes. Any other value is refused.
+      - C(size), its name before 0.2.0, is a deprecated alias (it stops working in 0.3.0).
+    aliases: [size]
     type: int
     choices: [128, 256, 512, 1024, 2048, 4096]
     default: 4096
   state:
     description:
-      - C(present) sets O(size); C(query) only reports the current values and never writes.
+      - C(present) sets O(mrrs_size); C(query) only reports the current values and never writes.
     type: str
     choices: [present, query]
     default: present
@@ -83,7 +85,7 @@ author:
 EXAMPLES = r"""
 - name: MRRS 4096 on every NVIDIA GPU and the root ports above them
   gpuhost.tuning.setpci_maxreadreq:
-    size: 4096
+    mrrs_size: 4096
 
 - name: Report MRRS of the GPUs and their bridges without changing anything
   gpuhost.tuning.setpci_maxreadreq:
@@ -98,7 +100,7 @@ EXAMPLES = r"""
 
 - name: Revert to the value the audit recorded
   gpuhost.tuning.setpci_maxreadreq:
-    size: 512
+    mrrs_size: 512
 """
 
 RETURN = r"""
@@ -183,7 +185,13 @@ failed_devices:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    check_module,
+    common,
+    gpu,
+    non_empty_list,
+    pci_addresses,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.pci import PciError  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.pci_write import (  # noqa: E402
     mrrs_failure,
@@ -191,6 +199,18 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.pci_write import ( 
     mrrs_spec,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    non_empty_list("devices", p.get("devices"),
+                   "PCI addresses like 0000:41:00.0 (leave devices out to select by vendor "
+                   "and class)")
+    pci_addresses("devices", p.get("devices"))
+    gpu(p)
 
 
 def build_module():
@@ -202,7 +222,11 @@ def build_module():
 
 def main():
     module = build_module()
-    check_module(module, "setpci_maxreadreq")
+    with check_module(module, "setpci_maxreadreq", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = mrrs_run(module.params, module.check_mode, Runner(module), warn=module.warn)
     except (ValueError, PciError, OSError) as exc:

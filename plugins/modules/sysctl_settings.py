@@ -167,12 +167,32 @@ overridden_at_boot:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    check_module,
+    common,
+    fail,
+    inside,
+    sysctl_key,
+    sysctl_values,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.sysctl_write import (  # noqa: E402
     settings_failure,
     settings_run,
     settings_spec,
 )
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    sysctl_values("values", p.get("values"), allow_empty=p.get("state") != "present")
+    for key in p.get("at_least") or []:
+        sysctl_key("at_least", key)
+    inside(p, "path", follow=False)
+    if p.get("path") and p["path"].endswith("/"):
+        fail("path", p["path"], "a file path, not a folder")
 
 
 def build_module():
@@ -185,7 +205,11 @@ def build_module():
 
 def main():
     module = build_module()
-    check_module(module, "sysctl_settings")
+    with check_module(module, "sysctl_settings", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = settings_run(module.params, module.check_mode, warn=module.warn)
     except (ValueError, OSError) as exc:

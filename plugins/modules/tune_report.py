@@ -105,10 +105,18 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import che
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec, report  # noqa: E402
 
 
+# The validation rules sit beside the spec in argspec.py (the action plugin runs them too).
+rules = argspec.tune_report_rules
+
+
 def main():
     module = AnsibleModule(argument_spec=argspec.tune_report(), supports_check_mode=True,
                            **argspec.TUNE_REPORT_RULES)
-    check_module(module, "tune_report")
+    with check_module(module, "tune_report", rules):
+        _run(module)
+
+
+def _run(module):
     try:
         result = report.tune_report_run(module.params, module.check_mode)
     except report.ReportError as exc:

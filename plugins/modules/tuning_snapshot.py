@@ -205,8 +205,37 @@ failures:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    check_module,
+    common,
+    fail,
+    gpu,
+    inside,
+    non_empty_list,
+    snapshot_name,
+    sysctl_key,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    non_empty_list("parts", p.get("parts"), "snapshot parts (the choices of parts)")
+    inside(p, "lxc_config_dir")
+    snapshot_name("snapshot", p.get("snapshot"))
+    if p.get("snapshot") and "/" in p["snapshot"]:
+        inside(p, "snapshot")
+    inside(p, "dir")
+    inside(p, "files", follow=False)
+    for path in p.get("files") or []:
+        if not path.startswith("/"):
+            fail("files", path, "absolute host paths")
+    for key in p.get("sysctl_keys") or []:
+        sysctl_key("sysctl_keys", key)
+    gpu(p)
 
 
 def build_module():
@@ -218,7 +247,11 @@ def build_module():
 
 def main():
     module = build_module()
-    check_module(module, "tuning_snapshot")
+    with check_module(module, "tuning_snapshot", rules):
+        _run(module)
+
+
+def _run(module):
     result = snap.snapshot_run(module.params, module.check_mode)
     if not module._diff:
         result.pop("diff", None)

@@ -110,9 +110,29 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    RELEASE,
+    check_module,
+    common,
+    fail,
+    inside,
+    int_range,
+    names,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils import initramfs, vmverify  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    if not p.get("kernel"):
+        fail("kernel", p.get("kernel"), "the kernel release that boots next")
+    names("kernel", [p["kernel"]], RELEASE, "a kernel release like 6.14.11-5-bpo12-pve")
+    inside(dict(p, image=p["image"].replace("{kernel}", p["kernel"])), "image")
+    int_range("timeout", p.get("timeout"), 1, 3600)
 
 
 def main():
@@ -127,7 +147,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    check_module(module, "vfio_initramfs_check")
+    with check_module(module, "vfio_initramfs_check", rules):
+        _run(module)
+
+
+def _run(module):
     p = module.params
     lister = p["executable"] or module.get_bin_path("lsinitramfs")
     if not lister:

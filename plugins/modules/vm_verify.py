@@ -126,9 +126,24 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+    VMID_RANGE,
+    check_module,
+    common,
+    int_range,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils import vmverify  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+
+
+def rules(p):
+    """Option values this module refuses before it reads or writes anything (run by
+    validate.check_module: a ValidationError names the option, the value and what is
+    allowed)."""
+    common(p)
+    for vmid in p.get("running_before") or []:
+        int_range("running_before", vmid, *VMID_RANGE)
+    int_range("start_timeout", p.get("start_timeout"), 1, 3600)
 
 
 def main():
@@ -142,7 +157,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    check_module(module, "vm_verify")
+    with check_module(module, "vm_verify", rules):
+        _run(module)
+
+
+def _run(module):
     p = module.params
     result = vmverify.verify_vms(p["root"], Runner(module), running_before=p["running_before"],
                                  start=p["start"], qm=p["qm"], check_mode=module.check_mode,

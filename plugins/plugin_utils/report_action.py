@@ -28,12 +28,13 @@ display = Display()
 class ReportAction(ActionBase):
     """A report module run in the controller's process. Subclasses set ``NAME`` (the
     module), ``GIVEN`` (its option holding the results), ``SPEC`` and ``RULES`` (its option
-    spec, from argspec), ``READ`` (report.registered_* for ``hosts``/``result_var``) and
+    spec, from argspec), ``CHECK`` (its validation rules, beside the spec in argspec),
+    ``READ`` (report.registered_* for ``hosts``/``result_var``) and
     ``RUN`` (report.*_run)."""
 
     TRANSFERS_FILES = False
     _requires_connection = False
-    NAME = GIVEN = SPEC = RULES = READ = RUN = None
+    NAME = GIVEN = SPEC = RULES = CHECK = READ = RUN = None
 
     def run(self, tmp=None, task_vars=None):
         result = super(ReportAction, self).run(tmp, task_vars)
@@ -44,7 +45,7 @@ class ReportAction(ActionBase):
                 params[self.GIVEN] = self.READ(
                     (task_vars or {})["hostvars"].raw_get, params["hosts"],
                     params["result_var"])
-            check(self.NAME, params)
+            check(self.CHECK, params)
         except ValidationError as exc:
             raise AnsibleActionFail("%s: %s (nothing was read or written)" % (self.NAME, exc))
         except report.ReportError as exc:

@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 import yaml
+from fixtures import hosts
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.modules import audit_report, tune_report
@@ -432,8 +433,8 @@ def test_the_numa_pin_revert_refuses_lines_changed_after_the_tune(tmp_path, vmid
     from ansible_collections.gpuhost.tuning.plugins.modules import host_tune, tuning_snapshot
     root = str(tmp_path / "host")
     _gpu_host(root)
-    tuned = run_module(host_tune, {"root": root, "host": "gpu03",
-                                   "parts": ["snapshot", "numa_pin", "verify"]})
+    tuned = run_module(host_tune, hosts.as_wanted({"root": root, "host": "gpu03",
+                                                   "parts": ["snapshot", "numa_pin", "verify"]}))
     assert not tuned.get("failed"), tuned.get("msg")
     _operator_sets(root, vmid, old, new)
     theirs = _conf_text(root, vmid)
@@ -510,8 +511,8 @@ def test_numa_pin_and_its_revert_write_through_a_linked_config(tmp_path, kind, t
     links = _links(root)
     with open(real, "rb") as handle:
         original = handle.read()
-    tuned = run_module(host_tune, {"root": root, "host": "gpu03",
-                                   "parts": ["snapshot", "numa_pin", "verify"]})
+    tuned = run_module(host_tune, hosts.as_wanted({"root": root, "host": "gpu03",
+                                                   "parts": ["snapshot", "numa_pin", "verify"]}))
     assert not tuned.get("failed"), tuned.get("msg")
     assert _links(root) == links
     with open(real, "rb") as handle:

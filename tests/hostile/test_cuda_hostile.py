@@ -199,11 +199,11 @@ def test_hanging_bandwidth_measurement_fails_the_part_and_the_others_run(
     monkeypatch.setattr(measured, "is_live", lambda _root: True)   # the tree as the host
     fake(devices=vm["gpu"], hang="cuInit")
     started = time.monotonic()
-    res = run_module(host_tune, {"root": vm["root"], "host": "gpu01",
-                                 "parts": ["sysctl", "bandwidth"],
-                                 "sysctl": hosts.common_wanted()["sysctl"],
-                                 "bandwidth_size_mb": 1, "bandwidth_repeats": 1,
-                                 "bandwidth_timeout": 1})
+    res = run_module(host_tune, hosts.as_wanted({"root": vm["root"], "host": "gpu01",
+                                                 "parts": ["sysctl", "bandwidth"],
+                                                 "sysctl": hosts.common_wanted()["sysctl"],
+                                                 "bandwidth_size_mb": 1, "bandwidth_repeats": 1,
+                                                 "bandwidth_timeout": 1}))
     elapsed = time.monotonic() - started
     # before and after: 1 s + 1 GPU x 4 copies of 1 MiB, rounded up: 2 s each
     assert 4 <= elapsed < 4 + 2 * MARGIN_S, elapsed

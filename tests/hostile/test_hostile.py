@@ -210,8 +210,9 @@ def test_tune_takes_over_only_what_the_original_snapshot_holds_and_revert_restor
     path = _write(seed, "/etc/sysctl.d/60-local.conf", "vm.swappiness = 1\n", 0o640)
     os.chown(path, 1234, 4321)
     original = digest(seed)
-    args = {"root": seed, "sysctl": SYSCTL, "sysctl_file": "/etc/sysctl.d/60-local.conf",
-            "parts": ["snapshot", "sysctl"]}
+    args = hosts.as_wanted({"root": seed, "sysctl": SYSCTL,
+                            "sysctl_file": "/etc/sysctl.d/60-local.conf",
+                            "parts": ["snapshot", "sysctl"]})
     result = run_module(host_tune, args)
     assert not result.get("failed"), result.get("msg")
     with open(path) as handle:
@@ -231,11 +232,11 @@ def test_tune_takes_over_only_what_the_original_snapshot_holds_and_revert_restor
 
 
 def test_tune_refuses_operator_file_the_original_does_not_hold(seed):
-    run_module(host_tune, {"root": seed, "sysctl": SYSCTL, "parts": ["snapshot"]})
+    run_module(host_tune, hosts.as_wanted({"root": seed, "sysctl": SYSCTL, "parts": ["snapshot"]}))
     _write(seed, "/etc/sysctl.d/60-local.conf", "vm.swappiness = 1\n")
-    result = run_module(host_tune, {"root": seed, "sysctl": SYSCTL,
-                                    "sysctl_file": "/etc/sysctl.d/60-local.conf",
-                                    "parts": ["snapshot", "sysctl"]})
+    result = run_module(host_tune, hosts.as_wanted({"root": seed, "sysctl": SYSCTL,
+                                                    "sysctl_file": "/etc/sysctl.d/60-local.conf",
+                                                    "parts": ["snapshot", "sysctl"]}))
     assert result["failed"] and "does not hold its current state" in result["msg"]
     with open(os.path.join(seed, "etc/sysctl.d/60-local.conf")) as handle:
         assert handle.read() == "vm.swappiness = 1\n"
@@ -246,8 +247,9 @@ def test_tune_refuses_operator_file_the_original_does_not_hold(seed):
 
 
 def _tuned(seed):
-    result = run_module(host_tune, {"root": seed, "sysctl": SYSCTL,
-                                    "parts": ["snapshot", "sysctl", "boot_service"]})
+    result = run_module(host_tune, hosts.as_wanted({"root": seed, "sysctl": SYSCTL,
+                                                    "parts": ["snapshot", "sysctl",
+                                                              "boot_service"]}))
     assert not result.get("failed"), result.get("msg")
     return os.path.join(seed, "var/lib/gpuhost/original.json")
 
@@ -304,8 +306,9 @@ def test_restore_removes_folders_tune_created(tmp_path):
     os.makedirs(root)
     hosts.vm_host(root)
     original = digest(root)
-    result = run_module(host_tune, {"root": root, "sysctl": SYSCTL,
-                                    "parts": ["snapshot", "sysctl", "boot_service"]})
+    result = run_module(host_tune, hosts.as_wanted({"root": root, "sysctl": SYSCTL,
+                                                    "parts": ["snapshot", "sysctl",
+                                                              "boot_service"]}))
     assert not result.get("failed") or "sysctl" not in result["msg"]
     run_module(sysctl_settings, {"state": "absent", "root": root})
     run_module(boot_service, {"state": "absent", "root": root})
@@ -475,8 +478,8 @@ def test_grub_value_with_command_substitution_refused(tmp_path):
 
 
 def test_deeper_than_no_cpu_has_is_an_error_in_tune(seed):
-    result = run_module(host_tune, {"root": seed, "cpuidle_deeper_than": "C9",
-                                    "parts": ["cpuidle"]})
+    result = run_module(host_tune, hosts.as_wanted({"root": seed, "cpuidle_deeper_than": "C9",
+                                                    "parts": ["cpuidle"]}))
     assert result["failed"] and "C9 (deeper_than) not found" in result["msg"]
 
 
@@ -507,7 +510,8 @@ def test_a_second_run_is_refused_naming_the_holder(seed):
 
 def test_check_mode_takes_no_lock_and_changes_nothing(seed):
     before = digest(seed)
-    result = run_module(host_tune, {"root": seed, "sysctl": SYSCTL}, check_mode=True)
+    result = run_module(host_tune, hosts.as_wanted({"root": seed, "sysctl": SYSCTL}),
+                        check_mode=True)
     assert result["changed"] is True
     assert changed(before, digest(seed)) == []
 
@@ -553,8 +557,8 @@ def test_revert_keeps_a_folder_tune_created_that_now_holds_operator_files(tmp_pa
     hosts.vm_host(root)
     assert not os.path.exists(os.path.join(root, "etc/gpuhost-tuning"))
     original = digest(root)
-    run_module(host_tune, {"root": root, "sysctl": SYSCTL,
-                           "parts": ["snapshot", "sysctl", "boot_service"]})
+    run_module(host_tune, hosts.as_wanted({"root": root, "sysctl": SYSCTL,
+                                           "parts": ["snapshot", "sysctl", "boot_service"]}))
     notes = _write(root, "/etc/gpuhost-tuning/notes.txt", "operator notes\n")
     _sysctl, service, restore = _revert(root)
     assert service["changed"] is True

@@ -50,7 +50,7 @@ def test_a_second_revert_or_tune_is_refused_naming_the_holder(seed, monkeypatch)
     assert changed(before, digest(os.path.dirname(seed))) == []
     # the holder's own steps go on (token in the environment), then it releases
     monkeypatch.setenv(runlock.ENV_TOKEN, taken["token"])
-    tuned = run_module(host_tune, {"sysctl": SYSCTL, "root": seed})
+    tuned = run_module(host_tune, hosts.as_wanted({"sysctl": SYSCTL, "root": seed}))
     assert not tuned.get("failed"), tuned.get("msg")
     again = _take(seed, token=taken["token"])
     assert again["changed"] is False and again["held"] is True

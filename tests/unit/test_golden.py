@@ -226,7 +226,7 @@ def generate(base):
         build(root)
         args = dict(hosts.common_wanted(host=name), root=root, record_files=True)
         args.update(extra)
-        result = run_module(host_audit, args)
+        result = run_module(host_audit, hosts.as_wanted(args))
         assert not result.get("failed"), result.get("msg")
         result["audit"]["collected_at"] = "2026-01-01T00:00:00Z"
         result["audit"]["duration_s"] = 0.0

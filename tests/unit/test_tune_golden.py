@@ -35,7 +35,7 @@ _SHIPPED_SIZE = re.compile(r"\(library file, \d+ bytes\)")
 def _tune(root, check_mode=False, **args):
     params = {"root": root, "host": "gpu01", "sysctl": WANTED["sysctl"]}
     params.update(args)
-    result = run_module(host_tune, params, check_mode=check_mode, diff=True)
+    result = run_module(host_tune, hosts.as_wanted(params), check_mode=check_mode, diff=True)
     # ``invocation`` is ansible-core's, not the module's: 2.19 adds it to every result, 2.21
     # only with ANSIBLE_INJECT_INVOCATION (off by default). The goldens hold what both give.
     result.pop("invocation", None)

@@ -144,25 +144,25 @@ def _finding_rows(findings):
     return out
 
 
-def _gpu_rows(gpus, want_mrrs):
+def _gpu_rows(gpus, mrrs_size):
     out = []
     for gpu in gpus:
         out.append({
             "address": gpu["address"], "device": "%s:%s" % (gpu.get("vendor"), gpu.get("device")),
             "driver": gpu.get("driver") or "none", "owner": gpu.get("owner") or "host",
             "numa": gpu.get("numa_node"),
-            "mrrs": _size(gpu.get("max_read_request_size"), want_mrrs),
+            "mrrs": _size(gpu.get("max_read_request_size"), mrrs_size),
             "mps": "%s / %s" % (gpu.get("max_payload_size") or "?",
                                 gpu.get("max_payload_size_supported") or "?"),
             "link": _link(gpu.get("link")),
             "upstream": [{"address": b["address"],
-                          "mrrs": _size(b.get("max_read_request_size"), want_mrrs),
+                          "mrrs": _size(b.get("max_read_request_size"), mrrs_size),
                           "link": _link(b.get("link"))}
                          for b in gpu.get("upstream") or []]})
     return out
 
 
-def _view(doc, want_mrrs, groups):
+def _view(doc, mrrs_size, groups):
     """What the page shows of one document."""
     findings = doc["findings"]
     change = doc.get("aer_change")
@@ -173,10 +173,10 @@ def _view(doc, want_mrrs, groups):
             "compared_with": doc.get("compared_with"),
             "aer_change": {"since": change.get("since"),
                            "rows": sorted(change["devices"].items())} if change else None,
-            "gpus": _gpu_rows(doc["facts"].get("gpus") or [], want_mrrs)}
+            "gpus": _gpu_rows(doc["facts"].get("gpus") or [], mrrs_size)}
 
 
-def render_html(documents, generated_at=None, want_mrrs=4096, title="GPU host audit",
+def render_html(documents, generated_at=None, mrrs_size=4096, title="GPU host audit",
                 stale=None):
     """One self-contained page: totals, the hosts x checks matrix, then per host its facts,
     findings and GPU table (``stale`` as for ``summary.render_markdown``)."""
@@ -189,4 +189,4 @@ def render_html(documents, generated_at=None, want_mrrs=4096, title="GPU host au
     return render("index.html", title=title, css=templates.CSS, generated_at=generated_at,
                   severities=SEVERITIES, totals=totals, statuses=STATUS_ORDER,
                   stale=stale or [], groups=groups, schema=SCHEMA,
-                  docs=[_view(doc, want_mrrs, groups) for doc in docs])
+                  docs=[_view(doc, mrrs_size, groups) for doc in docs])

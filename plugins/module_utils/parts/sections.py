@@ -143,13 +143,10 @@ def restore_diff(sections, result):
 
 # --- the tune parts (module host_tune; protocol in parts/registry.py) ---------------------
 
-OPTIONS = dict(snapshot_dir=dict(type="path", default=snapstore.SNAPSHOT_DIR),
-               lxc_config_dir=dict(type="path", default=lxc_mod.DEFAULT_CONFIG_DIR))
+# lxc_config_dir, which the snapshot reads too, is a wanted value (tune.PER_KEY, ctx.wanted).
+OPTIONS = dict(snapshot_dir=dict(type="path", default=snapstore.SNAPSHOT_DIR))
 OPTION_DOCS = {
     "snapshot_dir": "Folder of the snapshots on the host (under O(root)).",
-    "lxc_config_dir": "Folder of the Proxmox container configs (under O(root)) that the audit "
-                      "reads, the snapshot records the GPU containers' cpuset lines of and "
-                      "C(numa_pin) edits.",
 }
 
 

@@ -49,7 +49,7 @@ def probe_999(vmid=None):
 
 
 def audit(root, **extra):
-    res = run_module(host_audit, dict({"root": root}, **extra))
+    res = run_module(host_audit, hosts.as_wanted(dict({"root": root}, **extra)))
     assert res.get("failed") is not True, res
     return res["audit"]
 
@@ -104,7 +104,7 @@ def test_copy_rate_below_the_floor_is_high_per_gpu(vm):
 
 
 def test_bad_floor_is_refused(vm):
-    res = run_module(host_audit, {"root": vm["root"], "bandwidth_min_pct": 0})
+    res = run_module(host_audit, hosts.as_wanted({"root": vm["root"], "bandwidth_min_pct": 0}))
     assert res["failed"] is True and "bandwidth_min_pct: 0 is not allowed" in res["msg"]
 
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 from conftest import tree_snapshot
-from fixtures import health, lxc
+from fixtures import health, hosts, lxc
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot, tune
@@ -51,7 +51,7 @@ def host(tmp_path):
 def _tune(root, check_mode=False, parts=("snapshot", "numa_pin", "verify"), **args):
     params = dict(root=root, host="gpu03", parts=list(parts))
     params.update(args)
-    return run_module(host_tune, params, check_mode=check_mode, diff=True)
+    return run_module(host_tune, hosts.as_wanted(params), check_mode=check_mode, diff=True)
 
 
 def _rows(result):

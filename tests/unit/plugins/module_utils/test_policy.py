@@ -82,7 +82,7 @@ def test_a_code_the_policy_does_not_name_keeps_the_catalogue():
 ])
 def test_bad_xid_policy_is_refused_naming_the_entry(tmp_path, bad, words):
     root = hosts.vm_host(str(tmp_path / "vm"))["root"]
-    res = run_module(host_audit, {"root": root, "xid_policy": bad})
+    res = run_module(host_audit, hosts.as_wanted({"root": root, "xid_policy": bad}))
     assert res["failed"] is True and words in res["msg"], res["msg"]
 
 
@@ -109,8 +109,10 @@ def test_an_h200_above_70_percent_but_below_48_gbs_is_low_by_its_mark(tmp_path):
     res = run_module(host_audit, {"root": vm["root"], "cuda": [probe_ok(vm["gpu"])]})
     assert not [f for f in res["audit"]["findings"] if f["id"] == "pcie_bandwidth_low"]
     # the operator's own mark for the model comes first
-    res = run_module(host_audit, {"root": vm["root"], "cuda": [probe_ok(vm["gpu"], 74.0)],
-                                  "copy_rate_marks": [{"model": "H200", "host_gbs": 40}]})
+    marks = [{"model": "H200", "host_gbs": 40}]
+    res = run_module(host_audit, hosts.as_wanted({"root": vm["root"],
+                                                  "cuda": [probe_ok(vm["gpu"], 74.0)],
+                                                  "copy_rate_marks": marks}))
     assert not [f for f in res["audit"]["findings"] if f["id"] == "pcie_bandwidth_low"]
 
 
@@ -222,7 +224,8 @@ def test_the_audit_reports_a_slow_peer_copy_given_as_cuda_results(tmp_path):
 
 def test_bad_copy_rate_marks_are_refused(tmp_path):
     root = hosts.vm_host(str(tmp_path / "vm"))["root"]
-    res = run_module(host_audit, {"root": root, "copy_rate_marks": [{"model": "H100"}]})
+    res = run_module(host_audit, hosts.as_wanted({"root": root,
+                                                  "copy_rate_marks": [{"model": "H100"}]}))
     assert res["failed"] is True and "copy_rate_marks[0] (H100) needs host_gbs" in res["msg"]
 
 
@@ -264,8 +267,9 @@ def test_acknowledged_findings_stay_in_the_report_but_not_in_the_alerting_series
             and "`" in ln]
     assert "**acknowledged**" in rows[-1]          # listed, last
     # an id that is no finding id is refused, naming it
-    res = run_module(host_audit, {"root": str(root),
-                                  "acknowledged": [{"id": "gpu_xid_event", "subject": "x"}]})
+    acknowledged = [{"id": "gpu_xid_event", "subject": "x"}]
+    res = run_module(host_audit, hosts.as_wanted({"root": str(root),
+                                                  "acknowledged": acknowledged}))
     assert res["failed"] is True and "'gpu_xid_event' is no finding id" in res["msg"]
 
 

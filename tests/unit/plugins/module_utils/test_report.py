@@ -154,8 +154,7 @@ def test_host_names_that_had_to_change_never_share_a_file(names):
 
 def test_host_audit_module(tmp_path):
     hosts.seed_host(tmp_path)
-    args = dict((k, v) for k, v in WANTED.items())
-    args["root"] = str(tmp_path)
+    args = hosts.as_wanted(dict(WANTED, root=str(tmp_path)))
     result = run_module(host_audit, args, check_mode=True)
     assert result["changed"] is False and "failed" not in result
     assert result["worst"] == "critical"

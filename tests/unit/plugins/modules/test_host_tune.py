@@ -28,7 +28,7 @@ CONF = "etc/sysctl.d/99-gpuhost-tuning.conf"
 def run(root, check_mode=False, diff=False, **args):
     params = {"root": root, "host": "gpu01", "sysctl": WANTED["sysctl"]}
     params.update(args)
-    return run_module(host_tune, params, check_mode=check_mode, diff=diff)
+    return run_module(host_tune, hosts.as_wanted(params), check_mode=check_mode, diff=diff)
 
 
 def managed_findings(root):
@@ -252,7 +252,7 @@ def test_ansible_doc_renders_and_matches_the_spec(seed):
         "mrrs_include_upstream", "cpuidle_deeper_than", "sysctl", "sysctl_at_least",
         "sysctl_file", "snapshot_dir", "boot_service_start", "nvidia_peermem",
         "lxc_config_dir", "numa_pin_vmids", "bandwidth_size_mb", "bandwidth_repeats",
-        "latency_count", "latency_gap_us", "bandwidth_timeout", "cuda_library"}
+        "latency_count", "latency_gap_us", "bandwidth_timeout", "cuda_library", "wanted"}
     for name, spec in tune.argument_spec().items():  # every part's own option documented
         assert doc["doc"]["options"][name].get("default") == spec.get("default"), name
     root, _built = seed

@@ -17,7 +17,7 @@ def run(root, audit=None, **args):
     args.setdefault("systemctl", False)
     if audit is not None:
         args["audit"] = audit
-    return run_module(post_boot_verify, args)
+    return run_module(post_boot_verify, hosts.as_wanted(args))
 
 
 def statuses(result):

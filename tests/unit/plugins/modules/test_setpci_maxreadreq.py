@@ -54,7 +54,7 @@ def test_idempotent(seed):
 def test_check_mode_writes_nothing(seed, snapshot_tree):
     root, _info = seed
     before = snapshot_tree(root)
-    result = run_module(module, {"root": root, "size": 2048}, check_mode=True)
+    result = run_module(module, {"root": root, "mrrs_size": 2048}, check_mode=True)
     assert result["changed"] is True
     assert all(d["after"] == 2048 for d in result["devices"])
     assert _by_address(result)["0000:81:00.0"]["devctl_after"] == "0x4936"
@@ -72,7 +72,7 @@ def test_check_mode_warns_about_lockdown(seed):
 def test_query_reports_and_writes_nothing(seed, snapshot_tree):
     root, _info = seed
     before = snapshot_tree(root)
-    result = run_module(module, {"root": root, "state": "query", "size": 128})
+    result = run_module(module, {"root": root, "state": "query", "mrrs_size": 128})
     assert result["changed"] is False
     assert len(result["devices"]) == 16
     assert all(d["before"] == d["after"] == 512 for d in result["devices"])
@@ -92,7 +92,7 @@ def test_diff_mode(seed):
 def test_bad_size_refused(seed, snapshot_tree, size):
     root, _info = seed
     before = snapshot_tree(root)
-    result = run_module(module, {"root": root, "size": size})
+    result = run_module(module, {"root": root, "mrrs_size": size})
     assert result["failed"] is True
     assert "size" in result["msg"] and "4096" in result["msg"]
     assert snapshot_tree(root) == before
@@ -155,7 +155,7 @@ def test_vm_gpu_on_host_bridge(tmp_path):
     assert result["devices"] == [{
         "address": "0000:00:10.0", "role": "endpoint", "vendor": "10de", "device": "2335",
         "before": 4096, "after": 4096, "devctl_before": "0x5134", "devctl_after": "0x5134"}]
-    result = run_module(module, {"root": root, "size": 512})
+    result = run_module(module, {"root": root, "mrrs_size": 512})
     assert result["changed"] is True and fx.devctl_of(root, "0000:00:10.0") == 0x2134
 
 
@@ -234,3 +234,11 @@ def test_setpci_method(seed):
         assert len(changed) == 1 and (old[changed[0]] ^ new[changed[0]]) & ~0x70 == 0
         assert fx.devctl_of(root, address) >> 12 & 7 == 5
     assert run_module(module, {"root": root, "method": "setpci"})["changed"] is False
+
+
+def test_the_old_option_name_size_still_works_deprecated(seed):
+    root, _info = seed
+    result = run_module(module, {"root": root, "size": 1024}, check_mode=True,
+                        allow_deprecations=True)
+    assert all(d["after"] == 1024 for d in result["devices"])
+    assert "size" in str(result["deprecations"]) and "0.3.0" in str(result["deprecations"])

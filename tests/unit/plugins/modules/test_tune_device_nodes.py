@@ -31,9 +31,9 @@ def seed(tmp_path):
 
 
 def run(root, parts, check_mode=False, diff=False):
-    return run_module(host_tune, {"root": root, "host": "gpu01", "parts": parts,
-                                  "sysctl": WANTED["sysctl"]}, check_mode=check_mode,
-                      diff=diff)
+    return run_module(host_tune, hosts.as_wanted({"root": root, "host": "gpu01", "parts": parts,
+                                                  "sysctl": WANTED["sysctl"]}),
+                      check_mode=check_mode, diff=diff)
 
 
 def unit_findings(root):
