@@ -58,7 +58,7 @@ def _defined(path, names):
     """True when ``names`` (e.g. ["judge"] or ["RootLock", "acquire"]) is defined in path."""
     with open(path) as handle:
         tree = ast.parse(handle.read())
-    scope = tree.body
+    scope, owner = tree.body, None
     for index, name in enumerate(names):
         hit = None
         for node in scope:
@@ -73,12 +73,17 @@ def _defined(path, names):
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 if any((a.asname or a.name.split(".")[-1]) == name for a in node.names):
                     hit = node
+        if hit is None and index and isinstance(owner, ast.ClassDef):
+            # an instance attribute: ``self.<name> = ...`` in one of the class's methods
+            hit = next((n for n in ast.walk(owner) if isinstance(n, ast.Attribute)
+                        and isinstance(n.ctx, ast.Store) and n.attr == name
+                        and isinstance(n.value, ast.Name) and n.value.id == "self"), None)
         if hit is None:
             return False
         if index < len(names) - 1:
             if not isinstance(hit, ast.ClassDef):
                 return False
-            scope = hit.body
+            scope, owner = hit.body, hit
     return True
 
 
