@@ -642,6 +642,10 @@ files_read:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import zipload  # noqa: E402
+
+zipload.install()  # before the collection's imports: each file compiled once
+
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
