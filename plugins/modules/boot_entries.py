@@ -192,6 +192,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import che
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
     bootcfg,
     bootloader,
+    bootloader_entries,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 
@@ -220,7 +221,7 @@ def main():
     module = build_module()
     check_module(module, "boot_entries")
     try:
-        result, failure = bootloader.entries_run(module.params, Runner(module))
+        result, failure = bootloader_entries.entries_run(module.params, Runner(module))
     except (bootloader.BootloaderError, bootcfg.BootConfigError, OSError) as exc:
         module.fail_json(msg=str(exc))
     if failure:
