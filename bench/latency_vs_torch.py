@@ -1,8 +1,9 @@
-"""Launch latency on a real GPU: the collection's CUDA probe (plugins/module_utils/cuda.py
---latency: an empty PTX kernel, cuLaunchKernel + cuCtxSynchronize) against the same round
-trip through PyTorch (a one-element add_ + torch.cuda.synchronize()), in one run, back to
-back and with a 1 ms sleep before each launch. Reads and launches only; no GPU setting is
-changed. Prints one JSON document; used on the lent H200 (bench/RESULTS-latency.md).
+"""Launch latency on a real GPU: the collection's CUDA probe (the script cuda.py's
+child_source() ships, as ``python3 -`` with --latency: an empty PTX kernel, cuLaunchKernel +
+cuCtxSynchronize) against the same round trip through PyTorch (a one-element add_ +
+torch.cuda.synchronize()), in one run, back to back and with a 1 ms sleep before each
+launch. Reads and launches only; no GPU setting is changed. Prints one JSON document; used
+on the lent H200 (bench/RESULTS-latency.md).
 
     python3 bench/latency_vs_torch.py [--count 2000] [--gap-us 1000]
 """
@@ -10,12 +11,28 @@ changed. Prints one JSON document; used on the lent H200 (bench/RESULTS-latency.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROBE = os.path.join(os.path.dirname(HERE), "plugins", "module_utils", "cuda.py")
+REPO = os.path.dirname(HERE)
+
+
+def probe_source():
+    """The probe's script as the modules ship it (``cuda.child_source()``), imported from
+    this checkout through a temporary ``ansible_collections`` link."""
+    links = tempfile.mkdtemp(prefix="gpuhost-latency.")
+    try:
+        os.makedirs(os.path.join(links, "ansible_collections", "gpuhost"))
+        os.symlink(REPO, os.path.join(links, "ansible_collections", "gpuhost", "tuning"))
+        sys.path.insert(0, links)
+        from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda
+        return cuda.child_source()
+    finally:
+        shutil.rmtree(links)
 
 
 def stats(seconds):
@@ -53,9 +70,10 @@ def main():
     parser.add_argument("--gap-us", type=int, default=1000)
     args = parser.parse_args()
     started = time.perf_counter()
-    probe = subprocess.run([sys.executable, PROBE, "--latency", "--latency-count",
+    probe = subprocess.run([sys.executable, "-", "--latency", "--latency-count",
                             str(args.count), "--latency-gap-us", str(args.gap_us)],
-                           capture_output=True, text=True, timeout=600, check=False)
+                           input=probe_source(), capture_output=True, text=True, timeout=600,
+                           check=False)
     result = {"probe_rc": probe.returncode, "probe_stderr": probe.stderr[-2000:]}
     try:
         doc = json.loads(probe.stdout)

@@ -23,6 +23,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_
 
 _VERSION_RE = re.compile(r"Linux version (\S+)")
 _UPSTREAM_RE = re.compile(r"^(\d+(?:\.\d+)*)(?:-(\d+))?")
+_VMLINUZ_RE = re.compile(r"(?:^|/)(?:vmlinuz|vmlinux|bzImage|kernel)-([^/\s]+)$")
 
 
 def running_kernel(root="/"):
@@ -209,3 +210,21 @@ def kernel_info(root, release):
         "headers_package": headers_package(release),
         "image_package": image_package(release),
     }
+
+
+def kernel_from_path(path):
+    """Kernel release from an image path: ``/boot/vmlinuz-6.1.0-56-amd64``,
+    ``/EFI/proxmox/6.8.12-9-pve/vmlinuz-6.8.12-9-pve``, kernel-install's
+    ``/<token>/6.1.0-56-amd64/linux``; None when the path does not say."""
+    if not path:
+        return None
+    path = path.strip()
+    # GRUB paths may carry a device or a btrfs subvolume prefix: (hd0,gpt2)/@/boot/...
+    path = re.sub(r"^\([^)]*\)", "", path)
+    match = _VMLINUZ_RE.search(path)
+    if match:
+        return match.group(1)
+    parts = [p for p in path.split("/") if p]
+    if len(parts) >= 2 and parts[-1] in ("linux", "vmlinuz") and re.match(r"^\d+\.", parts[-2]):
+        return parts[-2]
+    return None

@@ -73,7 +73,7 @@ def _change(before, after):
 
 
 def compare(before, after):
-    """``(status, note)`` for two :func:`cuda.latency_stats`: the status is the median's
+    """``(status, note)`` for two :func:`cuda_child.latency_stats`: the status is the median's
     (``better``, ``worse`` or ``same`` within the margin): every launch after a sleep pays a
     core's wake-up, so the median shows it, while one preempted round trip moves the p99 of
     a few hundred; the note gives both changes."""

@@ -28,6 +28,7 @@ import itertools
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_p2p
 from ansible_collections.gpuhost.tuning.plugins.module_utils import procfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.aer import item
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
@@ -60,14 +61,14 @@ def cmdline_iommu(text):
 def iommu_groups_present(root):
     """True when the kernel created IOMMU groups (an IOMMU driver is active)."""
     try:
-        return bool(hostfs.listdir(host_path(root, pci_mod.IOMMU_GROUPS)))
+        return bool(hostfs.listdir(host_path(root, pci_p2p.IOMMU_GROUPS)))
     except OSError:
         return False
 
 
 def _gpu_entry(dev):
-    group, kind = pci_mod.iommu_group(dev)
-    aperture = pci_mod.largest_bar(dev)
+    group, kind = pci_p2p.iommu_group(dev)
+    aperture = pci_p2p.largest_bar(dev)
     return {
         "address": dev.address,
         "driver": dev.driver,
@@ -90,7 +91,7 @@ def _bridge_acs(dev):
     if len(buf) <= 0x100:
         return None, ("only %d bytes of config space readable: run the audit as root to "
                       "read ACS" % len(buf))
-    return pci_mod.acs_summary(buf), None
+    return pci_p2p.acs_summary(buf), None
 
 
 def pair_path(up_a, up_b):
@@ -116,11 +117,11 @@ def collect(root, vendor=pci_mod.NVIDIA_VENDOR, classes=pci_mod.GPU_CLASSES, ski
     ``gpus``: the GPUs the host's ``nvidia`` driver runs (those bound to vfio-pci belong to
     VMs; ``skip``: addresses a VM config names or vGPU splits) with ``iommu_group``,
     ``iommu_type``, ``translated``, ``bar1_bytes`` and
-    ``bar1_index`` (the memory aperture: the largest BAR, see :func:`pci.largest_bar`),
+    ``bar1_index`` (the memory aperture: the largest BAR, see :func:`pci_p2p.largest_bar`),
     ``numa_node``. ``bridges``: every bridge between two of them, once, with ``port_type``,
     ``turns_at`` (the switch port peer traffic turns at, or ``root complex``), ``turnaround``
     (True where ACS redirect changes the route), ``gpus`` (those below it), ``acs`` (see
-    :func:`pci.acs_summary`; None without the capability) and ``error``."""
+    :func:`pci_p2p.acs_summary`; None without the capability) and ``error``."""
     devs = [d for d in pci_mod.select_devices(root, vendor, classes)
             if d.driver == GPU_DRIVER and d.address not in skip]
     gpus = [_gpu_entry(d) for d in devs]

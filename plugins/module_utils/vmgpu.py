@@ -23,6 +23,7 @@ import re
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils import passthrough as pt
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_p2p
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path, read_text
 
 STORAGE_CFG = "/etc/pve/storage.cfg"
@@ -115,7 +116,7 @@ def _ids(dev):
 
 
 def _group_members(root, number):
-    folder = host_path(root, "%s/%d/devices" % (pci_mod.IOMMU_GROUPS, number))
+    folder = host_path(root, "%s/%d/devices" % (pci_p2p.IOMMU_GROUPS, number))
     try:
         return sorted(n for n in hostfs.listdir(folder) if pci_mod.is_address(n))
     except OSError:
@@ -152,7 +153,7 @@ def _device(root, vm, device, address, entry, claimed, running):
         item["expected_id"] = entry.get("id")
         item["expected_subsystem"] = entry.get("subsystem-id")
         item["expected_group"] = entry.get("iommugroup")
-    number, _kind = pci_mod.iommu_group(dev)
+    number, _kind = pci_p2p.iommu_group(dev)
     item["iommu_group"] = number
     others = []
     for member in _group_members(root, number) if number is not None else []:
@@ -226,7 +227,7 @@ def collect(root, containers=()):
             if vmids:
                 conflicts.append({"container": ct["vmid"], "address": gpu["address"],
                                   "vms": vmids})
-    groups = host_path(root, pci_mod.IOMMU_GROUPS)
+    groups = host_path(root, pci_p2p.IOMMU_GROUPS)
     try:
         group_count = len(hostfs.listdir(groups))
     except OSError:

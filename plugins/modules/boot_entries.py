@@ -199,6 +199,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
     bootcfg,
     bootloader,
+    bootloader_entries,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 
@@ -242,7 +243,7 @@ def main():
 
 def _run(module):
     try:
-        result, failure = bootloader.entries_run(module.params, Runner(module))
+        result, failure = bootloader_entries.entries_run(module.params, Runner(module))
     except (bootloader.BootloaderError, bootcfg.BootConfigError, OSError) as exc:
         module.fail_json(msg=str(exc))
     if failure:

@@ -375,6 +375,10 @@ msg:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils import zipload  # noqa: E402
+
+zipload.install()  # before the collection's imports: each file compiled once
+
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
     VMID_RANGE,
     bandwidth_options,

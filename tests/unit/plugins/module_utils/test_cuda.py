@@ -1,6 +1,7 @@
-"""The CUDA probe (plugins/module_utils/cuda.py) against the stand-in libcuda.so.1: as a plain
-script and as ``python3 -`` with its source on stdin (how it runs inside a container), in a
-fresh process each time, as it runs for real."""
+"""The CUDA probe (the child script of plugins/module_utils/cuda_driver.py and cuda_child.py,
+joined by ``cuda.child_source()``) against the stand-in libcuda.so.1: as a plain script and
+as ``python3 -`` with its source on stdin (how it runs inside a container), in a fresh
+process each time, as it runs for real."""
 
 import json
 import os
@@ -11,9 +12,9 @@ import fakecuda
 from fixtures import realhost
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda, cuda_driver
 
-PROBE = cuda.__file__
+PROBE = None                            # the child script as a file (see probe_file)
 H200 = realhost.H200
 TWO = "0000:A1:00.0,0000:C1:00.0"       # as the driver may print them: upper-case hex
 
@@ -21,6 +22,16 @@ TWO = "0000:A1:00.0,0000:C1:00.0"       # as the driver may print them: upper-ca
 @pytest.fixture(scope="module")
 def lib():
     return fakecuda.build()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def probe_file(tmp_path_factory):
+    """The script the module ships, written to a file to run as a plain script."""
+    global PROBE
+    path = tmp_path_factory.mktemp("probe") / "cuda-probe.py"
+    path.write_text(cuda.child_source())
+    PROBE = str(path)
+    return PROBE
 
 
 link_tree = fakecuda.link_tree
@@ -201,7 +212,7 @@ def test_source_on_stdin_runs_as_in_a_container(lib, tmp_path):
     ("0001:0a:1f.7", "0001:0a:1f.7"),
 ])
 def test_bus_ids_in_sysfs_form(text, want):
-    assert cuda.normalize_bus_id(text) == want
+    assert cuda_driver.normalize_bus_id(text) == want
 
 
 @pytest.mark.parametrize("gts,width,want", [
@@ -209,7 +220,7 @@ def test_bus_ids_in_sysfs_form(text, want):
     (32.0, 8, 31.5), (None, 16, None), (32.0, None, None),
 ])
 def test_link_ceiling_per_direction(gts, width, want):
-    got = cuda.link_ceiling_gbs(gts, width)
+    got = cuda_driver.link_ceiling_gbs(gts, width)
     assert (round(got, 1) if got else None) == want
 
 

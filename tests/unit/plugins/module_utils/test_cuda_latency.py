@@ -1,4 +1,4 @@
-"""The CUDA probe's launch latency (cuda.measure_latency, ``--latency``) against the stand-in
+"""The CUDA probe's launch latency (cuda_child.measure_latency, ``--latency``) against the stand-in
 libcuda.so.1, which runs a launched kernel for FAKECUDA_LAUNCH_US and adds FAKECUDA_WAKE_US to
 a launch made after the caller slept (a core waking from a deep idle state); and the probe's
 PTX kernel against the real PTX assembler where one is installed."""
@@ -12,7 +12,7 @@ import sys
 import fakecuda
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda, cuda_child, cuda_driver
 
 TWO = "0000:A1:00.0,0000:C1:00.0"
 
@@ -22,10 +22,23 @@ def lib():
     return fakecuda.build()
 
 
+PROBE = None                            # the child script as a file (see probe_file)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def probe_file(tmp_path_factory):
+    """The script the module ships (``cuda.child_source()``), written to a file."""
+    global PROBE
+    path = tmp_path_factory.mktemp("probe") / "cuda-probe.py"
+    path.write_text(cuda.child_source())
+    PROBE = str(path)
+    return PROBE
+
+
 def run(lib, *args, **settings):
     env = fakecuda.clean_environ()
     env.update(fakecuda.env(**settings))
-    proc = subprocess.run([sys.executable, cuda.__file__, "--library", lib] + list(args),
+    proc = subprocess.run([sys.executable, PROBE, "--library", lib] + list(args),
                           env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.stderr == ""
     return proc.returncode, json.loads(proc.stdout)
@@ -123,9 +136,9 @@ def test_without_latency_nothing_is_launched(lib, tmp_path):
 
 
 def test_latency_stats_nearest_rank():
-    stats = cuda.latency_stats([i / 1e6 for i in range(1, 101)])
+    stats = cuda_child.latency_stats([i / 1e6 for i in range(1, 101)])
     assert stats == {"p50_us": 50.0, "p99_us": 99.0, "max_us": 100.0}
-    assert cuda.latency_stats([]) == {"p50_us": None, "p99_us": None, "max_us": None}
+    assert cuda_child.latency_stats([]) == {"p50_us": None, "p99_us": None, "max_us": None}
 
 
 @pytest.mark.skipif(not shutil.which("ptxas"), reason="no PTX assembler (ptxas) installed")
@@ -134,7 +147,7 @@ def test_the_probe_kernel_assembles_for_every_current_architecture(tmp_path, arc
     """What the driver's JIT does at cuModuleLoadData, done by the toolkit's own assembler
     (CUDA 13's ptxas targets Turing, sm_75, and newer: Ampere, Hopper, Blackwell)."""
     ptx = tmp_path / "probe.ptx"
-    ptx.write_text(cuda.LATENCY_PTX)
+    ptx.write_text(cuda_driver.LATENCY_PTX)
     proc = subprocess.run(["ptxas", "-arch=%s" % arch, str(ptx), "-o", str(tmp_path / "o")],
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr

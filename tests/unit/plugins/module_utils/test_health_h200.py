@@ -8,6 +8,7 @@ from fixtures import health, realhost
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import aer, p2p, placement
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_p2p
 
 H200 = realhost.H200
 GPU = "0000:00:06.0"
@@ -23,8 +24,8 @@ def h200(tmp_path):
 def test_real_h200_reads_as_it_is(h200):
     dev = pci_mod.PciDevice(h200, GPU)
     # the hypervisor made BAR0 64-bit: the 256 GiB memory aperture is register 2
-    assert pci_mod.largest_bar(dev) == (2, 256 << 30)
-    assert pci_mod.iommu_group(dev) == (None, None)  # no IOMMU in the VM
+    assert pci_p2p.largest_bar(dev) == (2, 256 << 30)
+    assert pci_p2p.iommu_group(dev) == (None, None)  # no IOMMU in the VM
     entries = aer.collect(h200)
     assert [(e["address"], e["role"], e["available"]) for e in entries] == [
         (GPU, "gpu", False)]

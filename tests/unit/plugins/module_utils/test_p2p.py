@@ -6,7 +6,7 @@ import struct
 from fixtures import health, hosts, pci
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import p2p
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_p2p
 
 DSPS = ("0000:02:00.0", "0000:02:01.0")
 
@@ -28,13 +28,13 @@ def test_acs_registers_read_from_the_extended_chain(tmp_path):
     buf = pci.read_config(tmp_path, DSPS[0])
     # the fixture's bytes, read independently of the code under test
     assert struct.unpack_from("<H", buf, offset + 6)[0] == 0x001D
-    regs = pci_mod.acs_registers(buf)
+    regs = pci_p2p.acs_registers(buf)
     assert regs == {"offset": offset, "capability": 0x007F, "control": 0x001D}
-    summary = pci_mod.acs_summary(buf)
+    summary = pci_p2p.acs_summary(buf)
     assert summary["enabled"] == ["SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"]
     assert summary["p2p_redirect"] is True
-    assert pci_mod.acs_summary(pci.read_config(tmp_path, "0000:03:00.0")) is None  # GPU
-    assert pci_mod.acs_registers(buf[:256]) is None  # extended space not readable
+    assert pci_p2p.acs_summary(pci.read_config(tmp_path, "0000:03:00.0")) is None  # GPU
+    assert pci_p2p.acs_registers(buf[:256]) is None  # extended space not readable
 
 
 def test_switch_ports_with_redirect_are_found_and_remedy_names_both(tmp_path):
@@ -147,5 +147,5 @@ def test_parse_resource_sizes():
     text = ("0x00000000f2000000 0x00000000f2ffffff 0x0000000000040200\n"
             "0x0000018000000000 0x0000019fffffffff 0x000000000014220c\n"
             "0x0000000000000000 0x0000000000000000 0x0000000000000000\n")
-    entries = pci_mod.parse_resource(text)
+    entries = pci_p2p.parse_resource(text)
     assert [e["size"] for e in entries] == [16 << 20, 128 << 30, 0]

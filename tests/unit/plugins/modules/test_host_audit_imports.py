@@ -35,7 +35,7 @@ print(json.dumps({"failed": bool(result.get("failed")), "msg": result.get("msg")
 
 # Modules that only a tune, a snapshot or the boot-time service need.
 TUNE_ONLY = ("snapshot", "tune", "bootservice", "bootapply", "unitinstall", "runlock",
-             "capture", "cuda", "peermem", "bandwidth")
+             "capture", "cuda", "cuda_driver", "cuda_child", "peermem", "bandwidth")
 
 
 def _imports(module, args):
