@@ -41,8 +41,8 @@ def test_package_version_skips_removed_and_dev_packages(tmp_path):
     drv.dpkg_status(root, [
         drv.stanza("nvidia-fabricmanager-550", "550.1.2-1", drv.NVIDIA_MAINTAINER,
                    status="deinstall ok config-files"),
-        drv.stanza("nvidia-fabricmanager-dev", "9.9.9-1", drv.NVIDIA_MAINTAINER),
-        drv.stanza("nvidia-fabricmanager", "1:580.159.04-1", drv.NVIDIA_MAINTAINER)])
+        drv.stanza("nvidia-fabricmanager", "1:580.159.04-1", drv.NVIDIA_MAINTAINER),
+        drv.stanza("nvidia-fabricmanager-dev", "9.9.9-1", drv.NVIDIA_MAINTAINER)])
     assert fabric.package_version(root) == ("nvidia-fabricmanager", "580.159.04")
     assert fabric.package_version(str(tmp_path / "none")) == (None, None)
 
