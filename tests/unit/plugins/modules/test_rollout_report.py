@@ -2,7 +2,6 @@
 
 import json
 
-
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import rollout
