@@ -146,8 +146,6 @@ def test_host_names_that_had_to_change_never_share_a_file(names):
 # --- modules
 
 
-
-
 def test_audit_report_module_writes_once(tmp_path, fleet):
     dest = tmp_path / "reports"
     args = {"audits": fleet, "dest": str(dest), "generated_at": "fixed"}
@@ -176,11 +174,6 @@ def test_audit_report_rejects_missing_audit(tmp_path):
     assert result["failed"] is True and "gpu9" in result["msg"]
 
 
-
-
-
-
-
 def test_reboot_files_json_keeps_the_document_and_markdown_reads_it():
     files = report.reboot_files("gpu07", _reboot_doc())
     assert sorted(files) == ["gpu07-reboot.json", "gpu07-reboot.md"]
@@ -203,4 +196,3 @@ def test_reboot_markdown_of_a_passed_run_without_upgrade():
         result="passed", failure=None, upgrade=None, checks=[], containers=[]))
     assert md.startswith("# gpu07: reboot_verify PASSED\n\n| | before | after |\n")
     assert "Stopped at" not in md and "## Kernel upgrade" not in md and "## Checks" not in md
-

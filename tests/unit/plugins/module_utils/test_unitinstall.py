@@ -84,8 +84,8 @@ def test_wants_link(tmp_path):
     root = str(tmp_path)
     assert not unitinstall.wants_link_ok(root, WANTS, UNIT)
     unitinstall.make_wants_link(root, WANTS, UNIT)
-    assert os.readlink(_full(root, WANTS)) == UNIT and unitinstall.wants_link_ok(root, WANTS,
-                                                                                  UNIT)
+    assert os.readlink(_full(root, WANTS)) == UNIT
+    assert unitinstall.wants_link_ok(root, WANTS, UNIT)
     os.unlink(_full(root, WANTS))
     os.symlink("/dev/null", _full(root, WANTS))
     assert not unitinstall.wants_link_ok(root, WANTS, UNIT)

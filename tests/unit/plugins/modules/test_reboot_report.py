@@ -28,4 +28,3 @@ def test_reboot_report_writes_once_and_says_what_is_wrong(tmp_path):
     assert blocked["failed"] and blocked["msg"].startswith(
         "reboot_report: cannot write reports in %s: " % (tmp_path / "a-file"))
     assert blocked["msg"].endswith("(pick a writable folder with gpuhost_report_dir)")
-

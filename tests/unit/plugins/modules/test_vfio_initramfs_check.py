@@ -23,6 +23,7 @@ LISTING = ("kernel\nkernel/x86/microcode/AuthenticAMD.bin\n.\nbin\netc\netc/modp
            "etc/modprobe.d/gpuhost-nvidia-uvm.conf\n%s"
            "usr/lib/modules/%s/kernel/drivers/vfio/pci/vfio-pci.ko\n" % ("%s", NEW))
 
+
 def _lister(folder, members="", rc=0, sleep=0):
     path = os.path.join(str(folder), "lsinitramfs")
     with open(path, "w") as handle:

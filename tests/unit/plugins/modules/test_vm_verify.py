@@ -15,6 +15,7 @@ from fixtures import passthrough as ptfix
 
 DOUBLES = os.path.join(TESTS, "doubles")
 
+
 @pytest.fixture
 def mixed(tmp_path, monkeypatch):
     root = str(tmp_path / "host")
