@@ -76,8 +76,8 @@ def test_facts_and_problems_of_a_switch_host(hgx):
 
 def test_a_version_other_than_the_drivers_or_none_installed(hgx):
     fact = fabric.facts(hgx, None, "580.159.04")
-    ((what, current, expected),) = [p for p in fabric.problems(fact) if p[0] == "version"]
-    assert current == "fabric manager 570.86.15, driver 580.159.04"
+    (problem,) = [p for p in fabric.problems(fact) if p[0] == "version"]
+    assert problem[1] == "fabric manager 570.86.15, driver 580.159.04"
     fact.update(version=None, package=None)
     assert fabric.problems(fact)[0] == ("not installed", "no nvidia-fabricmanager package",
                                         "nvidia-fabricmanager 580.159.04 installed")
