@@ -1,14 +1,14 @@
 """Issue 25 items 1, 2 and 4: lost GPUs, host health from the kernel log and EDAC, and
 held GPUs. Kernel messages in their real formats (fixtures/kernmsg.py names each source),
-nvidia-smi's processes from the real H200 log (fixtures/nvidia/h200-580-process.xml)."""
+nvidia-smi's processes from the real H200 log (fixtures/nvidia/h200-580-process.xml).
+The readers' own tests are their mirror files (test_hostlog, test_kernlog, test_nvsmi,
+test_gpuuse)."""
 
 import io
 import json
 import os
 import shutil
-import subprocess
 import tarfile
-import time
 
 import pytest
 from fixtures import hosts, kernmsg, nvhealth
@@ -17,15 +17,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     audit,
     capture,
     cmdout,
-    gpuuse,
-    hostlog,
     kernlog,
-    nvsmi,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
-from conftest import TESTS
 
-DOUBLES = os.path.join(TESTS, "doubles")
 NOW = hosts.SEED_CAPTURED_AT
 MINE = ("gpu_lost", "gpu_count_expected", "host_hardware_error", "host_edac_errors",
         "host_fs_readonly", "host_kernel_oops", "host_kernel_hang", "host_nvme_errors",
@@ -34,10 +28,7 @@ MINE = ("gpu_lost", "gpu_count_expected", "host_hardware_error", "host_edac_erro
 
 def _health(tmp_path, messages, boot_offset=86400, window=7):
     """host_health facts of a tree whose stored kernel log holds ``[(age_s, message)]``."""
-    root = str(tmp_path)
-    nvhealth.proc_stat_btime(root, int(NOW - boot_offset))
-    nvhealth.write_stored_log(root, [kernmsg.line(NOW - age, text) for age, text in messages],
-                              NOW, window_days=window)
+    root = nvhealth.stored_kernel_log(tmp_path, messages, NOW, boot_offset, window)
     outputs = cmdout.CommandOutputs(root)
     return kernlog.health_facts(root, outputs, window, boot_time=kernlog.boot_time(root))
 
@@ -45,71 +36,6 @@ def _health(tmp_path, messages, boot_offset=86400, window=7):
 def _ids(result, only=MINE):
     return sorted((f["id"], f["severity"], f["subject"]) for f in result["findings"]
                   if f["id"] in only)
-
-
-# ---- kernel-log classes -------------------------------------------------------------
-
-
-@pytest.mark.parametrize("message, kind", [
-    (kernmsg.ghes()[0], "hardware_error"),
-    (kernmsg.MCE_LOGGED, "hardware_error"),
-    (kernmsg.MCE_CPU, "hardware_error"),
-    (kernmsg.SOFT_LOCKUP, "lockup"),
-    (kernmsg.HUNG_TASK, "lockup"),
-    (kernmsg.OOPS, "oops"),
-    (kernmsg.PANIC, "oops"),
-    (kernmsg.oom()[1], "oom"),
-    (kernmsg.oom(cgroup_oom=False)[1], "oom"),
-    (kernmsg.NVME_TIMEOUT, "nvme"),
-    (kernmsg.NVME_RESET, "nvme"),
-    (kernmsg.NVME_DOWN, "nvme"),
-    (kernmsg.EXT4_RO, "fs_readonly"),
-    (kernmsg.off_bus("0000:83:00.0"), "gpu_off_bus"),
-    (kernmsg.boot(), "boot"),
-])
-def test_each_real_message_is_classed(message, kind):
-    assert hostlog.classify(kernmsg.line(NOW, message))[0] == kind
-
-
-@pytest.mark.parametrize("message", [
-    kernmsg.HUNG_SHORT,  # 61 s: under the 120 s the check is for
-    kernmsg.NVME_QUEUES, kernmsg.EXT4_MOUNT,
-    "nvidia-uvm: Loaded the UVM driver, major device number 509.",
-    nvhealth.XID_TEXT[79],
-])
-def test_ordinary_messages_are_not_kept(message):
-    line = kernmsg.line(NOW, message)
-    assert not hostlog.wanted(line)
-    assert kernlog.keep([line]) == []
-
-
-def test_each_class_counted_over_the_window_only(tmp_path):
-    old = 8 * 86400  # outside the 7-day window
-    messages = [(old, kernmsg.SOFT_LOCKUP), (old, kernmsg.OOPS), (3600, kernmsg.SOFT_LOCKUP),
-                (3000, kernmsg.HUNG_TASK), (2000, kernmsg.NVME_TIMEOUT),
-                (1999, kernmsg.NVME_RESET), (1000, kernmsg.EXT4_RO)]
-    messages += [(500, text) for text in kernmsg.ghes("corrected")]
-    facts = _health(tmp_path, messages)
-    events = facts["events"]
-    assert events["lockup"]["count"] == 2
-    assert events["oops"]["count"] == 0
-    assert events["nvme"]["subjects"] == {"nvme1": {"count": 2, "tasks": []}}
-    assert events["fs_readonly"]["subjects"]["sdb1"]["count"] == 1
-    assert events["hardware_error"]["count"] == 1
-    assert events["hardware_error"]["severities"] == ["corrected"]
-    assert events["lockup"]["last"] == "2025-12-31T23:10:00Z"
-
-
-def test_oom_kill_names_the_container_in_both_cgroup_forms(tmp_path):
-    messages = [(900, t) for t in kernmsg.oom(pid=1)]
-    messages += [(800, t) for t in kernmsg.oom(pid=2, memcg="/lxc.payload.130/init.scope",
-                                               oom_memcg="/lxc.payload.130")]
-    messages += [(700, t) for t in kernmsg.oom(pid=3, task="kvm", memcg="/qemu.slice/101.scope",
-                                               oom_memcg="(null)", cgroup_oom=False)]
-    subjects = _health(tmp_path, messages)["events"]["oom"]["subjects"]
-    assert subjects == {"lxc/129": {"count": 1, "tasks": ["python3"]},
-                        "lxc/130": {"count": 1, "tasks": ["python3"]},
-                        "host": {"count": 1, "tasks": ["kvm"]}}
 
 
 def test_hardware_error_severity_follows_the_reports(tmp_path):
@@ -130,64 +56,12 @@ def test_hardware_error_severity_follows_the_reports(tmp_path):
     assert severity([kernmsg.MCE_CPU]) == [("host_hardware_error", "high", "kernel log")]
 
 
-def test_live_journal_keeps_only_the_health_lines(tmp_path, monkeypatch):
-    now = time.time()
-    journal = tmp_path / "journal.txt"
-    wanted = [kernmsg.line(now - 60, kernmsg.EXT4_RO), kernmsg.line(now - 50, kernmsg.OOPS)]
-    noise = [kernmsg.line(now - 40, kernmsg.NVME_QUEUES),
-             kernmsg.line(now - 30, "usb 1-1: new high-speed USB device number 2")]
-    journal.write_text("\n".join(wanted + noise) + "\n")
-    monkeypatch.setenv("PATH", DOUBLES + os.pathsep + os.environ["PATH"])
-    monkeypatch.setenv("GPUHOST_JOURNAL_TEXT", str(journal))
-    monkeypatch.setenv("GPUHOST_JOURNAL_RC", "0")
-    outputs = cmdout.CommandOutputs("/", Runner(processes=subprocess))
-    facts = kernlog.health_facts(str(tmp_path / "none"), outputs, 7)
-    assert facts["events"]["oops"]["count"] == 1
-    stored = outputs.captured()["/.gpuhost-capture/kernel-log.txt"].decode()
-    assert stored.splitlines()[1:] == wanted
-
-
-# ---- EDAC ---------------------------------------------------------------------------
-
-
-def test_edac_counts_per_controller(tmp_path):
-    hosts.lost_gpu_host(str(tmp_path))
-    mcs = hostlog.edac(str(tmp_path))
-    assert [(m["controller"], m["ce_count"], m["ue_count"]) for m in mcs] == [
-        ("mc0", 3, 1), ("mc1", 0, 0)]
-    assert mcs[0]["dimms"] == [{"dimm": 0, "ce_count": 3, "ue_count": 1, "label": "P0_DIMM_A1"}]
-    assert hostlog.edac(str(tmp_path / "nothing")) == []
-
-
 def test_edac_correctable_only_is_medium(tmp_path):
     hosts.lost_gpu_host(str(tmp_path))
     with open(str(tmp_path / "sys/devices/system/edac/mc/mc0/ue_count"), "w") as handle:
         handle.write("0\n")
     assert _ids(audit.audit(str(tmp_path), hosts.common_wanted()), ("host_edac_errors",)) == [
         ("host_edac_errors", "medium", "edac mc0")]
-
-
-# ---- nvidia-smi processes and their containers ---------------------------------------
-
-
-def test_real_h200_log_with_a_process_reads_it():
-    gpu = nvsmi.parse(nvhealth.read(nvhealth.H200_REAL_PROCESS))["gpus"][0]
-    assert gpu["memory_used_mib"] == 1039 and gpu["minor"] == 0
-    assert gpu["processes"] == [{"pid": 440, "type": "C", "name": "python3", "used_mib": 1030}]
-    idle = nvsmi.parse(nvhealth.read(nvhealth.H200_XML))["gpus"][0]
-    assert idle["processes"] == [] and idle["memory_used_mib"] == 0
-
-
-@pytest.mark.parametrize("text, want", [
-    ("0::/lxc/129/ns/system.slice/sglang.service", "129"),  # Proxmox, cgroup2
-    ("0::/lxc.payload.129/init.scope", "129"),  # LXC 4+
-    ("12:devices:/lxc/131/ns\n0::/lxc/131/ns/init.scope", "131"),  # hybrid, v1 first
-    ("0::/lxc.monitor/129", None),  # the container's monitor runs on the host
-    ("0::/process_api/e9f34180c56b1101f3190413158d597f", None),  # the real H200's process
-    ("0::/user.slice/user-0.slice/session-3.scope", None),
-])
-def test_cgroup_lines_name_the_container(text, want):
-    assert gpuuse.cgroup_container(text) == want
 
 
 def test_memory_used_with_no_process_is_a_finding(tmp_path):

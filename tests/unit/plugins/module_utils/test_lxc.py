@@ -1,11 +1,10 @@
-"""Proxmox container config parser/writer: every byte it does not change is kept."""
+"""Proxmox container config parser: every byte it does not change is kept (the writers:
+test_lxc_write.py)."""
 
 import pytest
 from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc, procfs
-from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc_write
 from fixtures import lxc as lxcfix
 
-DRIVERS = ["nvidia", "nvidia-uvm", "nvidia-caps"]
 AFTER = procfs.char_majors(text=lxcfix.proc_devices_text("after"))
 BEFORE = procfs.char_majors(text=lxcfix.proc_devices_text("before"))
 
@@ -78,59 +77,6 @@ def test_stale_majors_any_name_counts():
     assert lxc.stale_majors(conf129(), {509, 195, 226}) == [504, 507]
 
 
-def test_sync_plans_the_seed_fix():
-    sync = lxc_write.sync_device_rules(conf129(), AFTER, DRIVERS)
-    assert sync["majors"] == {"nvidia": 195, "nvidia-uvm": 509, "nvidia-caps": 238}
-    assert sync["added"] == ["c 509:* rwm", "c 238:* rwm"]
-    assert sync["removed"] == ["c 504:* rwm", "c 507:* rwm"]
-    assert sync["other_allowed"] == [{"rule": "c 226:* rwm", "major": 226,
-                                      "registered_as": ["drm"]}]
-    new = sync["plan"].new_text()
-    new_lines = new.splitlines()
-    # the new rules sit right after the last kept allow line, before the mounts
-    at = new_lines.index("lxc.cgroup2.devices.allow: c 226:* rwm")
-    assert new_lines[at + 1:at + 3] == ["lxc.cgroup2.devices.allow: c 509:* rwm",
-                                        "lxc.cgroup2.devices.allow: c 238:* rwm"]
-    assert new_lines[at + 3].startswith("lxc.mount.entry: /dev/nvidia0 ")
-    # every other live line kept, in the same order
-    old_live = lxcfix.container_129_text().split("\n[pve:pending]", 1)[0].split("\n")
-    new_live = new.split("\n[pve:pending]", 1)[0].split("\n")
-    gone = ["lxc.cgroup2.devices.allow: c 504:* rwm", "lxc.cgroup2.devices.allow: c 507:* rwm"]
-    came = ["lxc.cgroup2.devices.allow: c 509:* rwm", "lxc.cgroup2.devices.allow: c 238:* rwm"]
-    assert [ln for ln in old_live if ln not in gone] == [ln for ln in new_live if ln not in came]
-    # snapshot and pending sections byte for byte (they still hold 504)
-    tail_old = lxcfix.container_129_text().split("\n[pve:pending]", 1)[1]
-    assert new.split("\n[pve:pending]", 1)[1] == tail_old
-    again = lxc_write.sync_device_rules(lxc.LxcConfig.parse(new), AFTER, DRIVERS)
-    assert not again["plan"].changed
-
-
-def test_seed_literal_reading_caps_under_two_majors():
-    twice = procfs.char_majors(text=lxcfix.proc_devices_text("after", caps_twice=True))
-    sync = lxc_write.sync_device_rules(conf129(), twice, DRIVERS)
-    assert sync["majors_all"]["nvidia-caps"] == [237, 238]
-    assert sync["added"] == ["c 509:* rwm", "c 237:* rwm", "c 238:* rwm"]
-
-
-def test_missing_driver_fails_naming_the_command():
-    without = procfs.char_majors(text=lxcfix.proc_devices_text("after", without=("nvidia-uvm",)))
-    with pytest.raises(lxc.LxcError) as info:
-        lxc_write.sync_device_rules(conf129(), without, DRIVERS)
-    msg = str(info.value)
-    assert "nvidia-uvm not registered in /proc/devices" in msg
-    assert "nvidia-modprobe -u -c=0" in msg and "modprobe nvidia_uvm" in msg
-    skipped = lxc_write.sync_device_rules(conf129(), without, DRIVERS, missing="skip")
-    assert skipped["missing"] == ["nvidia-uvm"]
-    assert skipped["added"] == ["c 238:* rwm"]
-
-
-def test_nvidia_195_is_never_stale_even_if_not_registered():
-    bare = {"mem": [1], "drm": [226], "nvidia-uvm": [509], "nvidia-caps": [238]}
-    sync = lxc_write.sync_device_rules(conf129(), bare, DRIVERS)
-    assert "c 195:* rwm" not in sync["removed"]
-    assert sync["majors"]["nvidia"] == 195
-
-
 def test_no_allow_lines_appends_at_end_of_live_section():
     text = "arch: amd64\nswap: 0\n\n[snap1]\narch: amd64\nsnaptime: 1\n"
     conf = lxc.LxcConfig.parse(text)
@@ -166,13 +112,6 @@ def test_narrower_access_is_not_enough_wider_is():
     assert conf.plan(["c 509:* rwm"]).add == ["c 509:* rwm"]
 
 
-def test_bad_access_and_bad_rules_are_errors():
-    with pytest.raises(lxc.LxcError, match="access"):
-        lxc_write.sync_device_rules(conf129(), AFTER, DRIVERS, access="rwx")
-    with pytest.raises(lxc.LxcError, match="not a device rule"):
-        conf129().plan(["x 1:2 r"])
-
-
 def test_list_configs(tmp_path):
     lxcfix.seed_host(tmp_path)
     (tmp_path / "etc/pve/lxc/.129.conf.tmp.123").write_text("x")
@@ -181,14 +120,3 @@ def test_list_configs(tmp_path):
     assert [vmid for vmid, _path in found] == [129, 130]
     assert found[0][1].endswith("/etc/pve/lxc/129.conf")
     assert lxc.list_configs(str(tmp_path / "none")) == []
-
-
-def test_stale_rule_in_equals_form_is_removed_byte_exactly():
-    text = ("arch: amd64\nlxc.cgroup2.devices.allow = c 504:* rwm\n"
-            "lxc.cgroup2.devices.allow: c 195:* rwm\nswap: 0\n")
-    sync = lxc_write.sync_device_rules(lxc.LxcConfig.parse(text), AFTER, DRIVERS)
-    assert sync["removed"] == ["c 504:* rwm"]
-    assert sync["plan"].new_text() == (
-        "arch: amd64\nlxc.cgroup2.devices.allow: c 195:* rwm\n"
-        "lxc.cgroup2.devices.allow: c 509:* rwm\nlxc.cgroup2.devices.allow: c 238:* rwm\n"
-        "swap: 0\n")

@@ -1,16 +1,10 @@
 """GPU container NUMA placement: GPUs of a container from its config, their nodes, its
-cpuset; and the live-section edit the pinning part writes with."""
-
-import os
-
-import pytest
+cpuset, and the findings (the pinning part: test_placement_write.py; the live-section
+edit it writes with: test_lxc_write.py)."""
 
 from fixtures import health, hosts, lxc
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import placement
-from ansible_collections.gpuhost.tuning.plugins.module_utils import placement_write
 
 
 def _findings(facts, host=None):
@@ -97,119 +91,3 @@ def test_vm_host_without_containers(tmp_path):
     hosts.vm_host(tmp_path)
     facts = placement.collect(str(tmp_path))
     assert facts["containers"] == [] and _findings(facts) == []
-
-
-# --- the live-section edit ------------------------------------------------------------
-
-
-def _set(text, values):
-    return lxc_write.with_live_values(lxc_mod.LxcConfig.parse(text), values).render()
-
-
-def test_with_live_values_adds_after_the_last_lxc_line_and_keeps_sections():
-    text = lxc.container_129_text("after")
-    out = _set(text, [("lxc.cgroup2.cpuset.cpus", "32-63,96-127"),
-                      ("lxc.cgroup2.cpuset.mems", "1")])
-    live, rest = text.split("\n\n", 1)
-    new_live, new_rest = out.split("\n\n", 1)
-    assert new_rest == rest  # pending and snapshot sections byte for byte
-    assert new_live == live + ("\nlxc.cgroup2.cpuset.cpus: 32-63,96-127"
-                               "\nlxc.cgroup2.cpuset.mems: 1")
-    # idempotent: the same values again change nothing
-    assert _set(out, [("lxc.cgroup2.cpuset.cpus", "32-63,96-127"),
-                      ("lxc.cgroup2.cpuset.mems", "1")]) == out
-
-
-def test_with_live_values_replaces_in_place_keeping_form_and_crlf():
-    text = ("arch: amd64\r\nlxc.cgroup2.cpuset.cpus = 0-3\r\ncores: 4\r\n"
-            "lxc.cgroup2.cpuset.cpus: 0-7\r\n[snap]\r\nlxc.cgroup2.cpuset.cpus: 0-1\r\n")
-    out = _set(text, [("lxc.cgroup2.cpuset.cpus", "8-15")])
-    assert out == ("arch: amd64\r\ncores: 4\r\nlxc.cgroup2.cpuset.cpus: 8-15\r\n[snap]\r\n"
-                   "lxc.cgroup2.cpuset.cpus: 0-1\r\n")
-    assert _set("a: 1\nlxc.cgroup2.cpuset.cpus = 0-3", [("lxc.cgroup2.cpuset.cpus", "4")]) \
-        == "a: 1\nlxc.cgroup2.cpuset.cpus = 4"
-
-
-def test_with_live_values_without_final_newline_and_removal():
-    out = _set("arch: amd64\ncores: 4", [("lxc.cgroup2.cpuset.mems", "1")])
-    assert out == "arch: amd64\ncores: 4\nlxc.cgroup2.cpuset.mems: 1"
-    assert _set(out, [("lxc.cgroup2.cpuset.mems", None)]) == "arch: amd64\ncores: 4"
-
-
-# --- the pinning part -----------------------------------------------------------------
-
-
-def _read(root, vmid):
-    with open(str(root / "etc/pve/lxc" / ("%d.conf" % vmid)), "rb") as handle:
-        return handle.read()
-
-
-def test_pin_run_pins_check_mode_idempotence_and_restore(tmp_path):
-    from conftest import tree_snapshot
-    health.gpu_host(tmp_path)
-    original = dict((v, _read(tmp_path, v)) for v in (129, 131, 132))
-    recorded = placement_write.pin_record(str(tmp_path))
-    assert recorded["131"] == {"lxc.cgroup2.cpuset.cpus": ["lxc.cgroup2.cpuset.cpus: 0-15"],
-                               "lxc.cgroup2.cpuset.mems": ["lxc.cgroup2.cpuset.mems: 0"]}
-    assert recorded["132"] == {"lxc.cgroup2.cpuset.cpus": [], "lxc.cgroup2.cpuset.mems": []}
-    before = tree_snapshot(str(tmp_path))
-    planned = placement_write.pin_run(str(tmp_path), check_mode=True)
-    assert planned["changed"] and tree_snapshot(str(tmp_path)) == before
-    result = placement_write.pin_run(str(tmp_path))
-    rows = dict((r["vmid"], r) for r in result["containers"])
-    assert rows[129]["skipped_reason"] == "its GPUs sit on every node"
-    assert rows[131]["after"] == {"cpus": "32-63,96-127", "mems": "1"}
-    assert "next start" in result["message"] and not result["failed"]
-    assert _read(tmp_path, 129) == original[129]
-    text = _read(tmp_path, 131).decode()
-    assert "lxc.cgroup2.cpuset.cpus: 32-63,96-127\nlxc.cgroup2.cpuset.mems: 1\n" in text
-    assert text.replace("32-63,96-127", "0-15").replace("mems: 1", "mems: 0") \
-        == original[131].decode()
-    assert _read(tmp_path, 132) == original[132] + (
-        b"lxc.cgroup2.cpuset.cpus: 32-63,96-127\nlxc.cgroup2.cpuset.mems: 1\n")
-    assert oct(os.stat(str(tmp_path / "etc/pve/lxc/132.conf")).st_mode & 0o777) == "0o640"
-    # the audit no longer finds anything; a second run changes nothing
-    assert _found(tmp_path) == []
-    assert placement_write.pin_run(str(tmp_path))["changed"] is False
-    # revert puts the recorded keys back, byte for byte
-    restored = placement_write.pin_restore(str(tmp_path), recorded)
-    assert restored["changed"] and not restored["failures"]
-    assert dict((v, _read(tmp_path, v)) for v in (129, 131, 132)) == original
-
-
-def test_pin_run_only_listed_and_failure_reported(tmp_path, monkeypatch):
-    import errno
-    health.gpu_host(tmp_path)
-    result = placement_write.pin_run(str(tmp_path), vmids=[132])
-    assert [r["vmid"] for r in result["containers"] if r["changed"]] == [132]
-    assert [r["skipped_reason"] for r in result["containers"] if r["vmid"] == 131] \
-        == ["not in numa_pin_vmids"]
-    assert _read(tmp_path, 131).count(b"cpuset.cpus: 0-15") == 1
-
-    def read_only(path, data, **kwargs):  # pmxcfs without quorum
-        raise OSError(errno.EROFS, "Read-only file system", path)
-
-    monkeypatch.setattr(placement_write, "atomic_write", read_only)
-    failed = placement_write.pin_run(str(tmp_path))
-    assert failed["failed"] == [131] and not failed["changed"]
-    row = [r for r in failed["containers"] if r["vmid"] == 131][0]
-    assert "Read-only file system" in row["error"]
-    assert _read(tmp_path, 131).count(b"cpuset.cpus: 0-15") == 1
-
-
-def test_with_live_lines_puts_back_exact_lines_crlf_and_no_final_newline():
-    def put(text, key, raws):
-        return lxc_write.with_live_lines(lxc_mod.LxcConfig.parse(text), key, raws).render()
-
-    key = "lxc.cgroup2.cpuset.cpus"
-    text = "arch: amd64\r\nlxc.cgroup2.cpuset.cpus: 8-15\r\ncores: 4\r\n[snap]\r\n" \
-           "lxc.cgroup2.cpuset.cpus: 0-1\r\n"
-    back = put(text, key, ["lxc.cgroup2.cpuset.cpus =  0-3  "])
-    assert back == text.replace("lxc.cgroup2.cpuset.cpus: 8-15",
-                                "lxc.cgroup2.cpuset.cpus =  0-3  ", 1)
-    assert put(back, key, ["lxc.cgroup2.cpuset.cpus: 8-15"]) == text
-    assert put("a: 1\nlxc.x: 2\nlxc.cgroup2.cpuset.cpus: 4", key, []) == "a: 1\nlxc.x: 2"
-    assert put("a: 1\nlxc.x: 2", key, ["lxc.cgroup2.cpuset.cpus: 4"]) \
-        == "a: 1\nlxc.x: 2\nlxc.cgroup2.cpuset.cpus: 4"
-    with pytest.raises(lxc_mod.LxcError):
-        put("a: 1\n", key, ["lxc.cgroup2.cpuset.mems: 1"])

@@ -1,23 +1,17 @@
-"""Report rendering and the three audit modules, run as Ansible runs them."""
+"""Report rendering and module audit_report, run as Ansible runs it (host_audit,
+host_capture and reboot_report have their own files in tests/unit/plugins/modules/)."""
 
-import base64
-import io
 import json
 import os
 import re
-import tarfile
 
 import pytest
 from fixtures import hosts
+from fixtures.reboot import reboot_doc as _reboot_doc
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, report
-from ansible_collections.gpuhost.tuning.plugins.modules import (
-    audit_report,
-    host_audit,
-    host_capture,
-    reboot_report,
-)
+from ansible_collections.gpuhost.tuning.plugins.modules import audit_report
 
 
 WANTED = hosts.common_wanted()
@@ -152,21 +146,6 @@ def test_host_names_that_had_to_change_never_share_a_file(names):
 # --- modules
 
 
-def test_host_audit_module(tmp_path):
-    hosts.seed_host(tmp_path)
-    args = hosts.as_wanted(dict(WANTED, root=str(tmp_path)))
-    result = run_module(host_audit, args, check_mode=True)
-    assert result["changed"] is False and "failed" not in result
-    assert result["worst"] == "critical"
-    assert result["counts"]["high"] == len([f for f in result["audit"]["findings"]
-                                            if f["severity"] == "high"])
-    assert result["headline"].startswith("worst critical")
-    assert "files_read" not in result
-    recorded = run_module(host_audit, dict(args, record_files=True))
-    assert recorded["files_read"]["/proc/sys/kernel/numa_balancing"] == "read"
-    assert recorded["files_read"]["/var/lib/dkms"] == "list"
-
-
 def test_audit_report_module_writes_once(tmp_path, fleet):
     dest = tmp_path / "reports"
     args = {"audits": fleet, "dest": str(dest), "generated_at": "fixed"}
@@ -195,49 +174,6 @@ def test_audit_report_rejects_missing_audit(tmp_path):
     assert result["failed"] is True and "gpu9" in result["msg"]
 
 
-def test_host_capture_module_collect_and_write(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    hosts.vm_host(src)
-    collected = run_module(host_capture, {"root": str(src), "sysctl": WANTED["sysctl"]})
-    assert "failed" not in collected and collected["files"] > 20
-    data = base64.b64decode(collected["archive"])
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        names = tar.getnames()
-    assert ".gpuhost-capture.json" in names
-    assert "sys/bus/pci/devices/0000:00:10.0" in names
-    dest = tmp_path / "out" / "vm-capture.tar.gz"
-    written = run_module(host_capture, {"archive": collected["archive"], "dest": str(dest)})
-    assert written["changed"] is True and dest.read_bytes() == data
-    again = run_module(host_capture, {"archive": collected["archive"], "dest": str(dest)})
-    assert again["changed"] is False
-    bad = run_module(host_capture, {"archive": "not base64!", "dest": str(dest)})
-    assert bad["failed"] is True
-
-
-def _reboot_doc(**over):
-    doc = {
-        "host": "gpu07", "result": "failed", "failure": "Gate: headers: install x",
-        "root": "/", "asked": {"reboot": True},
-        "before": {"running_kernel": "6.8.12-9-pve", "next_boot_kernel": "6.8.12-9-pve",
-                   "cmdline": "root=ZFS=rpool/ROOT/pve-1 boot=zfs", "audit": "2 critical"},
-        "upgrade": {"target": "6.14.11-5-bpo12-pve", "packages": ["a", "b"],
-                    "dkms_modules": ["nvidia"], "dkms": [], "next_boot_method": "proxmox-boot-tool",
-                    "trial": True, "next_boot_commands": [], "skipped": ["apt (root /srv)"]},
-        "boot_config": None,
-        "reboot": {"required": True, "expected_kernel": None, "rebooted": False,
-                   "note": "not reached"},
-        "after": {"running_kernel": None, "cmdline": None, "audit": None},
-        "checks": [{"name": "kernel", "status": "pending", "detail": "running a, expected b"}],
-        "containers": [{"vmid": 129, "gpu": True, "running_before": False, "onboot": False,
-                        "rules_added": ["c 509:* rwm"], "rules_removed": ["c 504:* rwm"],
-                        "started": True, "gpus": 8, "problems": []}],
-        "pin": None,
-    }
-    doc.update(over)
-    return doc
-
-
 def test_reboot_files_json_keeps_the_document_and_markdown_reads_it():
     files = report.reboot_files("gpu07", _reboot_doc())
     assert sorted(files) == ["gpu07-reboot.json", "gpu07-reboot.md"]
@@ -260,25 +196,3 @@ def test_reboot_markdown_of_a_passed_run_without_upgrade():
         result="passed", failure=None, upgrade=None, checks=[], containers=[]))
     assert md.startswith("# gpu07: reboot_verify PASSED\n\n| | before | after |\n")
     assert "Stopped at" not in md and "## Kernel upgrade" not in md and "## Checks" not in md
-
-
-def test_reboot_report_writes_once_and_says_what_is_wrong(tmp_path):
-    dest = tmp_path / "reports"
-    args = {"host": "gpu07", "report": _reboot_doc(), "dest": str(dest)}
-    planned = run_module(reboot_report, args, check_mode=True)
-    assert planned["changed"] and not dest.exists()
-    first = run_module(reboot_report, args)
-    assert first["written"] == [str(dest / "gpu07-reboot.json"), str(dest / "gpu07-reboot.md")]
-    assert (dest / "gpu07-reboot.md").read_text().startswith("# gpu07: reboot_verify FAILED")
-    again = run_module(reboot_report, args)
-    assert again["changed"] is False and again["written"] == []
-    doc = _reboot_doc()
-    del doc["after"]
-    lacking = run_module(reboot_report, dict(args, report=doc))
-    assert lacking["failed"] and lacking["msg"] == ("reboot_report: the report document "
-                                                    "lacks 'after'")
-    (tmp_path / "a-file").write_text("")
-    blocked = run_module(reboot_report, dict(args, dest=str(tmp_path / "a-file")))
-    assert blocked["failed"] and blocked["msg"].startswith(
-        "reboot_report: cannot write reports in %s: " % (tmp_path / "a-file"))
-    assert blocked["msg"].endswith("(pick a writable folder with gpuhost_report_dir)")

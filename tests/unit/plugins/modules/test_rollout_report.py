@@ -2,8 +2,6 @@
 
 import json
 
-import pytest
-
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import rollout
@@ -50,37 +48,3 @@ def test_a_bad_name_is_refused(tmp_path):
     result = run_module(rollout_report, {"hosts": HOSTS, "results": {}, "dest": str(tmp_path),
                                          "name": "../evil"})
     assert result["failed"] is True and "plain file name" in result["msg"]
-
-
-@pytest.mark.parametrize("value,batches", [
-    (1, [1]), ("2", [2]), ("25%", ["25%"]), ("100%", ["100%"]), ("1%", ["1%"]),
-    ([1, "25%"], [1, "25%"]), (["3", 5], [3, 5]), ("007", [7]),
-])
-def test_batch_sizes_in_the_accepted_forms_are_what_ansible_batches_by(value, batches):
-    assert rollout.serial_batches(value) == batches
-
-
-@pytest.mark.parametrize("value", [
-    0, -1, "0", "-1", [], [0], [1, -3], "0%", "101%", "150%", "12.5%", " 2", "2 ", "abc",
-    "", None, 2.0, True, False, [True], {"a": 1}, [[1]], "[1, '25%']"])
-def test_every_other_batch_size_is_refused_naming_it_and_the_forms(value):
-    with pytest.raises(ValueError) as err:
-        rollout.serial_batches(value)
-    assert str(err.value).startswith("gpuhost_serial: ") and repr(value) in str(err.value)
-    assert rollout.SERIAL_FORMS in str(err.value)
-
-
-@pytest.mark.parametrize("value,number", [
-    (0, 0), (100, 100), (12.5, 12.5), ("25", 25), ("25%", 25), ("0", 0), ("7.5", 7.5)])
-def test_max_fail_percentage_is_a_number_from_0_to_100(value, number):
-    assert rollout.max_fail_percentage(value) == number
-
-
-@pytest.mark.parametrize("value", [
-    -1, 100.5, 150, "150", "abc", "", None, True, False, [0], {"a": 1}, float("nan"),
-    float("inf"), "-5"])
-def test_any_other_max_fail_percentage_is_refused(value):
-    with pytest.raises(ValueError) as err:
-        rollout.max_fail_percentage(value)
-    assert "gpuhost_max_fail_percentage: %r is not" % (value,) in str(err.value)
-    assert rollout.MAX_FAIL_FORMS in str(err.value)

@@ -1,37 +1,19 @@
-"""The VMs' side of a reboot: vfio_initramfs_check (the gate before it: the next kernel's
-initramfs must carry the vfio-pci binding of every GPU a VM passes through) and vm_verify
-(after it: the GPUs on vfio-pci, the VMs that ran or are onboot started, through the qm
-double), on the mixed host of tests/fixtures/passthrough.py."""
+"""Module vm_verify, the VMs' side of a reboot after it: the GPUs on vfio-pci, the VMs that
+ran or are onboot started, through the qm double, on the mixed host of
+tests/fixtures/passthrough.py. (The gate before it, vfio_initramfs_check, is
+test_vfio_initramfs_check.py.)"""
 
 import json
 import os
-import stat
 
 import pytest
 from conftest import TESTS
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.modules import vfio_initramfs_check, vm_verify
-from fixtures import hosts
+from ansible_collections.gpuhost.tuning.plugins.modules import vm_verify
 from fixtures import passthrough as ptfix
 
 DOUBLES = os.path.join(TESTS, "doubles")
-NEW = hosts.SEED_NEW
-IMAGE = "/boot/initrd.img-%s" % NEW
-# lsinitramfs prints the image's members one a line, without a leading slash (the real
-# tool: cpio -t over every segment, early microcode first).
-LISTING = ("kernel\nkernel/x86/microcode/AuthenticAMD.bin\n.\nbin\netc\netc/modprobe.d\n"
-           "etc/modprobe.d/gpuhost-nvidia-uvm.conf\n%s"
-           "usr/lib/modules/%s/kernel/drivers/vfio/pci/vfio-pci.ko\n" % ("%s", NEW))
-
-
-def _lister(folder, members="", rc=0, sleep=0):
-    path = os.path.join(str(folder), "lsinitramfs")
-    with open(path, "w") as handle:
-        handle.write("#!/bin/sh\n%scat <<'EOF'\n%sEOF\nexit %d\n"
-                     % ("sleep %d\n" % sleep if sleep else "", LISTING % members, rc))
-    os.chmod(path, os.stat(path).st_mode | stat.S_IEXEC)
-    return path
 
 
 @pytest.fixture
@@ -57,83 +39,6 @@ def _qm_state(root, state):
     with open(os.path.join(folder, "qm.json"), "w") as handle:
         json.dump(state, handle)
 
-
-def gate(root, lister, **kw):
-    return run_module(vfio_initramfs_check, dict({"root": root, "kernel": NEW,
-                                                  "executable": lister}, **kw))
-
-
-# --- the gate before the reboot ----------------------------------------------------------
-
-def test_gate_passes_when_the_next_initramfs_carries_the_vfio_file(mixed, tmp_path):
-    res = gate(mixed, _lister(tmp_path, "etc/modprobe.d/vfio.conf\n"))
-    assert not res.get("failed"), res
-    assert res["ok"] and res["image"] == IMAGE
-    by = dict((d["address"], d) for d in res["devices"])
-    assert sorted(by) == sorted([ptfix.VM_BY_ADDRESS, ptfix.VM_BY_MAPPING])
-    for dev in by.values():
-        assert dev["vmid"] == 201 and dev["name"] == "train-201"
-        assert dev["files"] == dev["in_image"] == ["/etc/modprobe.d/vfio.conf"]
-
-
-def test_gate_refuses_a_next_initramfs_without_the_vfio_file_naming_device_and_vm(
-        mixed, tmp_path):
-    res = gate(mixed, _lister(tmp_path))
-    assert res["failed"] and not res["ok"]
-    assert res["msg"].startswith("not rebooting into %s: " % NEW)
-    for address, key in ((ptfix.VM_BY_ADDRESS, "hostpci0"), (ptfix.VM_BY_MAPPING, "hostpci1")):
-        assert "vm 201 (train-201) %s %s (10de:2bb5): %s lacks /etc/modprobe.d/vfio.conf" % (
-            key, address, IMAGE) in res["msg"]
-    assert "update-initramfs -u -k %s" % NEW in res["msg"]
-    # the audio function and the vGPU VM's virtual function are not GPUs passed whole
-    assert len(res["problems"]) == 2
-
-
-def test_gate_names_the_missing_binding_itself_and_the_ids_line_to_add(mixed, tmp_path):
-    os.unlink(os.path.join(mixed, "etc/modprobe.d/vfio.conf"))
-    with open(os.path.join(mixed, "etc/modprobe.d/other.conf"), "w") as handle:
-        handle.write("options vfio-pci ids=10de:2335\nblacklist nouveau_not_this\n")
-    res = gate(mixed, _lister(tmp_path, "etc/modprobe.d/other.conf\n"), require=False)
-    assert not res.get("failed") and not res["ok"]
-    assert all("nothing in /etc/modprobe.d binds it to vfio-pci" in p
-               and "options vfio-pci ids=10de:2bb5" in p for p in res["problems"])
-
-
-def test_gate_accepts_the_ids_line_or_a_blacklist_instead_of_the_softdep(mixed, tmp_path):
-    os.unlink(os.path.join(mixed, "etc/modprobe.d/vfio.conf"))
-    with open(os.path.join(mixed, "etc/modprobe.d/passthrough.conf"), "w") as handle:
-        handle.write("# GPUs for VM 201\noptions vfio-pci ids=10de:2bb5,10de:22e8\n")
-    res = gate(mixed, _lister(tmp_path, "etc/modprobe.d/passthrough.conf\n"))
-    assert res["ok"], res
-    with open(os.path.join(mixed, "etc/modprobe.d/passthrough.conf"), "w") as handle:
-        handle.write("blacklist nouveau\n")
-    assert gate(mixed, _lister(tmp_path, "etc/modprobe.d/passthrough.conf\n"))["ok"]
-
-
-def test_gate_refuses_a_missing_or_unreadable_image_naming_the_gpus(mixed, tmp_path):
-    res = gate(mixed, _lister(tmp_path, rc=1), require=False)
-    assert not res["ok"] and len(res["problems"]) == 1
-    assert "exited 1" in res["problems"][0] and "vm 201 (train-201) hostpci0" in \
-        res["problems"][0]
-    os.unlink(os.path.join(mixed, IMAGE.lstrip("/")))
-    res = gate(mixed, _lister(tmp_path, "etc/modprobe.d/vfio.conf\n"), require=False)
-    assert not res["ok"] and "%s does not exist" % IMAGE in res["problems"][0]
-
-
-def test_gate_kills_a_hanging_lister_within_its_limit(mixed, tmp_path):
-    res = gate(mixed, _lister(tmp_path, "etc/modprobe.d/vfio.conf\n", sleep=30), timeout=1,
-               require=False)
-    assert not res["ok"] and "did not return in 1 s" in res["problems"][0]
-
-
-def test_a_host_without_passed_through_gpus_is_unaffected(tmp_path):
-    root = str(tmp_path / "host")
-    hosts.seed_host(root)
-    res = gate(root, _lister(tmp_path, rc=3))  # never run: nothing to prove
-    assert not res.get("failed") and res["ok"] and res["devices"] == []
-
-
-# --- after the boot ----------------------------------------------------------------------
 
 def test_onboot_vm_is_started_and_its_gpus_reported_bound(mixed, tmp_path):
     res = run_module(vm_verify, {"root": mixed})
