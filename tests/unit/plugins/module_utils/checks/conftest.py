@@ -1,0 +1,47 @@
+"""What the check files' mirror tests share: the fixture hosts of tests/fixtures/hosts.py
+(real-format trees, each builder names where its formats came from) audited once per
+session, and ``judge``, which runs one check the way ``checks.evaluate`` does."""
+
+import copy
+
+import pytest
+from fixtures import hosts
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import base
+
+WANTED = hosts.common_wanted(host="pve-gpu01")
+
+
+@pytest.fixture(scope="session")
+def audited(tmp_path_factory):
+    """``audited(builder)``: a deep copy of ``audit.audit`` (facts, findings, checks) of
+    the host ``hosts.<builder>`` builds, each host built and audited once per session."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            root = tmp_path_factory.mktemp(name)
+            getattr(hosts, name)(root)
+            cache[name] = audit.audit(str(root), WANTED)
+        return copy.deepcopy(cache[name])
+    return get
+
+
+def judge(fid, facts, **wanted):
+    """Finding id ``fid`` run alone on ``facts``: its findings (a list), or the reason
+    (a string) its column or the check itself does not apply. ``wanted`` overrides role
+    common's defaults."""
+    merged = audit.merged_wanted(dict(WANTED, **wanted))
+    item = base.get(fid)
+    reason = item.column.not_applicable(facts, merged)
+    if reason is None and item.applies is not None:
+        reason = item.applies(facts, merged)
+    if reason is not None:
+        return reason
+    return item.run(facts, merged)
+
+
+@pytest.fixture(scope="session")
+def run_check():
+    return judge
