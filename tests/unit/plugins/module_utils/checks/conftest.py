@@ -7,7 +7,7 @@ import copy
 import pytest
 from fixtures import hosts
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, cmdout, gpuhealth
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import base
 
 WANTED = hosts.common_wanted(host="pve-gpu01")
@@ -45,3 +45,27 @@ def judge(fid, facts, **wanted):
 @pytest.fixture(scope="session")
 def run_check():
     return judge
+
+
+def column_findings(facts, columns, wanted=None):
+    """The findings of the registry's columns ``columns`` on ``facts``, each column only
+    where it applies (as ``checks.evaluate`` runs them)."""
+    wanted = wanted if wanted is not None else {"host": "gpu07"}
+    found = []
+    for col in base.columns():
+        if col.key in columns and col.not_applicable(facts, wanted) is None:
+            for item in col.checks:
+                found.extend(item.run(facts, wanted))
+    return found
+
+
+def health_findings(root, columns, driver="580.159.04", window_days=7):
+    """GPU health facts of ``root`` (``gpuhealth.collect``: the stored nvidia-smi XML and
+    kernel log) and the findings of ``columns`` on them."""
+    outputs = cmdout.CommandOutputs(str(root))
+    facts = gpuhealth.collect(str(root), outputs, driver, window_days)
+    return facts, column_findings(facts, columns)
+
+
+def ids(found):
+    return sorted((f["id"], f["subject"], f["severity"]) for f in found)
