@@ -1,6 +1,7 @@
 """GPU health (gpuhealth, nvsmi, kernlog, xid): nvidia-smi XML, kernel-log XID/SXID lines,
-the findings of a whole log, container user space for fleet drift; the live path (one nvidia-smi, one journal read) through the
-doubles in tests/doubles, everything else from trees."""
+the findings of a whole log, container user space for fleet drift; the live path (one
+nvidia-smi, one journal read) through the doubles in tests/doubles, everything else from
+trees. The findings of one check each are in checks/test_<check>.py."""
 
 import gzip
 import io
