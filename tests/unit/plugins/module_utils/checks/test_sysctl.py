@@ -16,8 +16,8 @@ def test_fires_once_per_key_with_its_severity(audited):
 def test_an_unnamed_key_is_medium(audited):
     facts = audited("tuned_host")
     facts["sysctl"]["values"]["vm.max_map_count"] = "65530"
-    (item,) = judge("sysctl", facts, sysctl=dict(WANTED["sysctl"],
-                                                **{"vm.max_map_count": 1048576}))
+    wanted = dict(WANTED["sysctl"], **{"vm.max_map_count": 1048576})
+    (item,) = judge("sysctl", facts, sysctl=wanted)
     assert (item["subject"], item["severity"]) == ("vm.max_map_count", "medium")
 
 
