@@ -3,6 +3,7 @@
 session, and ``judge``, which runs one check the way ``checks.evaluate`` does."""
 
 import copy
+import importlib
 
 import pytest
 from fixtures import hosts
@@ -16,13 +17,17 @@ WANTED = hosts.common_wanted(host="pve-gpu01")
 @pytest.fixture(scope="session")
 def audited(tmp_path_factory):
     """``audited(builder)``: a deep copy of ``audit.audit`` (facts, findings, checks) of
-    the host ``hosts.<builder>`` builds, each host built and audited once per session."""
+    the host ``hosts.<builder>`` builds (or ``fixtures.<module>.<builder>`` for a dotted
+    name), each host built and audited once per session."""
     cache = {}
 
     def get(name):
         if name not in cache:
-            root = tmp_path_factory.mktemp(name)
-            getattr(hosts, name)(root)
+            module, _dot, func = name.rpartition(".")
+            builder = getattr(importlib.import_module("fixtures." + module) if module
+                              else hosts, func)
+            root = tmp_path_factory.mktemp(name.replace(".", "-"))
+            builder(str(root))
             cache[name] = audit.audit(str(root), WANTED)
         return copy.deepcopy(cache[name])
     return get
