@@ -8,8 +8,8 @@ import os
 import pytest
 from conftest import TESTS
 from fixtures import health, hosts
+from fixtures.cudaprobe import probe_ok
 from modrun import run_module
-from test_audit_cuda import probe_ok
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     audit,

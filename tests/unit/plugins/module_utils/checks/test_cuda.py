@@ -1,6 +1,9 @@
-"""gpu_launch_latency_high (checks/cuda.py): a GPU's launch round trip after the calling
-thread slept against the same GPU's back-to-back one, as cuda_probe's ``latency`` returns
-them, judged on host trees whose idle states and cpufreq say what the likely cause is."""
+"""checks/cuda.py, on cuda_probe's results as host_audit's ``cuda`` takes them:
+cuda_init_failed and pcie_bandwidth_low (moved from test_audit_cuda.py; results shaped as the
+measured H200's, fixtures/cudaprobe.py), and gpu_launch_latency_high (moved from
+test_check_launch_latency.py): a GPU's launch round trip after the calling thread slept
+against the same GPU's back-to-back one, judged on host trees whose idle states and cpufreq
+say what the likely cause is."""
 
 import json
 import os
@@ -8,6 +11,7 @@ import os
 import pytest
 from conftest import TESTS
 from fixtures import hosts
+from fixtures.cudaprobe import probe_999, probe_ok
 from modrun import run_module
 
 from ansible_collections.gpuhost.tuning.plugins.modules import host_audit
@@ -94,3 +98,66 @@ def test_the_real_h200_gives_no_finding(seed, run):
     res["devices"][0]["latency"] = measured
     assert measured["sleeping"]["p99_us"] > 2 * measured["back_to_back"]["p99_us"]
     assert findings(seed["root"], [res]) == []
+
+
+# --- cuda_init_failed, pcie_bandwidth_low (moved from test_audit_cuda.py)
+
+
+@pytest.fixture
+def vm(tmp_path):
+    return hosts.vm_host(str(tmp_path / "vm"))
+
+
+def audit(root, **extra):
+    res = run_module(host_audit, dict({"root": root}, **extra))
+    assert res.get("failed") is not True, res
+    return res["audit"]
+
+
+def ids(result, fid):
+    return [f for f in result["findings"] if f["id"] == fid]
+
+
+def test_without_probe_results_nothing_is_judged_and_no_fact_is_added(vm):
+    result = audit(vm["root"])
+    assert "cuda" not in result
+    assert not ids(result, "cuda_init_failed") and not ids(result, "pcie_bandwidth_low")
+
+
+def test_healthy_probe_gives_no_finding(vm):
+    result = audit(vm["root"], cuda=[probe_ok(vm["gpu"])])
+    assert result["cuda"][0]["devices"][0]["h2d_gbs"] == 55.19
+    assert not ids(result, "cuda_init_failed") and not ids(result, "pcie_bandwidth_low")
+
+
+def test_999_in_a_container_is_critical_and_names_container_code_and_cause(vm):
+    result = audit(vm["root"], host="gpu07", cuda=[probe_ok(vm["gpu"]), probe_999(vmid=129)])
+    found, = ids(result, "cuda_init_failed")
+    assert found["severity"] == "critical"
+    assert found["subject"] == "lxc 129"
+    assert found["current"] == "cuInit 999 CUDA_ERROR_UNKNOWN"
+    assert found["remedy"].startswith("/dev/nvidia-uvm is char 1:3, but nvidia-uvm's major "
+                                      "is 238")
+    assert "ansible-playbook gpuhost.tuning.reboot_verify -l gpu07" in found["remedy"]
+    assert result["findings"][0]["id"] == "cuda_init_failed"     # critical ranks first
+    assert result["checks"]["gpu_driver"]["status"] == "critical"
+
+
+def test_host_failure_is_subject_host(vm):
+    result = audit(vm["root"], cuda=[probe_999()])
+    found, = ids(result, "cuda_init_failed")
+    assert found["subject"] == "host"
+
+
+def test_copy_rate_below_the_floor_is_high_per_gpu(vm):
+    # a model without a published pass mark (policy.COPY_RATE_MARKS): the link percentage
+    result = audit(vm["root"], cuda=[probe_ok(vm["gpu"], h2d_pct=45.0, name="NVIDIA L40S")])
+    found, = ids(result, "pcie_bandwidth_low")
+    assert found["severity"] == "high" and found["subject"] == vm["gpu"]
+    assert found["current"] == "H2D 28.4 GB/s = 45.0 % of 63.0 GB/s (32.0 GT/s PCIe x16)"
+    assert found["expected"] == "at least 70 % of the link each way"
+    assert result["checks"]["pcie_link"]["status"] == "high"
+    # the floor is the user's
+    assert not ids(audit(vm["root"], cuda=[probe_ok(vm["gpu"], h2d_pct=45.0,
+                                                    name="NVIDIA L40S")],
+                         bandwidth_min_pct=40), "pcie_bandwidth_low")
