@@ -86,6 +86,23 @@ def test_restore_puts_each_section_back_and_reports_it(tmp_path):
     assert diff["after_header"] == os.path.join(FOLDER, "original.json")
 
 
+def test_a_full_restore_removes_the_applied_state_and_a_partial_one_keeps_it(tmp_path):
+    root, knob = _tree(tmp_path), Knob()
+    both = (knob, snapstore.FILES)
+    sections.take(both, _ctx(root))
+    knob.value = "512"
+    sections.take(both, _ctx(root), kind="applied")
+    assert snapstore.listing(root)[-1] == "applied.json"
+    partial = sections.restore(both, _ctx(root), parts=["knob"])
+    assert "removed" not in partial and snapstore.listing(root)[-1] == "applied.json"
+    planned = sections.restore(both, _ctx(root, check_mode=True))
+    assert planned["removed"] == os.path.join(FOLDER, "applied.json") and planned["changed"]
+    assert snapstore.listing(root)[-1] == "applied.json"
+    done = sections.restore(both, _ctx(root))
+    assert done["removed"] == os.path.join(FOLDER, "applied.json")
+    assert snapstore.listing(root) == ["original.json"]
+
+
 def test_restore_of_some_parts_only_and_a_refusal_is_a_failure(tmp_path):
     root, knob = _tree(tmp_path), Knob()
     both = (knob, snapstore.FILES)
