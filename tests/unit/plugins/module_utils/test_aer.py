@@ -5,7 +5,6 @@ import pytest
 from fixtures import health, pci
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import aer
-from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import aer_change
 
 # aer_dev_correctable of a 6.x kernel with an unnamed bit counted (printed by bit number).
 REAL_COR = """RxErr 0
@@ -90,23 +89,3 @@ def test_no_aer_files_is_no_finding_and_not_available(tmp_path):
     entries = aer.collect(str(tmp_path))
     assert entries and not any(e["available"] for e in entries)
     assert _findings(tmp_path) == []
-
-
-def test_changes_between_two_audits(tmp_path):
-    pci.seed_gpus(tmp_path)
-    health.aer_everywhere(tmp_path)
-    health.aer_files(tmp_path, "0000:01:00.0", correctable={"BadTLP": 5})
-    before = aer.collect(str(tmp_path))
-    health.aer_files(tmp_path, "0000:01:00.0", correctable={"BadTLP": 9}, fatal={"DLP": 1})
-    after = aer.collect(str(tmp_path))
-    delta = aer_change.changes(before, after)
-    assert delta["0000:01:00.0"] == {"fatal": 1, "nonfatal": 0, "correctable": 4,
-                                     "reset": False}
-    assert aer_change.change_text(delta["0000:01:00.0"]) == "+1 fatal, +4 correctable"
-    assert aer_change.change_text(delta["0000:02:00.0"]) == "no change"
-    # a reboot restarts the counters: the delta is what was counted since
-    health.aer_files(tmp_path, "0000:01:00.0", correctable={"RxErr": 2})
-    again = aer_change.changes(after, aer.collect(str(tmp_path)))["0000:01:00.0"]
-    assert again["reset"] is True and again["correctable"] == 2 and again["fatal"] == 0
-    assert "restarted" in aer_change.change_text(again)
-    assert aer_change.change_text(None) == "no previous report"

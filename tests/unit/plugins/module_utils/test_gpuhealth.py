@@ -1,6 +1,7 @@
-"""GPU health: nvidia-smi XML, kernel-log XID/SXID lines, memory and runtime findings,
-Fabric Manager, fleet drift; the live path (one nvidia-smi, one journal read) through the
-doubles in tests/doubles, everything else from trees."""
+"""GPU health (gpuhealth, nvsmi, kernlog, xid): nvidia-smi XML, kernel-log XID/SXID lines,
+the findings of a whole log, container user space for fleet drift; the live path (one
+nvidia-smi, one journal read) through the doubles in tests/doubles, everything else from
+trees. The findings of one check each are in checks/test_<check>.py."""
 
 import gzip
 import io
@@ -20,16 +21,13 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     checks,
     cmdout,
     drift,
-    fabric,
     gpuhealth,
     kernlog,
     nvsmi,
     report,
     xid,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import base as fleet_base
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import drift as fleet_drift
-from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import run as fleet_run
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
 from conftest import TESTS
 
@@ -145,35 +143,6 @@ def test_healthy_current_layout_has_no_findings(tmp_path):
     health.write_smi(tmp_path, health.read(health.B200_580))
     facts, found, _outputs = audit_health(tmp_path)
     assert facts["nvidia_smi"]["available"] and found == []
-
-
-def test_sw_power_cap_under_load_is_low_and_idle_reasons_are_none(tmp_path):
-    xml_text = health.smi_xml(health.B200_580, edits={"0000:1b:00.0": {
-        "clocks_event_reasons/clocks_event_reason_gpu_idle": "Not Active",
-        "clocks_event_reasons/clocks_event_reason_applications_clocks_setting": "Active",
-        "clocks_event_reasons/clocks_event_reason_sw_power_cap": "Active"}})
-    health.write_smi(tmp_path, xml_text)
-    _facts, found, _outputs = audit_health(tmp_path)
-    assert ids(found) == [("gpu_clock_throttle", "0000:1b:00.0", "low")]
-    assert "sw_power_cap" in found[0]["current"] and "applications" not in found[0]["current"]
-
-
-def test_memory_error_findings_each(tmp_path):
-    gpus = ["0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0"]
-    xml_text = health.smi_xml(health.B200_580, gpus=gpus, edits={
-        gpus[0]: {"remapped_rows/remapped_row_pending": "Yes"},
-        gpus[1]: {"remapped_rows/remapped_row_failure": "Yes"},
-        gpus[2]: {"ecc_errors/aggregate/dram_uncorrectable": "3"},
-        gpus[3]: {"ecc_mode/pending_ecc": "Disabled"},
-    })
-    health.write_smi(tmp_path, xml_text)
-    _facts, found, _outputs = audit_health(tmp_path)
-    assert ids(found) == [
-        ("gpu_ecc_pending", gpus[3], "medium"),
-        ("gpu_ecc_uncorrectable", gpus[2], "medium"),
-        ("gpu_row_remap_failed", gpus[1], "critical"),
-        ("gpu_row_remap_pending", gpus[0], "high"),
-    ]
 
 
 def test_missing_output_is_unavailable_with_the_reason(tmp_path):
@@ -460,63 +429,6 @@ def test_seed_health_finds_the_looping_xid79_and_the_pending_remap(tmp_path):
 # ----------------------------------------------------------------------------- fabric
 
 
-def _nvswitch_host(root):
-    pci.add_host_bridge(str(root), "pci0000:00")
-    for slot in ("01", "02"):
-        pci.add_function(str(root), "0000:%s:00.0" % slot, "pci0000:00",
-                         pci.plain_config(0x10DE, 0x22A3, 0x068000, 0xA1), driver="nvidia-nvswitch")
-
-
-def _dpkg(root, version, name="nvidia-fabricmanager-580"):
-    os.makedirs(root / "var/lib/dpkg", exist_ok=True)
-    (root / "var/lib/dpkg/status").write_text(
-        "Package: libc6\nStatus: install ok installed\nVersion: 2.36-9\n\n"
-        "Package: %s\nStatus: install ok installed\nPriority: optional\n"
-        "Version: %s-1\nDescription: Fabric Manager for NVSwitch based systems.\n multi\n"
-        % (name, version))
-
-
-def _unit(root, active=True, enabled=True):
-    if active:
-        os.makedirs(root / "run/systemd/units", exist_ok=True)
-        os.symlink("5f1c2d", str(root / "run/systemd/units" / (
-            "invocation:" + fabric.UNIT)))
-    if enabled:
-        folder = root / "etc/systemd/system/multi-user.target.wants"
-        os.makedirs(folder, exist_ok=True)
-        os.symlink("/lib/systemd/system/" + fabric.UNIT, str(folder / fabric.UNIT))
-
-
-def test_fabric_manager_fine_on_an_nvswitch_host(tmp_path):
-    _nvswitch_host(tmp_path)
-    _dpkg(tmp_path, "580.159.04")
-    _unit(tmp_path)
-    health.write_smi(tmp_path, health.read(health.B200_580))
-    facts, found, _outputs = audit_health(tmp_path)
-    assert facts["fabric_manager"]["nvswitches"] == ["0000:01:00.0", "0000:02:00.0"]
-    assert facts["fabric_manager"]["version"] == "580.159.04"
-    assert found == []
-
-
-def test_fabric_manager_version_and_fabric_state(tmp_path):
-    _nvswitch_host(tmp_path)
-    _dpkg(tmp_path, "570.86.15")
-    _unit(tmp_path, active=False)
-    health.write_smi(tmp_path, health.smi_xml(health.B200_580, edits={
-        "0000:1b:00.0": {"fabric/state": "In Progress", "fabric/status": "N/A"}}))
-    _facts, found, _outputs = audit_health(tmp_path)
-    currents = sorted(f["current"] for f in found)
-    assert [f["id"] for f in found] == ["fabric_manager", "fabric_manager"]
-    assert currents == ["0000:1b:00.0 In Progress/-", "fabric manager 570.86.15, driver 580.159.04"]
-
-
-def test_no_nvswitch_no_fabric_manager(tmp_path):
-    health.write_smi(tmp_path, health.read(health.B200_580))
-    facts, _found, _outputs = audit_health(tmp_path)
-    col = [c for c in checks.columns() if c.key == "fabric_manager"][0]
-    assert col.not_applicable(facts, {}) == "no NVSwitch (PCIe-only host)"
-
-
 # ----------------------------------------------------------------------------- drift
 
 
@@ -526,27 +438,6 @@ def _audit(driver, kernel="6.8.12-9-pve", vbios="97.00.4B.00.01", gpus=8, contai
                       "device": "2bb5", "upstream": []} for index in range(gpus)],
             "nvidia_smi": {"gpus": [{"name": health.SEED_NAME, "vbios": vbios}] * gpus},
             "containers_nvidia": list(containers)}
-
-
-def test_fleet_drift_names_the_odd_host_out():
-    audits = {"gpu01": _audit("590.48.01"), "gpu02": _audit("590.48.01"),
-              "gpu03": _audit("580.95.05", gpus=7)}
-    found = fleet_drift.fleet_findings(audits)
-    assert found["gpu01"] == [] and found["gpu02"] == []
-    assert sorted((f["subject"], f["current"], f["expected"]) for f in found["gpu03"]) == [
-        ("driver", "580.95.05", "590.48.01"), ("gpu count", "7", "8")]
-
-
-def test_a_tie_names_no_odd_host_but_the_report_says_so():
-    audits = {"gpu01": _audit("590.48.01", kernel="6.8.12-9-pve"),
-              "gpu02": _audit("590.48.01", kernel="6.14.11-5-bpo12-pve")}
-    assert fleet_drift.fleet_findings(audits) == {"gpu01": [], "gpu02": []}
-    docs = [{"host": h, "facts": audits[h], "findings": [], "checks": {}}
-            for h in sorted(audits)]
-    fleet_run.judge(docs, fleet_base.Context())
-    note = docs[0]["checks"]["fleet_drift"]["note"]
-    assert docs[0]["checks"]["fleet_drift"]["status"] == "ok"
-    assert "no majority for kernel (6.14.11-5-bpo12-pve, 6.8.12-9-pve)" in note
 
 
 def test_container_user_space_against_the_host_module(tmp_path):

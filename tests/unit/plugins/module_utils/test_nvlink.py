@@ -1,5 +1,5 @@
 """NVLink state and error counters (issue 25 item 3): parsing nvidia-smi nvlink -s and -e in
-NVIDIA's format, when the two commands run, and the findings."""
+NVIDIA's format and when the two commands run (the findings: checks/test_nvlink.py)."""
 
 import os
 
@@ -50,44 +50,6 @@ def test_the_documented_formats_parse():
                                  "\t Link 2: some status not seen yet\n")
     assert [ln["state"] for ln in status[0]["links"]] == ["active", "inactive", "unknown"]
     assert status[0]["links"][0]["gbs"] == 25.0
-
-
-def test_a_clean_hgx_host_gives_none_and_runs_the_column(tmp_path):
-    root, _built = _b200_host(
-        tmp_path, lambda g: nvl.status_text(g, gbs="53.125"), nvl.errors_text)
-    result = audit.audit(root, WANTED)
-    assert result["nvlink"]["checked"] and result["nvlink"]["available"]
-    assert len(result["nvlink"]["gpus"]) == 8 and result["nvlink"]["gpus"][0]["links"] == 18
-    assert _mine(result) == []
-    assert result["checks"]["nvlink"]["status"] == "ok"
-
-
-def test_inactive_links_and_error_counters_are_named_by_gpu_address(tmp_path):
-    root, built = _b200_host(
-        tmp_path, lambda g: nvl.status_text(g, inactive={2: list(range(18)), 5: [3, 7]}),
-        lambda g: nvl.errors_text(g, counts={(1, 4): {"CRC Errors": 891, "Replay Errors": 142},
-                                             (6, 0): {"Recovery Errors": 3}}))
-    found = dict(((f["id"], f["subject"]), f) for f in _mine(audit.audit(root, WANTED)))
-    gpus = built["gpus"]
-    every = found[("nvlink_inactive", gpus[2])]
-    assert every["current"].startswith("all of 18 NVLinks inactive")
-    assert every["severity"] == "high" and "XID 149" in every["remedy"]
-    assert found[("nvlink_inactive", gpus[5])]["current"] == \
-        "2 of 18 NVLinks inactive (link 3, 7)"
-    crc = found[("nvlink_errors", gpus[1])]
-    assert crc["severity"] == "medium"
-    assert crc["current"] == "link 4: CRC Errors 891, Replay Errors 142"
-    assert found[("nvlink_errors", gpus[6])]["severity"] == "high"
-    assert len(found) == 4
-
-
-def test_no_output_on_a_gpu_without_peers_is_no_nvlink_not_inactive(tmp_path):
-    # the lent H200 (driver 580.159.04, no NVLink peer): both commands print nothing
-    root, _built = _b200_host(tmp_path, lambda g: "", lambda g: "")
-    result = audit.audit(root, WANTED)
-    assert _mine(result) == []
-    assert result["checks"]["nvlink"]["status"] == "n/a"
-    assert "lists no link" in result["checks"]["nvlink"]["note"]
 
 
 def test_pcie_only_hosts_run_no_command(tmp_path):

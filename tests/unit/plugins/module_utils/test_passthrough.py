@@ -3,7 +3,6 @@ the audit, the tune and the boot-time program do with a GPU that is not the host
 
 import json
 
-import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     audit,
@@ -98,35 +97,3 @@ def test_boot_program_decides_ownership_at_boot(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "MRRS %s (endpoint 10de:2bb5): skipped: owner vfio (driver vfio-pci)" % late in out
     assert pcifix.devctl_of(root, built["host_gpus"][1]) & 0x7000 == 0x5000
-
-
-PT_IDS = set(i for ids, _b in ptfix.BROKEN.values() for i in ids)
-
-
-def _pt_findings(root):
-    result = audit.audit(root, hosts.common_wanted())
-    return [f for f in result["findings"] if f["id"] in PT_IDS], result
-
-
-def test_the_mixed_host_has_no_passthrough_finding(tmp_path):
-    root, _built = _mixed(tmp_path)
-    found, result = _pt_findings(root)
-    assert found == []
-    assert result["checks"]["passthrough"]["status"] == "ok"
-
-
-@pytest.mark.parametrize("name", sorted(ptfix.BROKEN))
-def test_each_broken_variant_gives_exactly_its_finding(name, tmp_path):
-    root = str(tmp_path / "host")
-    ptfix.broken_host(root, [name])
-    found, _result = _pt_findings(root)
-    assert found, name
-    assert set(f["id"] for f in found) == set(ptfix.BROKEN[name][0]), found
-
-
-def test_real_and_seed_hosts_have_no_passthrough_finding(tmp_path):
-    for index, build in enumerate((hosts.seed_host, hosts.tuned_host, hosts.vm_host)):
-        root = str(tmp_path / str(index))
-        build(root)
-        found, result = _pt_findings(root)
-        assert found == [] and result["checks"]["passthrough"]["status"] == "n/a"

@@ -3,13 +3,11 @@ pass marks per GPU model; and the reports' new / seen-before marks against the p
 ``<host>.json``."""
 
 import json
-import os
 
 import pytest
-from conftest import TESTS
 from fixtures import health, hosts
+from fixtures.cudaprobe import probe_ok
 from modrun import run_module
-from test_audit_cuda import probe_ok
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import (
     audit,
@@ -124,102 +122,6 @@ def test_a_link_too_slow_for_the_mark_is_judged_by_its_percentage():
     dev.update(h2d_gbs=18.0, h2d_pct=57.1)
     found, = cuda_checks.pcie_bandwidth_low(facts, {})
     assert found["expected"] == "at least 70 % of the link each way"
-
-
-# --- peer pass marks (issue 25 item 6) ---------------------------------------------------
-
-def _two_h200(gbs=None, links=18):
-    """The lent two-H200 machine's probe (tests/fixtures/h200x2/probe-1.json: 383.8 and
-    385.3 GB/s over NV18) with its NVLink fact (18 links of 26.562 GB/s each, as
-    ``nvidia-smi nvlink -s`` prints an H200's; ``links`` of them active); ``gbs`` replaces
-    both peer rates."""
-    with open(os.path.join(TESTS, "fixtures", "h200x2", "probe-1.json")) as handle:
-        res = json.load(handle)
-    res.pop("error", None)
-    for pair in res["peers"]:
-        if gbs is not None:
-            pair["gbs"] = gbs
-    nvl = {"checked": True, "available": True, "gpus": [
-        {"address": d["pci_bus_id"], "index": i, "name": d["name"], "links": 18,
-         "active": list(range(links)), "inactive": list(range(links, 18)),
-         "gbs": round(26.562 * links, 3), "errors": {}}
-        for i, d in enumerate(res["devices"])]}
-    return {"cuda": [res], "nvlink": nvl}
-
-
-def _peer(facts, wanted=None):
-    return list(cuda_checks.gpu_peer_bandwidth_low(facts, wanted or {}))
-
-
-def test_the_measured_h200_pair_passes_its_peer_mark():
-    facts = _two_h200()
-    assert [p["gbs"] for p in facts["cuda"][0]["peers"]] == [383.82, 385.32]
-    assert _peer(facts) == []
-
-
-def test_an_nvlink_pair_below_335_gbs_is_low_by_the_azure_mark_not_the_percentage():
-    # 14 of 18 links: a 371.9 GB/s ceiling; 300 GB/s is 80.7 % of it (the percentage
-    # passes it), below Azure's 335 (the mark does not). The old audit judged no peer copy.
-    found = _peer(_two_h200(300.0, links=14))
-    assert [f["subject"] for f in found] == ["0000:00:06.0 -> 0000:00:07.0",
-                                             "0000:00:07.0 -> 0000:00:06.0"]
-    assert found[0]["current"] == "GPU 0 -> GPU 1 300.0 GB/s = 80.7 % of NVLink 371.9 GB/s"
-    assert found[0]["expected"].startswith("at least 335 GB/s (H200 peer pass mark: Azure "
-                                           "azurehpc-health-checks conf/nd96isr_h200_v5.conf")
-    # the operator's own mark for the model comes first
-    assert _peer(_two_h200(300.0, links=14),
-                 {"copy_rate_marks": [{"model": "H200", "peer_gbs": 290}]}) == []
-
-
-def test_a_path_too_slow_for_the_mark_is_judged_by_its_percentage():
-    # no NVLink between them: the copy crosses PCIe Gen5 x16 (63.0 GB/s), which cannot
-    # carry 335 GB/s, so 70 % of the link judges: 50 GB/s (79 %) passes, 40 (63 %) not
-    facts = _two_h200(50.0)
-    del facts["nvlink"]
-    assert _peer(facts) == []
-    facts = _two_h200(40.0)
-    del facts["nvlink"]
-    found = _peer(facts)
-    assert len(found) == 2
-    assert found[0]["current"] == ("GPU 0 -> GPU 1 40.0 GB/s = 63.5 % of PCIe 32.0 GT/s PCIe "
-                                   "x16 63.0 GB/s")
-    assert found[0]["expected"] == "at least 70 % of the path (PCIe 32.0 GT/s PCIe x16, " \
-                                   "63.0 GB/s)"
-    assert _peer(facts, {"bandwidth_min_pct": 60}) == []
-
-
-def test_a_model_without_a_mark_is_judged_by_the_nvlink_percentage():
-    facts = _two_h200(300.0)            # 62.7 % of 478.1 GB/s
-    for dev in facts["cuda"][0]["devices"]:
-        dev["name"] = "NVIDIA A100-SXM4-80GB"
-    found = _peer(facts)
-    assert len(found) == 2 and found[0]["expected"].startswith("at least 70 % of the path "
-                                                               "(NVLink, 478.1 GB/s)")
-    facts = _two_h200(350.0)            # 73.2 %
-    for dev in facts["cuda"][0]["devices"]:
-        dev["name"] = "NVIDIA A100-SXM4-80GB"
-    assert _peer(facts) == []
-
-
-def test_pairs_without_peer_access_or_a_rate_and_container_results_are_not_judged():
-    facts = _two_h200(10.0)
-    first, second = facts["cuda"][0]["peers"]
-    first["access"] = False
-    second["gbs"] = None
-    assert _peer(facts) == []
-    facts = _two_h200(10.0)
-    facts["cuda"][0]["vmid"] = 129
-    assert _peer(facts) == []
-
-
-def test_the_audit_reports_a_slow_peer_copy_given_as_cuda_results(tmp_path):
-    vm = hosts.vm_host(str(tmp_path / "vm"))
-    probe = _two_h200(40.0)["cuda"][0]
-    res = run_module(host_audit, {"root": vm["root"], "cuda": [probe]})
-    found = [f for f in res["audit"]["findings"] if f["id"] == "gpu_peer_bandwidth_low"]
-    assert [f["subject"] for f in found] == ["0000:00:06.0 -> 0000:00:07.0",
-                                             "0000:00:07.0 -> 0000:00:06.0"]
-    assert set(f["severity"] for f in found) == {"high"}
 
 
 def test_bad_copy_rate_marks_are_refused(tmp_path):

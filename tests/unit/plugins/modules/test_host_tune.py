@@ -15,7 +15,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as aud
 from ansible_collections.gpuhost.tuning.plugins.module_utils import peermem
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils import tune
-from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import sections, verify
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import verify
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
 from conftest import TESTS
 
@@ -260,25 +260,6 @@ def test_ansible_doc_renders_and_matches_the_spec(seed):
     assert set(result) - {"invocation", "warnings"} <= set(doc["return"])
 
 
-def test_parts_tables_come_from_the_registered_parts():
-    assert tune.PARTS == ("snapshot", "bandwidth", "latency", "sysctl", "cpuidle", "pcie",
-                          "boot_service", "nvidia_peermem", "device_nodes", "numa_pin",
-                          "verify")
-    assert tune.DEFAULT_PARTS == tuple(p for p in tune.PARTS if p not in (
-        "device_nodes", "numa_pin", "bandwidth", "latency"))
-    assert tune.argument_spec()["parts"]["default"] == list(tune.DEFAULT_PARTS)
-    assert tune.MANAGED == {"numa_balancing": "sysctl", "sysctl": "sysctl",
-                            "cpuidle_deep_state": "cpuidle", "pcie_mrrs": "pcie",
-                            "gpu_numa_mismatch": "numa_pin",
-                            "gpu_container_unpinned": "numa_pin",
-                            "device_nodes_unit_missing": "device_nodes"}
-    assert tune.STEPS == ("snapshot_before", "bandwidth_before", "latency_before", "sysctl",
-                          "cpuidle", "pcie", "boot_service", "nvidia_peermem",
-                          "nvidia_peermem_at_boot", "modules_load_dir", "device_nodes",
-                          "numa_pin",
-                          "snapshot_applied", "bandwidth_after", "latency_after")
-
-
 class _Marker(object):
     """A tune part as another subject would add one: one option, one finding it owns."""
 
@@ -322,18 +303,6 @@ def test_a_registered_part_runs_in_its_place_with_its_option(seed, monkeypatch):
                              "parts": ["marker"], "marker_text": "refuse"})
     assert refused["failures"] == ["marker: the host refused"]
     assert tune.tune_failure(refused) == "gpu01: marker: the host refused"
-
-
-def test_a_part_that_breaks_the_protocol_is_refused_at_registration():
-    class NoStage(_Marker):
-        stage = "sometime"
-
-    with pytest.raises(ValueError, match="stage 'sometime'"):
-        tune._derive(list(tune.REGISTRY) + [NoStage()])
-    applied = tune.REGISTRY.index(sections.APPLIED_PART)  # the first after-stage part
-    with pytest.raises(ValueError, match="owned by tune parts pcie and marker"):
-        tune._derive(list(tune.REGISTRY[:applied]) + [type("Steal", (_Marker,), {
-            "owns": ("pcie_mrrs",)})()] + list(tune.REGISTRY[applied:]))
 
 
 def test_a_larger_socket_buffer_is_kept_by_the_audits_rule_unless_told(seed):

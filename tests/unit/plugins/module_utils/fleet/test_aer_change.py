@@ -1,12 +1,14 @@
-"""The AER counters of two audits compared in the reports: audit_report reads the host's
-previous ``<host>.json`` in its folder and shows each device's change since then."""
+"""fleet/aer_change.py: the AER counters of two audits compared (moved from test_aer.py) and
+in the reports (moved from test_aer_report.py): audit_report reads the host's previous
+``<host>.json`` in its folder and shows each device's change since then."""
 
 import json
 
-from fixtures import health, hosts
+from fixtures import health, hosts, pci
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils import aer, audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import aer_change
 from ansible_collections.gpuhost.tuning.plugins.modules import audit_report
 
 WANTED = hosts.common_wanted()
@@ -66,3 +68,23 @@ def test_reports_show_the_aer_change_since_the_previous_report(tmp_path):
     # the same audit written again keeps its comparison: nothing rewritten
     again = _write(dest, later)
     assert again["changed"] is False and again["written"] == []
+
+
+def test_changes_between_two_audits(tmp_path):
+    pci.seed_gpus(tmp_path)
+    health.aer_everywhere(tmp_path)
+    health.aer_files(tmp_path, "0000:01:00.0", correctable={"BadTLP": 5})
+    before = aer.collect(str(tmp_path))
+    health.aer_files(tmp_path, "0000:01:00.0", correctable={"BadTLP": 9}, fatal={"DLP": 1})
+    after = aer.collect(str(tmp_path))
+    delta = aer_change.changes(before, after)
+    assert delta["0000:01:00.0"] == {"fatal": 1, "nonfatal": 0, "correctable": 4,
+                                     "reset": False}
+    assert aer_change.change_text(delta["0000:01:00.0"]) == "+1 fatal, +4 correctable"
+    assert aer_change.change_text(delta["0000:02:00.0"]) == "no change"
+    # a reboot restarts the counters: the delta is what was counted since
+    health.aer_files(tmp_path, "0000:01:00.0", correctable={"RxErr": 2})
+    again = aer_change.changes(after, aer.collect(str(tmp_path)))["0000:01:00.0"]
+    assert again["reset"] is True and again["correctable"] == 2 and again["fatal"] == 0
+    assert "restarted" in aer_change.change_text(again)
+    assert aer_change.change_text(None) == "no previous report"

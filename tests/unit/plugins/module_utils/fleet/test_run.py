@@ -1,10 +1,11 @@
-"""The fleet check registry (module_utils/fleet): declarations, the one run per report, and
-the host registry's columns derived from it."""
+"""fleet/run.py: the fleet checks run once per report over the documents (moved from
+test_fleet_registry.py; the declarations are in test_base.py), ranked once, and taken off
+again for a merge."""
 
 import pytest
 from fixtures import hosts
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, checks, fleet, report
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, fleet, report
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import base as fleet_base
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import run as fleet_run
 
@@ -17,22 +18,6 @@ def _doc(host, driver, gpus=2):
            "expected": "y", "remedy": "r", "reboot_required": False}
     return {"host": host, "facts": facts, "findings": [low],
             "checks": {"fleet_drift": fleet.base.fleet_checks()[0].host_cell()}}
-
-
-def test_every_fleet_check_is_declared_once_and_runs_in_order():
-    ids = [item.id for item in fleet.fleet_checks()]
-    assert ids == ["fleet_drift", "pcie_aer_change"]
-    with pytest.raises(ValueError, match="declared twice"):
-        fleet_base.fleet_check("fleet_drift", lambda d, c: ({}, {}), order=9999)
-
-
-def test_the_host_registry_takes_the_column_and_rank_from_the_declaration():
-    drift = [c for c in fleet.fleet_checks() if c.id == "fleet_drift"][0]
-    col = [c for c in checks.columns() if c.key == "fleet_drift"][0]
-    assert (col.label, col.position) == drift.column
-    assert col.not_applicable({}, {}) == fleet_base.HOST_LEVEL_NOTE
-    assert checks.base.get("fleet_drift").order == drift.order
-    assert checks.base.get("fleet_drift").severities == drift.severities
 
 
 def test_judge_adds_findings_fills_the_column_and_ranks_once():
