@@ -3,9 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Host trees and inventory for the benchmark fleet (called by bench/run.sh).
 
-  python fleet.py trees RUN N      seed host tree built once (tests/fixtures/hosts.py
+  python fleet.py trees RUN N [SRC]  seed host tree built once (tests/fixtures/hosts.py
                                    seed_host) into RUN/seed, then copied fresh to
-                                   RUN/hosts/hNNN/root, 1..N
+                                   RUN/hosts/hNNN/root, 1..N (SRC: copy that tree instead)
   python fleet.py inventory RUN N  RUN/inventory-N.ini: hNNN at its namespace address, root
                                    login with the run's client key, /usr/bin/python3,
                                    gpuhost_root
@@ -32,8 +32,8 @@ def host_address(index):
     return "%s.%d" % (SUBNET, index + 1)
 
 
-def trees(run, count):
-    seed = os.path.join(run, "seed")
+def trees(run, count, source=None):
+    seed = source or os.path.join(run, "seed")
     if not os.path.isdir(seed):
         seed_host(seed)
     for index in range(1, count + 1):
@@ -71,10 +71,13 @@ def inventory(run, count):
 
 
 def main(argv):
-    if len(argv) != 4 or argv[1] not in ("trees", "inventory"):
+    if len(argv) not in (4, 5) or argv[1] not in ("trees", "inventory"):
         sys.exit(__doc__)
     run, count = os.path.abspath(argv[2]), int(argv[3])
-    (trees if argv[1] == "trees" else inventory)(run, count)
+    if argv[1] == "trees":
+        trees(run, count, os.path.abspath(argv[4]) if len(argv) == 5 else None)
+    else:
+        inventory(run, count)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,13 @@
 #   BENCH_RUNS="ping audit tune audit_check peers" (a subset measures less; ping always runs)
 #   BENCH_PEER_MAX=N: the peers (bench/peers: the seeds' one-shot script, a task-per-setting
 #   role) only for fleets up to N hosts; BENCH_TASKS_MAX=N (default 1): the task-per-setting
-#   role only up to N hosts (one host's first run took 91 s of CPU on this 2-core machine:
-#   ~155 module round trips, 0.6 s of CPU each; 64 hosts would be ~1.6 hours of CPU)
+#   role only up to N hosts (one host's first run took 74-91 s of CPU on this 2-core machine:
+#   ~155 module round trips, 0.5-0.6 s of CPU each; 64 hosts are ~1.3 hours of CPU per run).
+#   It runs after everything else, size by size, so a run cut short keeps every other figure.
+#   BENCH_TASKS_FIRST_MAX=N (default: BENCH_TASKS_MAX): its first run only up to N hosts;
+#   above that every host gets a copy of a tree its first run tuned (the largest such N) and
+#   only the no-change run is measured (its `changed` column shows the copy is in that state)
+#   BENCH_OUT=DIR (default bench/out): logs and measurements
 #   BENCH_TUNE_MAX=N: tune only for fleets up to N hosts (e.g. BENCH_SIZES="1 8 32 64"
 #   BENCH_TUNE_MAX=32 adds the 64-host floor and audit without the slow 64-host tune runs)
 #   BENCH_SUBNET=10.250.0 (a /24 that exists only inside the benchmark's namespaces)
@@ -29,7 +34,9 @@ REPEAT=${BENCH_REPEAT:-1}
 RUNS=" ${BENCH_RUNS:-ping audit tune audit_check peers} "
 export BENCH_SUBNET=${BENCH_SUBNET:-10.250.0}
 PY=$REPO/.venv/bin/python
-OUT=$HERE/out
+OUT=${BENCH_OUT:-$HERE/out}
+TASKS_MAX=${BENCH_TASKS_MAX:-1}
+TASKS_FIRST_MAX=${BENCH_TASKS_FIRST_MAX:-$TASKS_MAX}
 TAG=gpb$$                     # namespace names: $TAG-ctl (controller), $TAG-hNNN (hosts)
 CTL=$TAG-ctl
 RUN=""
@@ -222,26 +229,47 @@ for n in $SIZES; do
         "${REPORTS[@]}"
     done
   fi
-  # The peers on the same hosts, each from fresh seed trees: the seeds' one-shot script as
-  # one ansible.builtin.script task, then the task-per-setting role; first run, then again.
+  # The one-shot peer on the same hosts, from fresh seed trees: the seeds' one-shot script as
+  # one ansible.builtin.script task; first run, then again.
   if [ $have_peers = 1 ] && [ "$n" -le "${BENCH_PEER_MAX:-100000}" ]; then
-    for peer in oneshot tasks; do
-      book=$RUN/peers/oneshot.yml
-      [ $peer = tasks ] && book=$RUN/peers/task_per_setting.yml
-      if [ $peer = tasks ] && [ "$n" -gt "${BENCH_TASKS_MAX:-1}" ]; then
-        log "N=$n: task-per-setting peer left out (BENCH_TASKS_MAX=${BENCH_TASKS_MAX:-1})"
-        continue
-      fi
-      log "N=$n: fresh seed trees for peer $peer"
-      "$PY" "$HERE/fleet.py" trees "$RUN" "$n"
-      measure "$n" "${peer}_first" 1 ansible-playbook -i "$inv" "$book" "${PEER_VARS[@]}"
-      reps=$REPEAT
-      [ $peer = tasks ] && reps=1    # minutes per run: the no-change run once
-      for r in $(seq "$reps"); do
-        measure "$n" "${peer}_again" "$r" ansible-playbook -i "$inv" "$book" "${PEER_VARS[@]}"
-      done
+    log "N=$n: fresh seed trees for peer oneshot"
+    "$PY" "$HERE/fleet.py" trees "$RUN" "$n"
+    measure "$n" oneshot_first 1 ansible-playbook -i "$inv" "$RUN/peers/oneshot.yml" \
+      "${PEER_VARS[@]}"
+    for r in $(seq "$REPEAT"); do
+      measure "$n" oneshot_again "$r" ansible-playbook -i "$inv" "$RUN/peers/oneshot.yml" \
+        "${PEER_VARS[@]}"
     done
   fi
 done
 
-"$PY" "$HERE/report.py" --out "$OUT" --sizes "$SIZES" --forks "$FORKS" --repeat "$REPEAT"
+# The task-per-setting peer last (minutes per host), size by size: first run on fresh seed
+# trees, then again (once). Above BENCH_TASKS_FIRST_MAX the hosts start from a copy of a tree
+# that its first run tuned, and only the no-change run is measured.
+if [ $have_peers = 1 ]; then
+  book=$RUN/peers/task_per_setting.yml
+  for n in $SIZES; do
+    if [ "$n" -gt "$TASKS_MAX" ] || [ "$n" -gt "${BENCH_PEER_MAX:-100000}" ]; then
+      log "N=$n: task-per-setting peer left out (BENCH_TASKS_MAX=$TASKS_MAX)"
+      continue
+    fi
+    inv=$("$PY" "$HERE/fleet.py" inventory "$RUN" "$n")
+    if [ "$n" -le "$TASKS_FIRST_MAX" ]; then
+      log "N=$n: fresh seed trees for peer tasks"
+      "$PY" "$HERE/fleet.py" trees "$RUN" "$n"
+      measure "$n" tasks_first 1 ansible-playbook -i "$inv" "$book" "${PEER_VARS[@]}"
+      rm -rf "$RUN/tasks-tuned"
+      cp -a "$RUN/hosts/h001/root" "$RUN/tasks-tuned"
+    elif [ -d "$RUN/tasks-tuned" ]; then
+      log "N=$n: task-per-setting first run left out (BENCH_TASKS_FIRST_MAX=$TASKS_FIRST_MAX):" \
+        "every host starts from a copy of a tree that its first run tuned"
+      "$PY" "$HERE/fleet.py" trees "$RUN" "$n" "$RUN/tasks-tuned"
+    else
+      log "N=$n: task-per-setting peer left out (no first run to start its no-change run from)"
+      continue
+    fi
+    measure "$n" tasks_again 1 ansible-playbook -i "$inv" "$book" "${PEER_VARS[@]}"
+  done
+fi
+
+"$PY" "$HERE/report.py" --out "$OUT" --dest "${BENCH_DEST:-$HERE}" --sizes "$SIZES" --forks "$FORKS" --repeat "$REPEAT"
