@@ -17,7 +17,12 @@
 #   BENCH_TASKS_FIRST_MAX=N (default: BENCH_TASKS_MAX): its first run only up to N hosts;
 #   above that every host gets a copy of a tree its first run tuned (the largest such N) and
 #   only the no-change run is measured (its `changed` column shows the copy is in that state)
-#   BENCH_OUT=DIR (default bench/out): logs and measurements
+#   BENCH_OUT=DIR (default bench/out): logs and measurements; BENCH_DEST=DIR (default bench/):
+#   results.json, RESULTS.md, wall_time.png
+#   BENCH_PY313=all|half|none (default none): hosts whose target Python is 3.13 (all, or every
+#   second one: bench/fleet.py), their sshd chrooted into bench/trixie-hosts.sh's Debian 13
+#   root inside their namespace, their host folder (tree, sshd config, pid file, log) and the
+#   run's keys bound in at the same paths; ansible_python_interpreter=/usr/bin/python3.13
 #   BENCH_TUNE_MAX=N: tune only for fleets up to N hosts (e.g. BENCH_SIZES="1 8 32 64"
 #   BENCH_TUNE_MAX=32 adds the 64-host floor and audit without the slow 64-host tune runs)
 #   BENCH_SUBNET=10.250.0 (a /24 that exists only inside the benchmark's namespaces)
@@ -79,6 +84,12 @@ trap 'exit 130' INT TERM
 [ -x /usr/sbin/sshd ] || { echo "bench: /usr/sbin/sshd missing: make bench installs openssh-server" >&2; exit 1; }
 max=0; for n in $SIZES; do [ "$n" -gt "$max" ] && max=$n; done
 [ "$max" -le 200 ] || { echo "bench: at most 200 hosts in one /24" >&2; exit 1; }
+PY313_HOSTS=" $("$PY" "$HERE/fleet.py" py313 "$max") "
+TRIXIE=""
+if [ "$PY313_HOSTS" != "  " ]; then
+  log "Python 3.13 hosts:$PY313_HOSTS(Debian 13 root: bench/trixie-hosts.sh)"
+  TRIXIE=$("$HERE/trixie-hosts.sh")
+fi
 
 # Trees on tmpfs: the seed tree is ~9,500 small files, and a disk-backed /tmp made copying
 # it 10x slower than the runs being measured.
@@ -127,8 +138,24 @@ MaxStartups 256
 Subsystem sftp /usr/lib/openssh/sftp-server
 LogLevel ERROR
 EOF
-  /usr/sbin/sshd -t -f "$dir/sshd_config"
-  ip netns exec "$ns" /usr/sbin/sshd -f "$dir/sshd_config" -E "$dir/sshd.log"
+  if [[ $PY313_HOSTS == *" $i "* ]]; then
+    # A private mount namespace (it ends with the sshd): a tmpfs on the root's /dev/shm,
+    # the host folder bound at its own path, the keys read-only; then sshd chrooted.
+    # shellcheck disable=SC2016  # expanded by the inner shell
+    ip netns exec "$ns" unshare --mount --propagation private sh -ec '
+      t=$1 dir=$2 keys=$3
+      mount -t tmpfs -o mode=0755,size=1m bench-shm "$t/dev/shm"
+      mkdir -p "$t$dir" "$t$keys"
+      mount --bind "$dir" "$t$dir"
+      mount --bind "$keys" "$t$keys"
+      mount -o remount,bind,ro "$t$keys"
+      chroot "$t" /usr/sbin/sshd -t -f "$dir/sshd_config"
+      exec chroot "$t" /usr/sbin/sshd -f "$dir/sshd_config" -E "$dir/sshd.log"
+    ' sh "$TRIXIE" "$dir" "$RUN/ssh"
+  else
+    /usr/sbin/sshd -t -f "$dir/sshd_config"
+    ip netns exec "$ns" /usr/sbin/sshd -f "$dir/sshd_config" -E "$dir/sshd.log"
+  fi
 done
 for i in $(seq 1 "$max"); do
   f=$(printf '%s/hosts/h%03d/sshd.pid' "$RUN" "$i")
@@ -162,7 +189,7 @@ if [[ $RUNS == *" peers "* ]]; then
   cp -a "$HERE/peers" "$RUN/peers"
 fi
 PEER_VARS=(-e "peer_dir=$RUN/peers" -e "common_defaults=$INSTALLED/roles/common/defaults/main.yml")
-export BENCH_COMMIT
+export BENCH_COMMIT BENCH_PY313=${BENCH_PY313:-none} BENCH_TRIXIE=$TRIXIE
 BENCH_COMMIT="$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 if [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no -- plugins roles playbooks 2>/dev/null)" ]; then
   BENCH_COMMIT="$BENCH_COMMIT + uncommitted changes in plugins/roles/playbooks"
