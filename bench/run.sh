@@ -23,6 +23,10 @@
 #   second one: bench/fleet.py), their sshd chrooted into bench/trixie-hosts.sh's Debian 13
 #   root inside their namespace, their host folder (tree, sshd config, pid file, log) and the
 #   run's keys bound in at the same paths; ansible_python_interpreter=/usr/bin/python3.13
+#   BENCH_HOST_BASHRC=debian|machine (default debian): the 3.11 hosts' sessions source
+#   base-files' root .bashrc (bound over /root/.bashrc in their mount namespace only), or
+#   this machine's own (before 2026-12-02 05:20 every run did: pyenv init, 0.17 s of CPU per
+#   module round trip on each host)
 #   BENCH_TUNE_MAX=N: tune only for fleets up to N hosts (e.g. BENCH_SIZES="1 8 32 64"
 #   BENCH_TUNE_MAX=32 adds the 64-host floor and audit without the slow 64-host tune runs)
 #   BENCH_SUBNET=10.250.0 (a /24 that exists only inside the benchmark's namespaces)
@@ -153,8 +157,20 @@ EOF
       exec chroot "$t" /usr/sbin/sshd -f "$dir/sshd_config" -E "$dir/sshd.log"
     ' sh "$TRIXIE" "$dir" "$RUN/ssh"
   else
-    /usr/sbin/sshd -t -f "$dir/sshd_config"
-    ip netns exec "$ns" /usr/sbin/sshd -f "$dir/sshd_config" -E "$dir/sshd.log"
+    # Debian's bash sources ~/.bashrc for every command sshd runs (SSH_SOURCE_BASHRC), and
+    # this machine's /root/.bashrc runs `pyenv init` (0.17 s of CPU per session, every module
+    # round trip): a private mount namespace gives the host base-files' root .bashrc, as a
+    # fresh Debian root has (the 3.13 hosts' root has it too). The real file is untouched.
+    # shellcheck disable=SC2016  # expanded by the inner shell
+    ip netns exec "$ns" unshare --mount --propagation private sh -ec '
+      dir=$1
+      if [ "${BENCH_HOST_BASHRC:-debian}" = debian ] && [ -f /root/.bashrc ] &&
+          [ -f /usr/share/base-files/dot.bashrc ]; then
+        mount --bind -o ro /usr/share/base-files/dot.bashrc /root/.bashrc
+      fi
+      /usr/sbin/sshd -t -f "$dir/sshd_config"
+      exec /usr/sbin/sshd -f "$dir/sshd_config" -E "$dir/sshd.log"
+    ' sh "$dir"
   fi
 done
 for i in $(seq 1 "$max"); do
