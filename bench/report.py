@@ -478,7 +478,7 @@ def main():
         records = [json.loads(line) for line in handle if line.strip()]
     others, other_raw = [], {}
     for item in args.also:
-        name, _sep, other_out = item.partition("=")
+        name, _sep, other_out = item.rpartition("=")
         with open(os.path.join(other_out, "measurements.jsonl")) as handle:
             other_raw[name] = [json.loads(line) for line in handle if line.strip()]
         others.append((name, summarise(other_out, other_raw[name])))
