@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from fleet import host_python
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -70,7 +72,8 @@ def main():
     env = dict(os.environ, ANSIBLE_SSH_CONTROL_PATH_DIR=cpdir,
                GPUHOST_BENCH_STATS=os.path.join(args.out, ident + ".stats.json"))
     pids = sshd_pids(args.run, args.hosts)
-    host_cpu0 = sum(reaped_cpu(pid) for pid in pids)
+    pythons = [host_python(index) for index in range(1, args.hosts + 1)]
+    cpu0 = [reaped_cpu(pid) for pid in pids]
     load0 = loadavg()
     usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
 
@@ -89,7 +92,13 @@ def main():
     deadline = time.monotonic() + 5
     while any(children(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    host_cpu = sum(reaped_cpu(pid) for pid in pids) - host_cpu0
+    spent = [reaped_cpu(pid) - before for pid, before in zip(pids, cpu0, strict=True)]
+    host_cpu = sum(spent)
+    by_python = {}
+    for python, cpu in zip(pythons, spent, strict=True):
+        by_python.setdefault(python, [0, 0.0])
+        by_python[python][0] += 1
+        by_python[python][1] += cpu
 
     record = {
         "n": args.n, "label": args.label, "rep": args.rep, "forks": args.forks, "rc": rc,
@@ -97,6 +106,8 @@ def main():
         "controller_cpu": round(usage1.ru_utime + usage1.ru_stime
                                 - usage0.ru_utime - usage0.ru_stime, 3),
         "hosts_cpu": round(host_cpu, 3),
+        # per target Python: [hosts, their CPU seconds]
+        "hosts_by_python": {k: [v[0], round(v[1], 3)] for k, v in sorted(by_python.items())},
         "load_before": load0, "load_after": load1, "log": ident,
     }
     with open(os.path.join(args.out, "measurements.jsonl"), "a") as handle:

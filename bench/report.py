@@ -65,7 +65,14 @@ def machine():
         "kernel": platform.release(),
         "os": cmd(["sh", "-c", ". /etc/os-release && echo $PRETTY_NAME"]),
         "controller_python": platform.python_version(),
-        "hosts_python": cmd(["/usr/bin/python3", "--version"]),
+        "hosts_python": cmd(["/usr/bin/python3", "--version"]) + (
+            "" if os.environ.get("BENCH_PY313", "none") == "none" else
+            "; BENCH_PY313=%s: %s in a Debian 13 root (%s)" % (
+                os.environ["BENCH_PY313"],
+                cmd(["chroot", os.environ.get("BENCH_TRIXIE", "/nonexistent"),
+                     "/usr/bin/python3.13", "--version"]),
+                cmd(["chroot", os.environ.get("BENCH_TRIXIE", "/nonexistent"),
+                     "/usr/sbin/sshd", "-V"]))),
         "ansible_core": ansible_core,
         "openssh": cmd(["ssh", "-V"]),
         "commit": os.environ.get("BENCH_COMMIT", "unknown"),
@@ -111,8 +118,15 @@ def summarise(out, records):
                 part["seconds"] = round(part["seconds"], 2)
             top = sorted(stats["tasks"], key=lambda t: -t["seconds"])[:5]
             top = [{"task": t["name"], "seconds": t["seconds"]} for t in top]
+        by_python = {}
+        for python in sorted({k for r in recs for k in r.get("hosts_by_python", {})}):
+            have = [r["hosts_by_python"][python] for r in recs
+                    if python in r.get("hosts_by_python", {})]
+            by_python[python] = {"hosts": have[0][0],
+                                 "cpu_s": round(statistics.median(h[1] for h in have), 3)}
         rows[(n, label)] = {
             "n": n, "label": label, "repeats": len(recs),
+            "hosts_by_python": by_python,
             "wall_s": round(statistics.median(walls), 3),
             "wall_min_s": walls[0], "wall_max_s": walls[-1],
             "per_host_s": round(statistics.median(walls) / n, 4),
@@ -185,7 +199,7 @@ def verdicts(rows, margins, sizes):
     return out
 
 
-def markdown(info, rows, margins, checks, sizes, forks):
+def markdown(info, rows, margins, checks, sizes, forks, others=None):
     lines = [
         "# Fleet benchmark results",
         "",
@@ -268,6 +282,24 @@ def markdown(info, rows, margins, checks, sizes, forks):
         lines += [""]
         for goal in peer_goals(rows, sizes):
             lines.append("- %s" % goal["text"])
+    py_lines = python_table([("this run", rows)] + list(others or []), sizes)
+    if py_lines and (others or any(len(r.get("hosts_by_python") or {}) > 1
+                                   or "3.13" in (r.get("hosts_by_python") or {})
+                                   for r in rows.values())):
+        lines += ["", "## Hosts by target Python (3.11: Debian 12's; 3.13: Debian 13's, "
+                  "bench/trixie-hosts.sh)", "",
+                  "The same playbooks on hosts whose modules run on Python 3.13 (sshd "
+                  "chrooted into a Debian 13 root in the host's namespace, "
+                  "`ansible_python_interpreter=/usr/bin/python3.13`). `x floor` is against "
+                  "the ping floor of the same run and N, wall time then CPU (controller + "
+                  "hosts); in a mixed fleet only the hosts' CPU can be told apart. CPU per "
+                  "host is (controller + hosts) / N; hosts' CPU per host is what that "
+                  "Python's hosts ran (sessions, shells, module Pythons).", "",
+                  "| N | Python | run | hosts | audit x floor | audit x floor CPU "
+                  "| tune_again x floor | tune_again x floor CPU "
+                  "| CPU per host s: ping / audit / tune_again "
+                  "| hosts' CPU per host s: ping / audit / tune_again | load |",
+                  "|---:|---|---|---:|---:|---:|---:|---:|---|---|---|"] + py_lines
     lines += ["", "## Where the time goes (largest N of each run)", "",
               "Tasks by where they run: `host` = a module round trip to each host (ssh, "
               "python, the module), `controller` = an action that never leaves the controller "
@@ -297,6 +329,60 @@ def markdown(info, rows, margins, checks, sizes, forks):
                 "%s %.2f" % (t["task"], t["seconds"]) for t in row["slowest_tasks"]))
     lines.append("")
     return "\n".join(lines)
+
+
+PY_LABELS = ("ping", "audit", "tune_again")
+
+
+def python_table(runs, sizes):
+    """Per N and target Python: audit and tune_again against the floor, CPU per host.
+
+    runs: [(name, rows)], e.g. this run (3.11 hosts) and a BENCH_PY313=all run. A run whose
+    hosts are all one Python gives whole-run ratios (wall and CPU, controller included); a
+    mixed run (BENCH_PY313=half) gives one line per Python from the hosts' CPU only.
+    """
+    out = []
+    for n in sizes:
+        for name, rows in runs:
+            have = dict((label, rows.get((n, label))) for label in PY_LABELS)
+            if not have["ping"] or not (have["audit"] or have["tune_again"]):
+                continue
+            pythons = sorted(have["ping"].get("hosts_by_python") or {"3.11": None})
+            for python in pythons:
+                mixed = len(pythons) > 1
+                cells, per_host, host_cpu = [], [], []
+                for label in PY_LABELS:
+                    row = have[label]
+                    part = (row or {}).get("hosts_by_python", {}).get(python)
+                    hosts = part["hosts"] if part else n
+                    if row:
+                        per_host.append("%.3f" % ((row["controller_cpu_s"]
+                                                   + row["hosts_cpu_s"]) / n)
+                                        if not mixed else "-")
+                        host_cpu.append("%.3f" % ((part["cpu_s"] if part else
+                                                   row["hosts_cpu_s"]) / hosts))
+                    else:
+                        per_host.append("-")
+                        host_cpu.append("-")
+                floor = have["ping"]
+                for label in ("audit", "tune_again"):
+                    row = have[label]
+                    if not row:
+                        cells += ["-", "-"]
+                    elif mixed:
+                        mine = row["hosts_by_python"][python]["cpu_s"]
+                        base = floor["hosts_by_python"][python]["cpu_s"]
+                        cells += ["-", "%.2fx (hosts' CPU)" % (mine / base) if base else "-"]
+                    else:
+                        cells += ["%.2fx" % row["ratio_to_floor"],
+                                  "%.2fx" % row["cpu_ratio_to_floor"]]
+                hosts = (have["ping"].get("hosts_by_python") or {}).get(python, {}).get(
+                    "hosts", n)
+                loads = sorted(r["load_before"] for r in have.values() if r)
+                out.append("| %d | %s | %s | %d | %s | %s | %s | %.1f-%.1f |" % (
+                    n, python, name, hosts, " | ".join(cells), " / ".join(per_host),
+                    " / ".join(host_cpu), loads[0], loads[-1]))
+    return out
 
 
 def _x(row):
@@ -384,9 +470,18 @@ def main():
     parser.add_argument("--forks", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dest", default=HERE)
+    parser.add_argument("--also", action="append", default=[], metavar="NAME=OUT",
+                        help="another run's bench/out (e.g. a BENCH_PY313=all run) for the "
+                             "table of hosts by target Python")
     args = parser.parse_args()
     with open(os.path.join(args.out, "measurements.jsonl")) as handle:
         records = [json.loads(line) for line in handle if line.strip()]
+    others, other_raw = [], {}
+    for item in args.also:
+        name, _sep, other_out = item.rpartition("=")
+        with open(os.path.join(other_out, "measurements.jsonl")) as handle:
+            other_raw[name] = [json.loads(line) for line in handle if line.strip()]
+        others.append((name, summarise(other_out, other_raw[name])))
     measured = sorted({r["n"] for r in records})
     sizes = [n for n in (int(s) for s in args.sizes.split()) if n in measured]
     info = machine()
@@ -402,14 +497,17 @@ def main():
             rows, key=lambda k: (k[0], list(LABELS).index(k[1])))],
         "growth": margins, "targets": checks, "peer_goals": peer_goals(rows, sizes),
         "raw": records,
+        "other_runs": {name: {"runs": [rows_[key] for key in sorted(
+            rows_, key=lambda k: (k[0], list(LABELS).index(k[1])))], "raw": other_raw[name]}
+            for name, rows_ in others},
     }
     with open(os.path.join(args.dest, "results.json"), "w") as handle:
         json.dump(result, handle, indent=1, sort_keys=True)
         handle.write("\n")
     with open(os.path.join(args.dest, "RESULTS.md"), "w") as handle:
-        handle.write(markdown(info, rows, margins, checks, sizes, args.forks))
+        handle.write(markdown(info, rows, margins, checks, sizes, args.forks, others))
     plot(rows, sizes, os.path.join(args.dest, "wall_time.png"))
-    sys.stdout.write(markdown(info, rows, margins, checks, sizes, args.forks))
+    sys.stdout.write(markdown(info, rows, margins, checks, sizes, args.forks, others))
 
 
 if __name__ == "__main__":

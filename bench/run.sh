@@ -11,8 +11,22 @@
 #   BENCH_RUNS="ping audit tune audit_check peers" (a subset measures less; ping always runs)
 #   BENCH_PEER_MAX=N: the peers (bench/peers: the seeds' one-shot script, a task-per-setting
 #   role) only for fleets up to N hosts; BENCH_TASKS_MAX=N (default 1): the task-per-setting
-#   role only up to N hosts (one host's first run took 91 s of CPU on this 2-core machine:
-#   ~155 module round trips, 0.6 s of CPU each; 64 hosts would be ~1.6 hours of CPU)
+#   role only up to N hosts (one host's first run took 74-91 s of CPU on this 2-core machine:
+#   ~155 module round trips, 0.5-0.6 s of CPU each; 64 hosts are ~1.3 hours of CPU per run).
+#   It runs after everything else, size by size, so a run cut short keeps every other figure.
+#   BENCH_TASKS_FIRST_MAX=N (default: BENCH_TASKS_MAX): its first run only up to N hosts;
+#   above that every host gets a copy of a tree its first run tuned (the largest such N) and
+#   only the no-change run is measured (its `changed` column shows the copy is in that state)
+#   BENCH_OUT=DIR (default bench/out): logs and measurements; BENCH_DEST=DIR (default bench/):
+#   results.json, RESULTS.md, wall_time.png
+#   BENCH_PY313=all|half|none (default none): hosts whose target Python is 3.13 (all, or every
+#   second one: bench/fleet.py), their sshd chrooted into bench/trixie-hosts.sh's Debian 13
+#   root inside their namespace, their host folder (tree, sshd config, pid file, log) and the
+#   run's keys bound in at the same paths; ansible_python_interpreter=/usr/bin/python3.13
+#   BENCH_HOST_BASHRC=debian|machine (default debian): the 3.11 hosts' sessions source
+#   base-files' root .bashrc (bound over /root/.bashrc in their mount namespace only), or
+#   this machine's own (before 2026-12-02 05:20 every run did: pyenv init, 0.17 s of CPU per
+#   module round trip on each host)
 #   BENCH_TUNE_MAX=N: tune only for fleets up to N hosts (e.g. BENCH_SIZES="1 8 32 64"
 #   BENCH_TUNE_MAX=32 adds the 64-host floor and audit without the slow 64-host tune runs)
 #   BENCH_SUBNET=10.250.0 (a /24 that exists only inside the benchmark's namespaces)
@@ -29,7 +43,9 @@ REPEAT=${BENCH_REPEAT:-1}
 RUNS=" ${BENCH_RUNS:-ping audit tune audit_check peers} "
 export BENCH_SUBNET=${BENCH_SUBNET:-10.250.0}
 PY=$REPO/.venv/bin/python
-OUT=$HERE/out
+OUT=${BENCH_OUT:-$HERE/out}
+TASKS_MAX=${BENCH_TASKS_MAX:-1}
+TASKS_FIRST_MAX=${BENCH_TASKS_FIRST_MAX:-$TASKS_MAX}
 TAG=gpb$$                     # namespace names: $TAG-ctl (controller), $TAG-hNNN (hosts)
 CTL=$TAG-ctl
 RUN=""
@@ -72,6 +88,12 @@ trap 'exit 130' INT TERM
 [ -x /usr/sbin/sshd ] || { echo "bench: /usr/sbin/sshd missing: make bench installs openssh-server" >&2; exit 1; }
 max=0; for n in $SIZES; do [ "$n" -gt "$max" ] && max=$n; done
 [ "$max" -le 200 ] || { echo "bench: at most 200 hosts in one /24" >&2; exit 1; }
+PY313_HOSTS=" $("$PY" "$HERE/fleet.py" py313 "$max") "
+TRIXIE=""
+if [ "$PY313_HOSTS" != "  " ]; then
+  log "Python 3.13 hosts:$PY313_HOSTS(Debian 13 root: bench/trixie-hosts.sh)"
+  TRIXIE=$("$HERE/trixie-hosts.sh")
+fi
 
 # Trees on tmpfs: the seed tree is ~9,500 small files, and a disk-backed /tmp made copying
 # it 10x slower than the runs being measured.
@@ -120,8 +142,36 @@ MaxStartups 256
 Subsystem sftp /usr/lib/openssh/sftp-server
 LogLevel ERROR
 EOF
-  /usr/sbin/sshd -t -f "$dir/sshd_config"
-  ip netns exec "$ns" /usr/sbin/sshd -f "$dir/sshd_config" -E "$dir/sshd.log"
+  if [[ $PY313_HOSTS == *" $i "* ]]; then
+    # A private mount namespace (it ends with the sshd): a tmpfs on the root's /dev/shm,
+    # the host folder bound at its own path, the keys read-only; then sshd chrooted.
+    # shellcheck disable=SC2016  # expanded by the inner shell
+    ip netns exec "$ns" unshare --mount --propagation private sh -ec '
+      t=$1 dir=$2 keys=$3
+      mount -t tmpfs -o mode=0755,size=1m bench-shm "$t/dev/shm"
+      mkdir -p "$t$dir" "$t$keys"
+      mount --bind "$dir" "$t$dir"
+      mount --bind "$keys" "$t$keys"
+      mount -o remount,bind,ro "$t$keys"
+      chroot "$t" /usr/sbin/sshd -t -f "$dir/sshd_config"
+      exec chroot "$t" /usr/sbin/sshd -f "$dir/sshd_config" -E "$dir/sshd.log"
+    ' sh "$TRIXIE" "$dir" "$RUN/ssh"
+  else
+    # Debian's bash sources ~/.bashrc for every command sshd runs (SSH_SOURCE_BASHRC), and
+    # this machine's /root/.bashrc runs `pyenv init` (0.17 s of CPU per session, every module
+    # round trip): a private mount namespace gives the host base-files' root .bashrc, as a
+    # fresh Debian root has (the 3.13 hosts' root has it too). The real file is untouched.
+    # shellcheck disable=SC2016  # expanded by the inner shell
+    ip netns exec "$ns" unshare --mount --propagation private sh -ec '
+      dir=$1
+      if [ "${BENCH_HOST_BASHRC:-debian}" = debian ] && [ -f /root/.bashrc ] &&
+          [ -f /usr/share/base-files/dot.bashrc ]; then
+        mount --bind -o ro /usr/share/base-files/dot.bashrc /root/.bashrc
+      fi
+      /usr/sbin/sshd -t -f "$dir/sshd_config"
+      exec /usr/sbin/sshd -f "$dir/sshd_config" -E "$dir/sshd.log"
+    ' sh "$dir"
+  fi
 done
 for i in $(seq 1 "$max"); do
   f=$(printf '%s/hosts/h%03d/sshd.pid' "$RUN" "$i")
@@ -155,7 +205,7 @@ if [[ $RUNS == *" peers "* ]]; then
   cp -a "$HERE/peers" "$RUN/peers"
 fi
 PEER_VARS=(-e "peer_dir=$RUN/peers" -e "common_defaults=$INSTALLED/roles/common/defaults/main.yml")
-export BENCH_COMMIT
+export BENCH_COMMIT BENCH_PY313=${BENCH_PY313:-none} BENCH_TRIXIE=$TRIXIE
 BENCH_COMMIT="$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 if [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no -- plugins roles playbooks 2>/dev/null)" ]; then
   BENCH_COMMIT="$BENCH_COMMIT + uncommitted changes in plugins/roles/playbooks"
@@ -222,26 +272,47 @@ for n in $SIZES; do
         "${REPORTS[@]}"
     done
   fi
-  # The peers on the same hosts, each from fresh seed trees: the seeds' one-shot script as
-  # one ansible.builtin.script task, then the task-per-setting role; first run, then again.
+  # The one-shot peer on the same hosts, from fresh seed trees: the seeds' one-shot script as
+  # one ansible.builtin.script task; first run, then again.
   if [ $have_peers = 1 ] && [ "$n" -le "${BENCH_PEER_MAX:-100000}" ]; then
-    for peer in oneshot tasks; do
-      book=$RUN/peers/oneshot.yml
-      [ $peer = tasks ] && book=$RUN/peers/task_per_setting.yml
-      if [ $peer = tasks ] && [ "$n" -gt "${BENCH_TASKS_MAX:-1}" ]; then
-        log "N=$n: task-per-setting peer left out (BENCH_TASKS_MAX=${BENCH_TASKS_MAX:-1})"
-        continue
-      fi
-      log "N=$n: fresh seed trees for peer $peer"
-      "$PY" "$HERE/fleet.py" trees "$RUN" "$n"
-      measure "$n" "${peer}_first" 1 ansible-playbook -i "$inv" "$book" "${PEER_VARS[@]}"
-      reps=$REPEAT
-      [ $peer = tasks ] && reps=1    # minutes per run: the no-change run once
-      for r in $(seq "$reps"); do
-        measure "$n" "${peer}_again" "$r" ansible-playbook -i "$inv" "$book" "${PEER_VARS[@]}"
-      done
+    log "N=$n: fresh seed trees for peer oneshot"
+    "$PY" "$HERE/fleet.py" trees "$RUN" "$n"
+    measure "$n" oneshot_first 1 ansible-playbook -i "$inv" "$RUN/peers/oneshot.yml" \
+      "${PEER_VARS[@]}"
+    for r in $(seq "$REPEAT"); do
+      measure "$n" oneshot_again "$r" ansible-playbook -i "$inv" "$RUN/peers/oneshot.yml" \
+        "${PEER_VARS[@]}"
     done
   fi
 done
 
-"$PY" "$HERE/report.py" --out "$OUT" --sizes "$SIZES" --forks "$FORKS" --repeat "$REPEAT"
+# The task-per-setting peer last (minutes per host), size by size: first run on fresh seed
+# trees, then again (once). Above BENCH_TASKS_FIRST_MAX the hosts start from a copy of a tree
+# that its first run tuned, and only the no-change run is measured.
+if [ $have_peers = 1 ]; then
+  book=$RUN/peers/task_per_setting.yml
+  for n in $SIZES; do
+    if [ "$n" -gt "$TASKS_MAX" ] || [ "$n" -gt "${BENCH_PEER_MAX:-100000}" ]; then
+      log "N=$n: task-per-setting peer left out (BENCH_TASKS_MAX=$TASKS_MAX)"
+      continue
+    fi
+    inv=$("$PY" "$HERE/fleet.py" inventory "$RUN" "$n")
+    if [ "$n" -le "$TASKS_FIRST_MAX" ]; then
+      log "N=$n: fresh seed trees for peer tasks"
+      "$PY" "$HERE/fleet.py" trees "$RUN" "$n"
+      measure "$n" tasks_first 1 ansible-playbook -i "$inv" "$book" "${PEER_VARS[@]}"
+      rm -rf "$RUN/tasks-tuned"
+      cp -a "$RUN/hosts/h001/root" "$RUN/tasks-tuned"
+    elif [ -d "$RUN/tasks-tuned" ]; then
+      log "N=$n: task-per-setting first run left out (BENCH_TASKS_FIRST_MAX=$TASKS_FIRST_MAX):" \
+        "every host starts from a copy of a tree that its first run tuned"
+      "$PY" "$HERE/fleet.py" trees "$RUN" "$n" "$RUN/tasks-tuned"
+    else
+      log "N=$n: task-per-setting peer left out (no first run to start its no-change run from)"
+      continue
+    fi
+    measure "$n" tasks_again 1 ansible-playbook -i "$inv" "$book" "${PEER_VARS[@]}"
+  done
+fi
+
+"$PY" "$HERE/report.py" --out "$OUT" --dest "${BENCH_DEST:-$HERE}" --sizes "$SIZES" --forks "$FORKS" --repeat "$REPEAT"
