@@ -69,7 +69,7 @@ DOCUMENTATION = r"""
 import shlex
 
 from ansible.module_utils.common.text.converters import to_native
-from ansible.plugins.connection import ensure_connect
+from ansible.plugins.connection import ConnectionBase, ensure_connect
 from ansible_collections.containers.podman.plugins.connection.podman import (
     Connection as PodmanConnection,
 )
@@ -86,7 +86,7 @@ class Connection(PodmanConnection):
         if in_data is None:
             return super(Connection, self).exec_command(cmd, in_data=in_data, sudoable=sudoable)
         # ConnectionBase's bookkeeping (what the parent's exec_command does first)
-        super(PodmanConnection, self).exec_command(cmd, in_data=in_data, sudoable=sudoable)
+        ConnectionBase.exec_command(self, cmd, in_data=in_data, sudoable=sudoable)
         args = ["exec", "-i"]
         if self.user:
             args.extend(("--user", self.user))
