@@ -69,24 +69,53 @@ for s in "${scenarios[@]}"; do
   [ -f "molecule/$s/molecule.yml" ] || { echo "molecule.sh: no scenario molecule/$s" >&2; exit 1; }
 done
 
-# run_lane LOG SUITE:SCENARIO...: molecule test for each, in order; timings and the verdict
-# in LOG.
+# sample_cpu CONTAINER FILE: the container's CPU time so far (podman stats, ns: its cgroup,
+# every process in it) into FILE every 10 s, the largest seen, until killed. What the
+# controller side (molecule, ansible-playbook, podman exec) spends is measured by
+# /usr/bin/time; the container's processes (apt, dpkg, dkms, update-initramfs, the modules)
+# are not children of molecule, so they are sampled here.
+sample_cpu() {
+  local c=$1 f=$2 v have=0
+  while sleep 10; do
+    v=$(timeout 30 podman stats --no-stream --format '{{.CPUNano}}' "$c" 2>/dev/null) || continue
+    case $v in ''|*[!0-9]*) continue ;; esac
+    if [ "$v" -gt "$have" ]; then have=$v; echo "$have" >"$f"; fi
+  done
+}
+
+# run_lane LOG SUITE:SCENARIO...: molecule test for each, in order; timings (wall, the CPU
+# time of the controller side and of the container, the load before and after) and the
+# verdict in LOG.
 run_lane() {
-  local log=$1 run suite s start
+  local log=$1 run suite s start rc sampler cpu_c load0
   shift
   for run in "$@"; do
     suite=${run%%:*} s=${run#*:}
     echo "=== molecule test -s $s on $suite"
     start=$(date +%s)
+    load0=$(uptime | sed 's/.*load average: *//; s/,.*//')
+    rm -f "$work/cpu.$suite.$s" "$work/time.$suite.$s"
+    sample_cpu "gpuhost-$s-$suite" "$work/cpu.$suite.$s" &
+    sampler=$!
+    rc=0
     # shellcheck disable=SC2086
-    if ! GPUHOST_TEST_SUITE=$suite GPUHOST_TEST_IMAGE=$REPO_IMAGE:$suite \
-        GPUHOST_OLD_KERNEL=${old_kernel[$suite]} GPUHOST_NEW_KERNEL=${new_kernel[$suite]} \
-        MOLECULE_EPHEMERAL_DIRECTORY=$EPHEMERAL/$suite/$s \
-        molecule -c molecule/shared/base.yml test -s "$s" ${MOLECULE_ARGS:-}; then
-      echo "molecule.sh: scenario $s on $suite FAILED after $(( $(date +%s) - start )) s" | tee -a "$log" >&2
+    GPUHOST_TEST_SUITE=$suite GPUHOST_TEST_IMAGE=$REPO_IMAGE:$suite \
+      GPUHOST_OLD_KERNEL=${old_kernel[$suite]} GPUHOST_NEW_KERNEL=${new_kernel[$suite]} \
+      MOLECULE_EPHEMERAL_DIRECTORY=$EPHEMERAL/$suite/$s \
+      /usr/bin/time -f '%U %S' -o "$work/time.$suite.$s" \
+      molecule -c molecule/shared/base.yml test -s "$s" ${MOLECULE_ARGS:-} || rc=$?
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
+    # (on a failure time's first line says so; the figures are on its last)
+    cpu_c=$(tail -n 1 "$work/time.$suite.$s" 2>/dev/null | awk '{printf "%d", $1 + $2}')
+    cpu_c="CPU controller ${cpu_c:-?} s, container $(awk '{printf "%d", $1 / 1e9}' \
+      "$work/cpu.$suite.$s" 2>/dev/null || echo "?") s; load $load0 -> $(uptime \
+      | sed 's/.*load average: *//; s/,.*//')"
+    if [ "$rc" -ne 0 ]; then
+      echo "molecule.sh: scenario $s on $suite FAILED after $(( $(date +%s) - start )) s ($cpu_c)" | tee -a "$log" >&2
       return 1
     fi
-    echo "  $s on $suite $(( $(date +%s) - start )) s" >>"$log"
+    echo "  $s on $suite $(( $(date +%s) - start )) s ($cpu_c)" >>"$log"
   done
 }
 
