@@ -109,6 +109,38 @@ def per_key_spec(keys=WANTED_KEYS):
     return dict((key, spec[key]) for key in keys)
 
 
+def wanted_values(p, per_key=()):
+    """The wanted values of a module taking option ``wanted`` (completed, the deprecated
+    per-key options ``per_key`` over it), checked; returns them."""
+    # imported here: only a module's rules check options (the audit itself never does)
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (
+        ValidationError,
+        boot_params,
+        gpu,
+        idle_state_name,
+        inside,
+        int_range,
+        names,
+        policy_options,
+        sysctl_values,
+    )
+
+    try:
+        w = wanted_intake(p, per_key)
+    except ValueError as exc:
+        raise ValidationError("wanted: %s" % exc)
+    int_range("bandwidth_min_pct", w.get("bandwidth_min_pct"), 1, 100)
+    sysctl_values("sysctl", w.get("sysctl"))
+    idle_state_name("cpuidle_deeper_than", w.get("cpuidle_deeper_than"))
+    if w.get("boot_params"):
+        boot_params("boot_params", w["boot_params"])
+    names("lxc_gpu_drivers", w.get("lxc_gpu_drivers"))
+    inside(dict(w, root=p.get("root") or "/"), "lxc_config_dir")
+    gpu(w, "gpu_vendor", "gpu_classes")
+    policy_options(w)
+    return w
+
+
 def merged_wanted(wanted):
     """``wanted`` completed with the defaults of ``wanted_spec`` (None counts as not given)."""
     return argspec.fill(wanted_spec(), wanted)

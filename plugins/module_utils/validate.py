@@ -268,28 +268,6 @@ def gpu(p, vendor="vendor", classes="classes"):
     pci_classes(classes, p.get(classes))
 
 
-def wanted_values(p, per_key=()):
-    """The wanted values of a module taking option ``wanted`` (completed, the deprecated
-    per-key options ``per_key`` over it), checked; returns them."""
-    # imported here: the modules that take wanted import facts anyway, the others never
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import facts
-
-    try:
-        w = facts.wanted_intake(p, per_key)
-    except ValueError as exc:
-        raise ValidationError("wanted: %s" % exc)
-    int_range("bandwidth_min_pct", w.get("bandwidth_min_pct"), 1, 100)
-    sysctl_values("sysctl", w.get("sysctl"))
-    idle_state_name("cpuidle_deeper_than", w.get("cpuidle_deeper_than"))
-    if w.get("boot_params"):
-        boot_params("boot_params", w["boot_params"])
-    names("lxc_gpu_drivers", w.get("lxc_gpu_drivers"))
-    inside(dict(w, root=p.get("root") or "/"), "lxc_config_dir")
-    gpu(w, "gpu_vendor", "gpu_classes")
-    policy_options(w)
-    return w
-
-
 def policy_options(p):
     """The operator policy (policy.py): acknowledged findings, XID overrides, pass marks."""
     from ansible_collections.gpuhost.tuning.plugins.module_utils import checks, policy

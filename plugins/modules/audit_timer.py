@@ -125,8 +125,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
     check_module,
     common,
-    wanted_values,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils import facts  # noqa: E402
 
 
 def rules(p):
@@ -135,7 +135,7 @@ def rules(p):
     allowed); the schedule and the textfile are checked by audittimer itself."""
     common(p, skip=("schedule",))   # audittimer names what systemd would make of it
     if p.get("state") != "absent":
-        wanted_values(p)
+        facts.wanted_values(p)
 
 
 def main():

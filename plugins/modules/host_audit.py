@@ -662,7 +662,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     common,
     fail,
     int_range,
-    wanted_values,
 )
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
@@ -706,7 +705,7 @@ def rules(p):
         fail("cuda", p.get("cuda"), "a list of cuda_probe results")
     from ansible_collections.gpuhost.tuning.plugins.module_utils.facts import WANTED_KEYS
 
-    wanted_values(p, WANTED_KEYS)
+    facts.wanted_values(p, WANTED_KEYS)
 
 
 def main():

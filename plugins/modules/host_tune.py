@@ -389,8 +389,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     latency_options,
     non_empty_list,
     sysctl_key,
-    wanted_values,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils import facts  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils import tune  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
 
@@ -411,7 +411,7 @@ def rules(p):
     latency_options(p)
     from ansible_collections.gpuhost.tuning.plugins.module_utils.tune import PER_KEY
 
-    wanted_values(p, PER_KEY)
+    facts.wanted_values(p, PER_KEY)
 
 
 def build_module():

@@ -172,7 +172,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     common,
     fail,
     names,
-    wanted_values,
 )
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import facts, verify  # noqa: E402
@@ -189,7 +188,7 @@ def rules(p):
     validate.check_module: a ValidationError names the option, the value and what is
     allowed)."""
     common(p, skip=("audit",))
-    wanted_values(p, ("boot_params", "cpufreq_drivers_wanted", "cpuidle_deeper_than",
+    facts.wanted_values(p, ("boot_params", "cpufreq_drivers_wanted", "cpuidle_deeper_than",
                       "mrrs_size"))
     names("modules", p.get("modules"), what="kernel module names (letters, digits, _ . + -)")
     for module, wanted in (p.get("module_params") or {}).items():

@@ -36,7 +36,6 @@ OVERSIZE = {
     "audittimer.py": 588,
     "driver_stage.py": 530,
     "hostfs.py": 1111,
-    "validate.py": 750,
 }
 
 

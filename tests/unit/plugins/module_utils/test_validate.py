@@ -1,57 +1,14 @@
-"""validate: the option checks every module runs before it reads or writes anything
-(``RULES``, one entry per module, so a module without one fails here and not with a
-KeyError on a host), the shared rule helpers and what each refuses, ``check_module``'s
-failure, and the root lock ``hold_locks`` takes for a module that changes the host."""
+"""validate: the shared rule helpers each module's ``rules()`` is built from and what each
+refuses, ``check_module``'s failure, and the root lock its context manager holds for a
+module that changes the host (that every module has rules and runs inside check_module is
+tests/unit/test_module_rules.py)."""
 
 import os
-import re
 
 import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import validate
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import ValidationError
-from conftest import REPO
-
-MODULES = os.path.join(REPO, "plugins", "modules")
-_CALL = re.compile(r"check_module\(\s*module\s*,\s*\"([a-z_]+)\"\s*\)")
-# Modules that check their options elsewhere today (no RULES entry, no check_module): the
-# list only shrinks; a module listed here that gains its rules fails the test below.
-OWN_CHECKS = {
-    # timer_run raises audittimer.ConfigError on bad options; hold_locks alone from validate
-    "audit_timer": "audittimer.timer_run",
-    # a controller-side report writer: report.ReportError, no option checked up front
-    "rollout_report": "rollout.report_run",
-}
-
-
-def _modules():
-    return sorted(n[:-3] for n in os.listdir(MODULES) if n.endswith(".py")
-                  and n != "__init__.py")
-
-
-def test_every_module_has_its_rules_and_checks_them_under_its_own_name():
-    lacking, misnamed = [], []
-    for name in _modules():
-        with open(os.path.join(MODULES, name + ".py")) as handle:
-            called = _CALL.findall(handle.read())
-        if name in OWN_CHECKS:
-            assert name not in validate.RULES and not called, \
-                "%s has its rules now: take it off OWN_CHECKS" % name
-            continue
-        if name not in validate.RULES:
-            lacking.append(name)
-        if called != [name]:
-            misnamed.append((name, called))
-    assert not lacking, "modules without a validate.RULES entry: %s" % lacking
-    assert not misnamed, "modules not calling check_module(module, <own name>) once: %s" % (
-        misnamed)
-
-
-def test_rules_and_locking_name_only_existing_modules():
-    assert sorted(set(validate.RULES) - set(_modules())) == []
-    assert sorted(set(OWN_CHECKS) - set(_modules())) == []
-    assert sorted(set(validate.LOCKING) - set(_modules())) == []
-
 
 def test_no_control_walks_strings_dicts_and_lists():
     validate.no_control("x", {"a": ["tab\tok", 1, None]})
@@ -177,35 +134,42 @@ class _Module:
 
 
 def test_check_module_fails_before_anything_runs(tmp_path):
+    from ansible_collections.gpuhost.tuning.plugins.modules import kernel_state
+
     module = _Module({"root": str(tmp_path), "kernel": "../x", "params": {}, "absent": []})
     with pytest.raises(SystemExit):
-        validate.check_module(module, "kernel_state")
+        validate.check_module(module, "kernel_state", kernel_state.rules)
     assert module.failed == {"changed": False, "msg": "kernel_state: kernel: '../x' is not "
                              "allowed: a kernel release like 6.14.11-5-bpo12-pve (nothing "
                              "was read or written)"}
+
+
+def _no_rules(_params):
+    return None
 
 
 def test_a_changing_module_holds_the_root_lock_until_it_exits(tmp_path):
     root = str(tmp_path)
     lock_file = os.path.join(root, "run", "gpuhost-tuning.lock")
     first = _Module({"root": root, "state": "present"})
-    lock = validate.hold_locks(first, "boot_service")
-    assert lock is not None and os.path.exists(lock_file)
-    second = _Module({"root": root, "state": "present"})
     with pytest.raises(SystemExit):
-        validate.hold_locks(second, "sysctl_settings")
-    assert second.failed["changed"] is False
-    assert second.failed["msg"].startswith("sysctl_settings: ")
-    assert second.failed["msg"].endswith("(nothing was changed)")
-    with pytest.raises(SystemExit):
-        first.exit_json(changed=False)
+        with validate.check_module(first, "boot_service", _no_rules):
+            assert os.path.exists(lock_file)
+            second = _Module({"root": root, "state": "present"})
+            with pytest.raises(SystemExit):
+                with validate.check_module(second, "sysctl_settings", _no_rules):
+                    pass  # never reached: the lock is held
+            assert second.failed["changed"] is False
+            assert second.failed["msg"].startswith("sysctl_settings: ")
+            assert second.failed["msg"].endswith("(nothing was changed)")
+            first.exit_json(changed=False)
     assert not os.path.exists(lock_file)
 
 
 def test_read_only_modules_check_mode_and_other_states_take_no_lock(tmp_path):
     root = str(tmp_path)
-    assert validate.hold_locks(_Module({"root": root}), "host_audit") is None
-    assert validate.hold_locks(_Module({"root": root}, check_mode=True), "host_tune") is None
-    assert validate.hold_locks(_Module({"root": root, "state": "query"}),
-                               "tuning_snapshot") is None
-    assert not os.path.exists(os.path.join(root, "run"))
+    for module, name in ((_Module({"root": root}), "host_audit"),
+                         (_Module({"root": root}, check_mode=True), "host_tune"),
+                         (_Module({"root": root, "state": "query"}), "tuning_snapshot")):
+        with validate.check_module(module, name, _no_rules):
+            assert not os.path.exists(os.path.join(root, "run"))

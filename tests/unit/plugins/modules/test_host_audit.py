@@ -29,7 +29,7 @@ def test_the_audit_writes_nothing_in_either_mode(tmp_path, snapshot_tree):
     root = str(tmp_path / "host")
     hosts.seed_host(root)
     before = snapshot_tree(root)
-    args = dict(WANTED, root=root)
+    args = hosts.as_wanted(dict(WANTED, root=root))
     normal = run_module(host_audit, args)
     checked = run_module(host_audit, args, check_mode=True)
     assert normal["changed"] is False and checked["changed"] is False
