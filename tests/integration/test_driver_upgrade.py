@@ -87,6 +87,7 @@ def lab(tmp_path_factory):
            "headers": headers}
     # The baseline every deb-installed host starts from, built once (two real DKMS builds
     # and the containers): each test gets its own copy (Host), so the tests stay independent.
+    (top / "template").mkdir()
     with pytest.MonkeyPatch.context() as patch:
         built = Host(out, top / "template", patch)
     out["template"] = built.root
