@@ -34,7 +34,7 @@ LAB_PKGS := qemu-system-x86 qemu-utils ovmf mtools dosfstools mmdebstrap e2fspro
 # The cgroup guest (lab/cgroup-real.sh): Debian's kernel, LXC and busybox in an initramfs.
 LAB_CGROUP_PKGS := qemu-system-x86 lxc busybox-static cpio build-essential kmod
 
-.PHONY: help setup venv collection audit test unit packaging integration molecule lint sanity controller-next build clean lab lab-cgroup lab-collection lab-trixie ee
+.PHONY: help setup venv collection audit test unit packaging integration molecule lint sanity controller-next build clean lab lab-cgroup lab-collection lab-driver lab-trixie ee
 
 help:
 	@echo "make audit   audit this machine read-only; reports in gpuhost-reports/"
@@ -176,6 +176,13 @@ lab-collection: setup
 	@scripts/apt-ensure.sh $(LAB_PKGS)
 	$(BIN)/pytest -q tests/lab
 	LAB_COLLECTION=1 lab/run.sh
+
+# The NVIDIA driver upgrade (issue 26) in the same VM: the stand-in driver 580.95.05 built
+# by DKMS and loaded, gpuhost.tuning.driver_upgrade to 590.48.01 with a real reboot; a
+# container left behind stops the gate first. dpkg-dev: dpkg-scanpackages for its apt index.
+lab-driver: setup
+	@scripts/apt-ensure.sh $(LAB_PKGS) dpkg-dev
+	LAB_DRIVER=1 lab/run.sh
 
 # The same collection run in a Debian 13 guest (Proxmox VE 9's userland): kernel
 # 6.12.107+deb13-amd64 upgraded to 6.12.117+deb13-amd64, dkms 3.2, systemd 257.

@@ -18,6 +18,11 @@
 #   gate     lab/gate.yml: reboot_verify aimed at a kernel without headers must stop before
 #            the reboot, boot configuration untouched (needs the collection run's variables)
 # LAB_COLLECTION=1 runs the collection's playbooks in the hooks (`make lab-collection`).
+#   driver_setup / driver_gate / driver_upgrade / driver_assert  (LAB_DRIVER=1, `make
+#            lab-driver`): the stand-in NVIDIA driver 580.95.05 installed and loaded;
+#            gpuhost.tuning.driver_upgrade leaving container 130 behind must stop before
+#            the reboot naming it; the whole upgrade to 590.48.01 with the real reboot;
+#            the loaded module, DKMS, both containers and the rollout summary checked
 #   shutdown power off, delete the overlay
 # Every playbook gets -i <run>/inventory.yml and -e @<run>/lab-vars.yml (lab_kernel_old,
 # lab_kernel_new, lab_dkms_name, lab_run_dir, ...); LAB_PLAYBOOK_ARGS adds more to all.
@@ -25,7 +30,12 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 . "$LAB_DIR/vm.sh"
 
-ALL_STEPS="image boot ping setup audit tune upgrade reboot assert verify gate shutdown"
+ALL_STEPS="image boot ping setup audit tune upgrade reboot assert verify gate driver_setup driver_gate driver_upgrade driver_assert shutdown"
+# LAB_DRIVER=1 (`make lab-driver`): the NVIDIA driver upgrade with lab/vars/driver.yml.
+if [ -n "${LAB_DRIVER:-}" ]; then
+  : "${LAB_STEPS:=image boot ping driver_setup driver_gate driver_upgrade driver_assert shutdown}"
+  LAB_PLAYBOOK_ARGS="-e @$LAB_DIR/vars/driver.yml ${LAB_PLAYBOOK_ARGS:-}"
+fi
 # LAB_COLLECTION=1 (`make lab-collection`): the collection's own playbooks fill the hooks,
 # with lab/vars/collection.yml; reboot_verify reboots by itself, so no `reboot` step.
 if [ -n "${LAB_COLLECTION:-}" ]; then
@@ -153,6 +163,22 @@ step_gate() {
   playbook "$LAB_DIR/gate.yml" -e "gpuhost_kernel_version=$LAB_KERNEL_OLD" \
     -e "gpuhost_report_dir=$LAB_RUN/reports/gate"
 }
+step_driver_setup() { playbook "$LAB_DIR/driver-setup.yml"; }
+# Container 130 left out of the staging: the gate must stop before the reboot, naming it.
+step_driver_gate() {
+  local rc=0 out="$LAB_RUN/driver-gate.log" boot
+  boot=$(vm_ssh 'cat /proc/sys/kernel/random/boot_id')
+  playbook gpuhost.tuning.driver_upgrade -e '{"gpuhost_driver_containers": [131]}' \
+    -e "gpuhost_report_dir=$LAB_RUN/reports/driver-gate" >"$out" || rc=$?
+  tail -n 40 "$out" >&2
+  [ "$rc" -ne 0 ] || die "driver_upgrade passed with container 130 left at 580.95.05"
+  grep -q 'not rebooting: driver gate for 590.48.01: 130: user space 580.95.05, target 590.48.01 (installed-deb): stage it' "$out" \
+    || die "the driver gate did not name container 130 (see $out)"
+  [ "$(vm_ssh 'cat /proc/sys/kernel/random/boot_id')" = "$boot" ] || die "the guest rebooted past the driver gate"
+  log "driver gate stopped before the reboot, naming container 130 (exit $rc)"
+}
+step_driver_upgrade() { playbook gpuhost.tuning.driver_upgrade; }
+step_driver_assert() { playbook "$LAB_DIR/driver-assert.yml"; }
 step_shutdown() {
   [ -n "$LAB_KEEP" ] && { log "LAB_KEEP set: not shutting down"; return 0; }
   vm_stop

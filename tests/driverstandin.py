@@ -18,8 +18,6 @@ import shutil
 import subprocess
 import tarfile
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import kernel as kernel_mod
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ASSETS = os.path.join(HERE, "assets", "driver")
 DOUBLES = os.path.join(HERE, "doubles")
@@ -33,18 +31,23 @@ CT_PACKAGES = ("libcuda1", "libnvidia-ml1", "nvidia-smi")
 # What Debian's DKMS packages run before their files go (dh_dkms's prerm): the module's
 # builds removed from dkms, so an upgrade leaves no dangling source link. dpkg runs it
 # outside a chroot (--force-script-chrootless); the test root's dkms only, never /'s.
+# The VM lab's packages (lab/driver-repo.py) name the guest's own dkms instead.
 PRERM = """#!/bin/sh
 set -e
 case "$1" in
     remove|upgrade|deconfigure)
-        d="${GPUHOST_RUN_DKMS:?stand-in package: GPUHOST_RUN_DKMS must name the test root's dkms}"
-        "$d" remove -m nvidia -v %s --all >/dev/null 2>&1 || true ;;
+        d="%(dkms)s"
+        "$d" remove -m nvidia -v %(version)s --all >/dev/null 2>&1 || true ;;
 esac
 """
+PRERM_TEST_DKMS = ("${GPUHOST_RUN_DKMS:?stand-in package: GPUHOST_RUN_DKMS must name the "
+                   "test root's dkms}")
 
 
 def headers_kernel():
     """The newest kernel of this machine with real headers installed, or None."""
+    # imported here: lab/driver-repo.py uses this file without the collection installed
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import kernel as kernel_mod
     found = [os.path.basename(os.path.dirname(p)) for p in glob.glob("/lib/modules/*/build")
              if kernel_mod.has_headers("/", os.path.basename(os.path.dirname(p)))]
     return sorted(found, key=kernel_mod.kernel_sort_key)[-1] if found else None
@@ -96,8 +99,10 @@ def build_deb(out_dir, package, version, files, depends=None, links=None, script
     return path
 
 
-def build_repo(repo, version, revision=REVISION):
-    """The driver's packages at ``version`` into folder ``repo``; returns {package: deb}."""
+def build_repo(repo, version, revision=REVISION, prerm_dkms=PRERM_TEST_DKMS):
+    """The driver's packages at ``version`` into folder ``repo``; returns {package: deb}.
+    ``prerm_dkms``: the dkms nvidia-kernel-dkms's prerm calls (the test root's by default;
+    the VM lab's guest passes its real ``dkms``)."""
     os.makedirs(repo, exist_ok=True)
     debver = version + revision
     src = {}
@@ -110,7 +115,8 @@ def build_repo(repo, version, revision=REVISION):
     smi = "#!/bin/sh\necho 'stand-in nvidia-smi %s'\n" % version
     out = {
         "nvidia-kernel-dkms": build_deb(repo, "nvidia-kernel-dkms", debver, src,
-                                        scripts={"prerm": PRERM % version}),
+                                        scripts={"prerm": PRERM % {
+                                            "dkms": prerm_dkms, "version": version}}),
         "libcuda1": build_deb(repo, "libcuda1", debver, {
             "/%s/libcuda.so.%s" % (LIB, version): "stand-in libcuda %s\n" % version},
             links={"/%s/libcuda.so.1" % LIB: "libcuda.so.%s" % version}),

@@ -19,28 +19,40 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.dkms import DkmsError
-from ansible_collections.gpuhost.tuning.plugins.module_utils.driver_state import upstream_version
 from ansible_collections.gpuhost.tuning.plugins.module_utils import dkms_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils.driver_stage_files import (
+    StageError,
+    copy_atomic,
+    keep_build,
+    keep_debs,
+    kept_build,
+    kept_run,
+    last_lines,
+    parse_df_free,
+    parse_madison,
+    parse_show_sizes,
+    pick_versions,
+    restore_build,
+    run_header,
+    same_file,
+    unkeep_debs,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import host_path
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import CommandError
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (
+    QUERY_TIMEOUT_S,
+    CommandError,
+)
 
 # DKMS names the driver's packages register: NVIDIA's .run and repository (nvidia,
 # nvidia-open), Debian (nvidia-current, nvidia-current-open), tried in this order.
 DKMS_NAMES = ("nvidia", "nvidia-open", "nvidia-current", "nvidia-current-open")
-# The makeself header of NVIDIA's .run (NVIDIA-Linux-x86_64-590.48.01.run) carries
-# label="NVIDIA Accelerated Graphics Driver for Linux-x86_64 590.48.01".
-RUN_LABEL = re.compile(r'^label="NVIDIA Accelerated Graphics Driver for Linux-'
-                       r'(?P<arch>[A-Za-z0-9_]+) (?P<version>[0-9.]+)"\s*$', re.M)
-RUN_HEADER_BYTES = 64 * 1024
 # Options of NVIDIA's installer used here (nvidia-installer --help / -A): --silent implies
 # --ui=none, --no-questions and --accept-license; both are also given, as NVIDIA's docs show.
 RUN_HOST = ["--silent", "--no-questions", "--ui=none", "--dkms"]
 RUN_CONTAINER = ["--silent", "--no-questions", "--ui=none", "--no-kernel-module"]
-KEEP_DIR = "/var/lib/gpuhost-tuning/driver"
 CT_RUN_DIR = "/root"
 STAGED = ("installed-deb", "installed-run")
 NEEDS_NOTHING = ("bind-mount", "hook")
@@ -50,104 +62,13 @@ MARGIN_KIB = 64 * 1024
 RUN_ROOM_FACTOR = 3
 
 
-class StageError(Exception):
-    """Staging refused or failed; ``details`` go into the task's result."""
-
-    def __init__(self, msg, **details):
-        super(StageError, self).__init__(msg)
-        self.details = details
-
-
-def parse_madison(text):
-    """``apt-cache madison`` lines -> ``{package: [versions, as listed]}``."""
-    found = {}
-    for line in (text or "").splitlines():
-        parts = [p.strip() for p in line.split("|")]
-        if len(parts) >= 3 and parts[0] and parts[1]:
-            versions = found.setdefault(parts[0], [])
-            if parts[1] not in versions:
-                versions.append(parts[1])
-    return found
-
-
-def pick_versions(madison, packages, version):
-    """For each package the candidate whose upstream part is ``version`` (the first listed,
-    apt's preference order). Returns ``(chosen {pkg: debver}, missing [messages])``."""
-    chosen, missing = {}, []
-    for name in packages:
-        listed = madison.get(name, [])
-        match = [v for v in listed if upstream_version(v) == version]
-        if match:
-            chosen[name] = match[0]
-        else:
-            have = sorted({upstream_version(v) or v for v in listed})
-            missing.append("%s %s (apt knows %s)" % (name, version,
-                                                     ", ".join(have) if have else "no version"))
-    return chosen, missing
-
-
-def parse_show_sizes(text):
-    """Sum of ``Installed-Size`` (KiB) and ``Size`` (bytes, as KiB) over ``apt-cache show``
-    stanzas."""
-    total = 0
-    for line in (text or "").splitlines():
-        if line.startswith("Installed-Size:"):
-            total += int(line.split(":", 1)[1].strip() or 0)
-        elif line.startswith("Size:"):
-            total += (int(line.split(":", 1)[1].strip() or 0) + 1023) // 1024
-    return total
-
-
-def parse_df_free(text):
-    """Free KiB from ``df -Pk /`` (POSIX format: the 4th field of the last line)."""
-    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
-    if len(lines) < 2:
-        return None
-    fields = lines[-1].split()
-    try:
-        return int(fields[3])
-    except (IndexError, ValueError):
-        return None
-
-
-def run_header(root, path, version):
-    """Check that ``path`` (under root) is NVIDIA's ``.run`` for ``version`` by its
-    makeself header, never by running it. Returns ``{arch, version, size}``; raises
-    StageError naming what it is instead."""
-    full = host_path(root, path)
-    if not hostfs.isfile(full):
-        raise StageError("run_file %s does not exist on the host (copy the .run there "
-                         "first)" % path)
-    with hostfs.open_read(full, "rb") as handle:
-        data = handle.read(RUN_HEADER_BYTES)
-    text = data.decode("latin-1")
-    if not text.startswith("#!/bin/sh") or "Makeself" not in text:
-        raise StageError("%s is not an NVIDIA .run installer: no makeself header (it starts "
-                         "with %r)" % (path, text[:40]))
-    match = RUN_LABEL.search(text)
-    if not match:
-        raise StageError("%s is a makeself archive but not NVIDIA's driver installer (no "
-                         "label \"NVIDIA Accelerated Graphics Driver for Linux-<arch> "
-                         "<version>\")" % path)
-    if match.group("version") != version:
-        raise StageError("%s installs NVIDIA %s, not the target %s" % (
-            path, match.group("version"), version))
-    return {"arch": match.group("arch"), "version": match.group("version"),
-            "size": hostfs.getsize(full)}
-
-
-def kept_run(version, arch="x86_64"):
-    """Where a staged ``.run`` is kept on the host for a later back-out."""
-    return "%s/NVIDIA-Linux-%s-%s.run" % (KEEP_DIR, arch, version)
-
-
 class Stager(object):
     """One staging pass. ``programs``: ``{dkms, apt_get, apt_cache, installer, pct}`` (with
     a root other than ``/`` each must act on that root)."""
 
     def __init__(self, runner, root, version, source, state, programs, run_file=None,
                  kernels=None, vmids=None, dkms_name=None, check_mode=False,
-                 timeout=60, install_timeout=1800):
+                 timeout=QUERY_TIMEOUT_S, install_timeout=1800):
         self.runner = runner
         self.root = root or "/"
         self.version = version
@@ -170,7 +91,8 @@ class Stager(object):
         self.result = {"changed": False, "version": version, "source": source,
                        "kernels": self.kernels,
                        "host": {"changed": False, "method": None, "previous": None,
-                                "packages": [], "dkms": [], "kept": None},
+                                "packages": [], "dkms": [], "kept": None,
+                                "kept_build": None},
                        "containers": [], "commands": []}
 
     # ---------------------------------------------------------------- helpers
@@ -233,8 +155,29 @@ class Stager(object):
                 where, self.version, "; ".join(missing)))
         return chosen
 
+    def _keep_previous(self):
+        """The previous version's DKMS build (every kernel it is built for) and source
+        kept before the install removes them, so a back-out needs no build."""
+        host = self.result["host"]
+        prev = host["previous"]
+        if not prev or prev == self.version:
+            return
+        for name in [self.dkms_name] if self.dkms_name else DKMS_NAMES:
+            tree = host_path(self.root, "/var/lib/dkms/%s/%s" % (name, prev))
+            if not hostfs.isdir(tree):
+                continue
+            kernels = sorted(k for k in hostfs.listdir(tree)
+                             if k not in ("source", "build") and hostfs.isdir(tree + "/" + k))
+            kept = keep_build(self.root, name, prev, kernels, check_mode=self.check_mode)
+            host["kept_build"] = {"name": name, "version": prev, "kernels": kept,
+                                  "path": kept_build(name, prev)}
+            if kept:
+                host["changed"] = True
+            return
+
     def stage_host(self):
         host = self.result["host"]
+        self._keep_previous()
         if self.source == "run":
             self._stage_host_run()
         else:
@@ -254,6 +197,8 @@ class Stager(object):
                                    dkms=self.p["dkms"], check_mode=self.check_mode)
             if added:
                 host["changed"] = True
+            if not self.check_mode:
+                host["restored"] = restore_build(self.root, name, self.version, self.kernels)
             for release in self.kernels:
                 if added and self.check_mode:
                     host["dkms"].append({"kernel": release, "state_before": None,
@@ -288,8 +233,11 @@ class Stager(object):
         if not todo:
             return
         host["changed"] = True
+        host["kept_debs"] = keep_debs(self.root, dict((n, v) for n, v in have.items() if v),
+                                      check_mode=self.check_mode)
         if self.check_mode:
             return
+        unkeep_debs(self.root, todo)
         self._run([self.p["apt_get"], "install", "-y", "--allow-downgrades",
                    "--no-install-recommends", "-o", "Dpkg::Options::=--force-confold"]
                   + ["%s=%s" % (n, v) for n, v in sorted(todo.items())],
@@ -302,10 +250,10 @@ class Stager(object):
         host["kept"] = keep
         full = host_path(self.root, keep)
         if not (hostfs.isfile(full) and hostfs.getsize(full) == self.run_info["size"]
-                and _same_file(host_path(self.root, self.run_file), full)):
+                and same_file(host_path(self.root, self.run_file), full)):
             host["changed"] = True
             if not self.check_mode:
-                _copy_atomic(self.root, host_path(self.root, self.run_file), full)
+                copy_atomic(self.root, host_path(self.root, self.run_file), full)
         if installed.get("method") == "run" and installed.get("version") == self.version:
             return
         host["changed"] = True
@@ -428,7 +376,7 @@ class Stager(object):
                                  check=False)
         if rc == 0:
             return
-        why = _last_lines(err or out)
+        why = last_lines(err or out)
         back = ["%s=%s" % (n, v) for n, v in sorted(plan["previous"].items()) if v]
         brc, bout, berr = self._pct(vmid, apt + back, timeout=self.install_timeout,
                                     check=False)
@@ -438,7 +386,7 @@ class Stager(object):
                              "space back (%s)" % (vmid, self.version, why, ", ".join(back)))
         raise StageError("%s: apt-get install of %s failed: %s; putting the previous "
                          "user space back failed too: %s" % (
-                             vmid, self.version, why, _last_lines(berr or bout)))
+                             vmid, self.version, why, last_lines(berr or bout)))
 
     def _stage_run(self, plan):
         vmid = plan["row"]["vmid"]
@@ -457,7 +405,7 @@ class Stager(object):
         if rc != 0:
             plan["row"]["action"] = "failed"
             raise StageError("%s: the NVIDIA installer (%s --no-kernel-module) exited %s: %s"
-                             % (vmid, os.path.basename(keep), rc, _last_lines(err or out)))
+                             % (vmid, os.path.basename(keep), rc, last_lines(err or out)))
 
     def _put_back(self, plan):
         row = plan["row"]
@@ -485,46 +433,3 @@ class Stager(object):
             self.result["changed"] = True
         self.stage_containers()
         return self.result
-
-
-def _last_lines(text, count=3):
-    """The last lines of a command's output, and before them the lines that say why
-    (dpkg's ``cannot copy extracted data ... (No space left on device)``)."""
-    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
-    why = [ln for ln in lines[:-count] if "No space left" in ln or ln.startswith("E: ")]
-    return " / ".join(why[-2:] + lines[-count:]) or "(no output)"
-
-
-def _same_file(one, two):
-    """Byte-equal, compared in bounded chunks."""
-    with open(one, "rb") as a, open(two, "rb") as b:
-        while True:
-            x, y = a.read(1 << 20), b.read(1 << 20)
-            if x != y:
-                return False
-            if not x:
-                return True
-
-
-def _copy_atomic(root, source, dest):
-    """Copy a (large) file into ``dest`` atomically: a temporary file beside it, renamed."""
-    folder = os.path.dirname(dest)
-    existing = folder
-    while not os.path.lexists(existing):
-        existing = os.path.dirname(existing)
-    # the part that exists must not lead out of the root before anything is created below it
-    hostfs.folder_in_root(root, existing, "the keep folder %s" % folder)
-    if not os.path.isdir(folder):
-        os.makedirs(folder, 0o755)
-    hostfs.folder_in_root(root, folder, "the keep folder %s" % folder)
-    tmp = dest + ".tmp"
-    with open(source, "rb") as src, open(tmp, "wb") as out:
-        while True:
-            chunk = src.read(1 << 20)
-            if not chunk:
-                break
-            out.write(chunk)
-        out.flush()
-        os.fsync(out.fileno())
-    os.chmod(tmp, 0o700)
-    os.rename(tmp, dest)

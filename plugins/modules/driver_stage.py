@@ -33,9 +33,13 @@ description:
     makeself header, never by running it), headers for every kernel, C(pct exec) works in
     every container and its C(/) has room. A refusal changes nothing; a container whose
     install fails part way gets its previous versions back before the task fails."
-  - "Back-out: the same call with the previous version. The staged C(.run) is kept in
-    C(/var/lib/gpuhost-tuning/driver/) and the previous DKMS build stays built; the
-    previous packages come from apt's cache or repository."
+  - "Back-out: the same call with the previous version. Kept in
+    C(/var/lib/gpuhost-tuning/driver/) until the operator removes them: the staged
+    C(.run); the previous version's DKMS build for every kernel and its source
+    (C(dkms/<name>/<version>/), copied before the install, whose package scripts remove
+    them), which the back-out puts back so DKMS only installs it, no build; the previous
+    packages' C(.deb)s from apt's cache (C(debs/)), put back into the cache so apt
+    installs them without a download."
 options:
   version:
     description:
@@ -191,6 +195,19 @@ host:
     kept:
       description: Where the C(.run) is kept for a back-out (O(source=run)).
       type: str
+    kept_build:
+      description: >-
+        The previous version's DKMS build kept for a back-out, C({name, version, kernels,
+        path}) (C(kernels) newly kept by this run), or null.
+      type: dict
+    kept_debs:
+      description: The previous packages' C(.deb) files newly kept from apt's cache.
+      type: list
+      elements: str
+    restored:
+      description: Kernels whose kept DKMS build was put back (no build needed).
+      type: list
+      elements: str
   sample:
     changed: true
     method: debian
@@ -251,7 +268,10 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.driver_stage import
     Stager,
     kept_run,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # noqa: E402
+    QUERY_TIMEOUT_S,
+    Runner,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
     RELEASE,
     VMID_RANGE,
@@ -301,7 +321,7 @@ def build_module():
             apt_get=dict(type="path"),
             apt_cache=dict(type="path"),
             installer=dict(type="path"),
-            timeout=dict(type="int", default=60),
+            timeout=dict(type="int", default=QUERY_TIMEOUT_S),
             install_timeout=dict(type="int", default=1800),
             root=dict(type="path", default="/"),
         ),

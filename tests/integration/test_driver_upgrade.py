@@ -83,14 +83,27 @@ def lab(tmp_path_factory):
     runs = {v: build_run(str(top / ("NVIDIA-Linux-x86_64-%s.run" % v)), v) for v in (OLD, NEW)}
     base = str(top / "base")
     headers = copy_headers(base, release)
-    return {"release": release, "repo": repo, "debs": debs, "runs": runs, "base": base,
-            "headers": headers}
+    out = {"release": release, "repo": repo, "debs": debs, "runs": runs, "base": base,
+           "headers": headers}
+    # The baseline every deb-installed host starts from, built once (two real DKMS builds
+    # and the containers): each test gets its own copy (Host), so the tests stay independent.
+    (top / "template").mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        built = Host(out, top / "template", patch)
+    out["template"] = built.root
+    return out
 
 
 def _dkms(root, *args):
     env = dict(os.environ, GPUHOST_DKMS_ROOT=root, LC_ALL="C")
     return subprocess.run([os.path.join(DOUBLES, "dkms-in-root")] + list(args), env=env,
                           capture_output=True, text=True, check=False)
+
+
+def _cache(root, debs):
+    """The .debs in the root's apt cache, as apt leaves what it installed."""
+    for deb in debs:
+        shutil.copy(deb, os.path.join(root, "var/cache/apt/archives"))
 
 
 def _write(path, text):
@@ -108,11 +121,8 @@ class Host(object):
         containers = CONTAINERS if containers is None else containers
         self.lab = lab
         self.root = str(tmp_path / "root")
-        # the headers are hard links into the lab's copy: nothing here writes them
-        subprocess.run(["cp", "-al", lab["base"], self.root], check=True)
         release = lab["release"]
         self.kernels = [release, NEXT]
-        host_root(self.root, self.kernels, headers_for or self.kernels, lab["headers"])
         self.log = os.path.join(str(tmp_path), "calls.jsonl")
         for key, value in dict(GPUHOST_DKMS_ROOT=self.root, GPUHOST_APT_ROOT=self.root,
                                GPUHOST_APT_REPO=lab["repo"], GPUHOST_RUN_ROOT=self.root,
@@ -121,10 +131,18 @@ class Host(object):
                                GPUHOST_DOUBLES_LOG=self.log).items():
             monkeypatch.setenv(key, value)
         monkeypatch.setenv("PATH", DOUBLES + os.pathsep + os.environ["PATH"])
+        self.pct_file = os.path.join(self.root, "var/lib/gpuhost-doubles/pct.json")
+        if host_method == "deb" and lab.get("template"):
+            self._from_template(lab["template"], headers_for, containers)
+            return
+        # the headers are hard links into the lab's copy: nothing here writes them
+        subprocess.run(["cp", "-al", lab["base"], self.root], check=True)
+        host_root(self.root, self.kernels, headers_for or self.kernels, lab["headers"])
         _write(os.path.join(self.root, "proc/sys/kernel/osrelease"), release + "\n")
         self.boot(OLD)
         if host_method == "deb":
             dpkg_install(self.root, [lab["debs"][OLD][p] for p in HOST_PACKAGES])
+            _cache(self.root, [lab["debs"][OLD][p] for p in HOST_PACKAGES])
         else:
             env = dict(os.environ)
             proc = subprocess.run(["/bin/sh", lab["runs"][OLD], "--silent", "--dkms",
@@ -151,6 +169,7 @@ class Host(object):
             dpkg_root(fs)
             if how == "deb":
                 dpkg_install(fs, [lab["debs"][OLD][p] for p in CT_PACKAGES])
+                _cache(fs, [lab["debs"][OLD][p] for p in CT_PACKAGES])
             elif how == "run":
                 env = dict(os.environ, GPUHOST_RUN_ROOT=fs)
                 proc = subprocess.run(["/bin/sh", lab["runs"][OLD], "--silent",
@@ -161,8 +180,52 @@ class Host(object):
             if not python3:
                 ct["python3"] = False
             pct["containers"][vmid] = ct
-        self.pct_file = os.path.join(self.root, "var/lib/gpuhost-doubles/pct.json")
         _write(self.pct_file, json.dumps(pct))
+
+    def _from_template(self, template, headers_for, containers):
+        """This test's own copy of the shared baseline (the lab fixture's Host): the
+        headers hard-linked as in the baseline (nothing writes them), everything else
+        copied, links and paths into the baseline pointed at this root; then cut to
+        ``containers`` and ``headers_for``."""
+        base = self.lab["base"]
+        shared = set()
+        for top, dirs, _files in os.walk(base):
+            for name in list(dirs):
+                path = os.path.join(top, name)
+                if name.startswith("linux-"):
+                    shared.add(os.path.relpath(path, base))
+                    dirs.remove(name)
+
+        def ignore(folder, names):
+            rel = os.path.relpath(folder, template)
+            return [n for n in names if os.path.normpath(os.path.join(rel, n)) in shared]
+
+        shutil.copytree(template, self.root, symlinks=True, ignore=ignore)
+        for rel in shared:
+            subprocess.run(["cp", "-al", os.path.join(base, rel), os.path.join(self.root, rel)],
+                           check=True)
+        for top, dirs, files in os.walk(self.root):
+            dirs[:] = [d for d in dirs if os.path.relpath(os.path.join(top, d), self.root)
+                       not in shared]
+            for name in dirs + files:
+                path = os.path.join(top, name)
+                if os.path.islink(path) and os.readlink(path).startswith(template + "/"):
+                    target = self.root + os.readlink(path)[len(template):]
+                    os.unlink(path)
+                    os.symlink(target, path)
+        with open(self.pct_file) as handle:
+            data = json.loads(handle.read().replace(template + "/", self.root + "/"))
+        for vmid in list(data["containers"]):
+            if vmid not in containers:
+                del data["containers"][vmid]
+                os.unlink(os.path.join(self.root, "etc/pve/lxc/%s.conf" % vmid))
+                shutil.rmtree(os.path.join(self.root, "rpool/data/subvol-%s-disk-0" % vmid))
+        _write(self.pct_file, json.dumps(data))
+        for release in self.kernels:
+            if headers_for and release not in headers_for:
+                done = _dkms(self.root, "remove", "-m", "nvidia", "-v", OLD, "-k", release)
+                assert done.returncode == 0, done.stderr + done.stdout
+                os.unlink(os.path.join(self.root, "lib/modules", release, "build"))
 
     def pct(self, vmid, **changes):
         with open(self.pct_file) as handle:
@@ -299,15 +362,48 @@ def test_stage_builds_new_for_both_kernels_gate_opens_second_run_changes_nothing
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_back_out_is_the_same_run_with_the_old_version(lab, tmp_path, monkeypatch):
+def test_back_out_is_the_same_run_with_the_old_version_no_build_no_network(
+        lab, tmp_path, monkeypatch):
+    """Issue 26 item 5: the previous version's DKMS build is kept (Debian's prerm removes
+    it from dkms) and the back-out puts it back: dkms only installs, never builds; with no
+    repository reachable apt's caches are enough."""
     host = Host(lab, tmp_path, monkeypatch, containers={"129": CONTAINERS["129"]})
-    assert not host.stage().get("failed")
+    done = host.stage()
+    assert not done.get("failed"), done.get("msg")
+    keep = "/var/lib/gpuhost-tuning/driver/dkms/nvidia/%s" % OLD
+    assert done["host"]["kept_build"] == {"name": "nvidia", "version": OLD,
+                                          "kernels": sorted(host.kernels), "path": keep}
+    for release in host.kernels:
+        assert _modinfo_version(os.path.join(
+            host.root, keep.lstrip("/"), release, "x86_64/module/nvidia.ko")) == OLD
+    assert sorted(done["host"]["kept_debs"]) == sorted(
+        "%s_%s%s_amd64.deb" % (p, OLD, REVISION) for p in HOST_PACKAGES)
+    # dpkg's prerm removed the previous build from dkms: only the kept copy has it
+    assert OLD not in _dkms(host.root, "status").stdout
+    # no network: no repository for either apt, only what apt's caches hold (the double
+    # lists its cache as apt's index, so a cleaned cache cannot be shown here: the kept
+    # .debs go back into it when apt lacks them, unkeep_debs)
+    offline = str(tmp_path / "offline")
+    os.makedirs(offline)
+    monkeypatch.setenv("GPUHOST_APT_REPO", offline)
+    with open(host.pct_file) as handle:
+        data = json.load(handle)
+    data["apt_repo"] = offline
+    _write(host.pct_file, json.dumps(data))
+
     back = host.stage(version=OLD)
     assert not back.get("failed"), back.get("msg")
+    builds = [c for c in back["commands"] if c[1:2] == ["build"]]
+    assert builds == [], builds
+    assert back["host"]["restored"] == host.kernels
+    assert [(d["kernel"], d["state_before"], d["state_after"]) for d in back["host"]["dkms"]] \
+        == [(k, "built", "installed") for k in host.kernels]
     for release in host.kernels:
         assert _modinfo_version(_ko(host.root, release)) == OLD
     assert host.ct_versions("129") == dict((p, OLD + REVISION) for p in CT_PACKAGES)
     assert host.state(OLD)["gate"]["ok"] is True
+    # and forward again: the build of NEW was kept in its turn
+    assert back["host"]["kept_build"]["version"] == NEW
 
 
 def test_container_left_behind_stops_the_gate_and_fails_after_the_boot(

@@ -65,7 +65,8 @@ def test_lab_scripts_parse(script):
 
 
 @pytest.mark.parametrize("playbook", ["setup.yml", "upgrade.yml", "reboot.yml", "assert.yml",
-                                      "audit-check.yml", "tune-check.yml", "gate.yml"])
+                                      "audit-check.yml", "tune-check.yml", "gate.yml",
+                                      "driver-setup.yml", "driver-assert.yml"])
 def test_lab_playbooks_pass_syntax_check(playbook, tmp_path):
     inventory = tmp_path / "inventory.yml"
     inventory.write_text("all:\n  children:\n    lab:\n      hosts:\n        vm:\n",
@@ -237,6 +238,31 @@ def test_tune_step_takes_the_expected_failure_only_through_its_check(tmp_path):
                                                      "LAB_TUNE_CHECK": check})
         assert result.returncode != 0, name
         assert "FAILED in step 'tune'" in result.stderr, name
+
+
+def test_driver_vars_name_only_variables_the_roles_define():
+    with open(os.path.join(LAB, "vars/driver.yml"), encoding="utf-8") as handle:
+        lab_vars = yaml.safe_load(handle)
+    unknown = sorted(k for k in lab_vars
+                     if not k.startswith("lab_") and k not in _declared_role_variables())
+    assert not unknown, "lab/vars/driver.yml sets variables no role defines: %s" % unknown
+    assert lab_vars["gpuhost_driver_version"] == "590.48.01"
+    assert lab_vars["gpuhost_reboot_verify_reboot"] is True
+
+
+def test_driver_mode_runs_the_driver_steps_in_order(tmp_path):
+    env = {**os.environ, "LAB_CACHE": str(tmp_path), "LAB_DRIVER": "1",
+           "LAB_STEPS": "bogus"}
+    result = subprocess.run([os.path.join(LAB, "run.sh")], capture_output=True, text=True,
+                            env=env, timeout=60, check=False)
+    assert result.returncode != 0 and "unknown step 'bogus'" in result.stderr
+    assert "args: -e @" + os.path.join(LAB, "vars/driver.yml") in result.stderr
+    source = open(os.path.join(LAB, "run.sh"), encoding="utf-8").read()
+    steps = re.search(r'LAB_STEPS:=(image boot ping driver[a-z_ ]+)\}', source).group(1).split()
+    assert steps == ["image", "boot", "ping", "driver_setup", "driver_gate", "driver_upgrade",
+                     "driver_assert", "shutdown"]
+    for step in steps:
+        assert re.search(r"^step_%s\(\)" % step, source, re.M), step
 
 
 def test_collection_mode_fills_the_hooks_with_the_collection_playbooks(tmp_path):
