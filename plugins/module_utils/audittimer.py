@@ -22,7 +22,6 @@ __metaclass__ = type
 import argparse
 import json
 import os
-import pkgutil
 import re
 import sys
 
@@ -46,8 +45,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.unitinstall import 
     write_files,
 )
 
-PACKAGE = "ansible_collections.gpuhost.tuning.plugins.module_utils"
-MODULE = PACKAGE + ".audittimer"
+MODULE = "ansible_collections.gpuhost.tuning.plugins.module_utils.audittimer"
 SERVICE_NAME = "gpuhost-audit.service"
 TIMER_NAME = "gpuhost-audit.timer"
 UNIT_DIR = "/etc/systemd/system"
@@ -59,8 +57,6 @@ LIB_DIR = "/usr/local/lib/gpuhost-audit"
 PYTHON = "/usr/bin/python3"
 INIT_TEXT = b"# Installed by gpuhost.tuning audit_timer: package marker.\n"
 TAG = "gpuhost-audit"
-_IMPORT = re.compile(r"from\s+ansible_collections\.gpuhost\.tuning\.plugins\.module_utils"
-                     r"(\.[\w.]+)?\s+import\s+(\([^)]*\)|[^\n]+)")
 
 
 class ConfigError(Exception):
@@ -71,56 +67,10 @@ class ConfigError(Exception):
 # what gets installed
 
 
-def _source(rel):
-    """Source of module_utils ``rel`` (``a/b.py``), or None when the package lacks it."""
-    try:
-        return pkgutil.get_data(PACKAGE, rel)
-    except (IOError, OSError):
-        return None
-
-
-def _resolve(dotted):
-    """``(rel path, source)`` of module_utils module or package ``dotted`` (``a.b``)."""
-    base = dotted.replace(".", "/")
-    for rel in (base + ".py", base + "/__init__.py"):
-        data = _source(rel)
-        if data is not None:
-            return rel, data
-    return None, None
-
-
 def library_files(start="audittimer"):
-    """``{path relative to the library folder: bytes}``: this module and every module_utils
-    file it imports, followed import by import (read from the running collection, so a
-    checkout and AnsiballZ's zip give the same bytes), plus the package markers."""
-    files = package_markers(INIT_TEXT)
-    todo, seen = [start], set()
-    while todo:
-        dotted = todo.pop()
-        if dotted in seen:
-            continue
-        seen.add(dotted)
-        rel, data = _resolve(dotted)
-        if rel is None:
-            continue
-        files[PACKAGES[-1] + "/" + rel] = data
-        for match in _IMPORT.finditer(data.decode("utf-8")):
-            prefix = (match.group(1) or "").lstrip(".")
-            names = [n.split(" as ")[0].strip() for n in match.group(2).strip("()").split(",")]
-            if prefix:
-                todo.append(prefix)
-            for name in names:
-                if name and re.match(r"^\w+$", name):
-                    todo.append(prefix + "." + name if prefix else name)
-    # a package marker for every sub-folder that holds a shipped file and has none
-    for rel in list(files):
-        if not rel.startswith(PACKAGES[-1] + "/"):
-            continue
-        parts = rel[len(PACKAGES[-1]) + 1:].split("/")[:-1]
-        for i in range(1, len(parts) + 1):
-            marker = "%s/%s/__init__.py" % (PACKAGES[-1], "/".join(parts[:i]))
-            files.setdefault(marker, INIT_TEXT)
-    return files
+    """``{path relative to the library folder: bytes}``: the program and every module_utils
+    file it imports (``unitinstall.library_closure``), plus the package markers."""
+    return unitinstall.library_closure(start, INIT_TEXT)
 
 
 def make_config(host, textfile, wanted=None):

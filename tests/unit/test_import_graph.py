@@ -37,7 +37,6 @@ OVERSIZE = {
     "bootloader.py": 800,
     "cuda.py": 1016,
     "driver_stage.py": 530,
-    "hostfs.py": 1111,
     "pci.py": 646,
     "validate.py": 750,
 }
