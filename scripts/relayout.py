@@ -23,6 +23,7 @@ those):
   ``importlib`` and ``python3 -m`` strings, the import graph test's node names);
 - paths ``module_utils/<old>.py`` and bare ``<old>.py`` (docs, comments, the import graph
   test's OVERSIZE keys, which are paths below module_utils);
+- a one-line ``from`` import that became longer than 100 characters is wrapped;
 - inside the package ONHOST (the host-side programs) imports of its own files become
   relative (``from . import hostfs``), so its byte-for-byte copies need no fallbacks;
 - a test file that mirrors a module_utils file,
@@ -301,6 +302,21 @@ def _split_from(match):
     return "\n".join(out)
 
 
+_ONE_LINE = re.compile(r"^(?P<indent>[ \t]*)from[ \t]+(?P<mod>[\w.]+)[ \t]+import[ \t]+"
+                       r"(?P<body>[^(\n][^\n]*)$", re.M)
+
+
+def _wrap(match):
+    """A one-line ``from`` import the rewrite made longer than LINE, one name per line."""
+    items, comment = _names(match.group("body"))
+    code = match.group(0)
+    if comment.startswith("# noqa"):     # a pragma does not count (ruff, pycodestyle)
+        code = code[:code.rindex("#")].rstrip()
+    if len(code) <= LINE or match.group("body").rstrip().endswith("\\"):
+        return match.group(0)
+    return _statement(match.group("indent"), match.group("mod"), items, comment)
+
+
 def _relative(text):
     """Inside ONHOST: its own files imported relatively."""
     absolute = COLLECTION + ".module_utils." + ONHOST
@@ -323,6 +339,8 @@ def rewrite(text, rel):
     out = _BARE.sub(lambda m: _OLD[m.group(1)], out)
     if rel.startswith("%s/%s/" % (UTILS, ONHOST)) and rel.endswith(".py"):
         out = _relative(out)
+    if rel.endswith(".py") and out != text:
+        out = _ONE_LINE.sub(_wrap, out)
     return out
 
 
@@ -371,6 +389,7 @@ def main(argv=None):
     for path in new_markers:
         print("%screate %s" % (prefix, path))
         if not args.check:
+            os.makedirs(os.path.dirname(os.path.join(REPO, path)), exist_ok=True)
             with open(os.path.join(REPO, path), "w") as handle:
                 if path.startswith(UTILS):
                     handle.write('"""%s."""\n' % PACKAGES[path.split("/")[2]].capitalize())
