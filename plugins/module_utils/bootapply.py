@@ -34,8 +34,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu_write, h
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
 
-PACKAGE = "ansible_collections.gpuhost.tuning.plugins.module_utils"
-MODULE = PACKAGE + ".bootapply"
+MODULE = "ansible_collections.gpuhost.tuning.plugins.module_utils.bootapply"
 CONFIG_PATH = "/etc/gpuhost-tuning/boot.json"
 TAG = "gpuhost-tuning"
 

@@ -5,8 +5,8 @@
 the shipped library, the systemctl calls on a live host (module ``boot_service``), and the
 ``boot_service`` tune part (module ``host_tune``).
 
-``SHIPPED`` names the module_utils files the program imports; they are copied byte for byte
-under ``LIB_DIR``, so the program at boot is the code the modules run.
+``library_files`` follows the program's imports to the module_utils files it runs; they are
+copied byte for byte under ``LIB_DIR``, so the program at boot is the code the modules run.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -14,7 +14,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import pkgutil
 import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
@@ -24,7 +23,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils import unitinstall
 from ansible_collections.gpuhost.tuning.plugins.module_utils.bootapply import (
     CONFIG_PATH,
     MODULE,
-    PACKAGE,
     TAG,
     ConfigError,
 )
@@ -55,9 +53,6 @@ LIB_DIR = "/usr/local/lib/gpuhost-tuning"
 PVE_CLUSTER = "pve-cluster.service"
 SYSTEM_UNIT_DIRS = ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
 PYTHON = "/usr/bin/python3"
-# The module_utils the boot-time program runs, copied byte for byte.
-SHIPPED = ("hostfs.py", "pci.py", "passthrough.py", "pci_write.py", "cpu.py", "cpu_write.py",
-           "bootapply.py")
 INIT_TEXT = b"# Installed by gpuhost.tuning boot_service: package marker.\n"
 
 
@@ -66,15 +61,18 @@ INIT_TEXT = b"# Installed by gpuhost.tuning boot_service: package marker.\n"
 
 
 def library_files():
-    """``{path relative to LIB_DIR: bytes}``: the package markers and the shipped sources,
-    read from the running collection (works from a checkout and inside AnsiballZ's zip)."""
-    files = package_markers(INIT_TEXT)
-    for name in SHIPPED:
-        data = pkgutil.get_data(PACKAGE, name)
-        if data is None:
-            raise ConfigError("cannot read %s from the %s package" % (name, PACKAGE))
-        files[PACKAGES[-1] + "/" + name] = data
-    return files
+    """``{path relative to LIB_DIR: bytes}``: the boot-time program and every module_utils
+    file it imports, byte for byte (``unitinstall.library_closure``: read from the running
+    collection, so a checkout and AnsiballZ's zip give the same bytes), and the package
+    markers."""
+    return unitinstall.library_closure(MODULE[len(unitinstall.PACKAGE) + 1:], INIT_TEXT)
+
+
+def shipped():
+    """The shipped module_utils files, relative to the module_utils folder, sorted."""
+    prefix = PACKAGES[-1] + "/"
+    return sorted(rel[len(prefix):] for rel in library_files()
+                  if rel.startswith(prefix) and not rel.endswith("__init__.py"))
 
 
 def make_config(mrrs_size=4096, vendor=argspec.NVIDIA_VENDOR, classes=argspec.GPU_CLASSES,

@@ -14,6 +14,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import pkgutil
+import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
     atomic_write,
@@ -30,6 +32,83 @@ PACKAGES = ("ansible_collections", "ansible_collections/gpuhost",
 def package_markers(text):
     """``{path relative to the library folder: text}`` of every package marker."""
     return dict((folder + "/__init__.py", text) for folder in PACKAGES)
+
+
+# The collection's module_utils package: the shipped sources are read from it, and the
+# library folder mirrors its path.
+PACKAGE = "ansible_collections.gpuhost.tuning.plugins.module_utils"
+# ``from <absolute module_utils path or dots> import <names>``: the imports a shipped file
+# makes of the collection (``.`` and ``..`` forms resolved against the importing file).
+_IMPORT = re.compile(r"^[ \t]*from\s+(ansible_collections\.gpuhost\.tuning\.plugins\.module_utils"
+                     r"(?:\.[\w.]+)?|\.+[\w.]*)\s+import\s+(\([^)]*\)|[^\n]+)", re.M)
+
+
+def _source(rel):
+    """Source of module_utils ``rel`` (``a/b.py``), or None when the package lacks it."""
+    try:
+        return pkgutil.get_data(PACKAGE, rel)
+    except (IOError, OSError):
+        return None
+
+
+def _resolve(dotted):
+    """``(rel path, source)`` of module_utils module or package ``dotted`` (``a.b``)."""
+    base = dotted.replace(".", "/")
+    for rel in (base + ".py", base + "/__init__.py"):
+        data = _source(rel)
+        if data is not None:
+            return rel, data
+    return None, None
+
+
+def _imported(dotted, rel, text):
+    """The module_utils names (dotted, below PACKAGE) a file's imports may name."""
+    package = dotted.split(".") if rel.endswith("/__init__.py") else dotted.split(".")[:-1]
+    out = []
+    for match in _IMPORT.finditer(text):
+        source = match.group(1)
+        if source.startswith("."):
+            dots = len(source) - len(source.lstrip("."))
+            base = package[:len(package) - (dots - 1)] if dots > 1 else list(package)
+            prefix = ".".join(base + [p for p in source.lstrip(".").split(".") if p])
+        else:
+            prefix = source[len(PACKAGE):].lstrip(".")
+        names = [n.split(" as ")[0].split("#")[0].strip()
+                 for n in match.group(2).strip("()").split(",")]
+        if prefix:
+            out.append(prefix)
+        for name in names:
+            if name and re.match(r"^\w+$", name):
+                out.append(prefix + "." + name if prefix else name)
+    return out
+
+
+def library_closure(start, init_text):
+    """``{path relative to the library folder: bytes}``: module_utils ``start`` (dotted,
+    below PACKAGE) and every module_utils file it imports, followed import by import (read
+    from the running collection, so a checkout and AnsiballZ's zip give the same bytes),
+    plus a package marker for every package folder on the way."""
+    files = package_markers(init_text)
+    todo, seen = [start], set()
+    while todo:
+        dotted = todo.pop()
+        if dotted in seen:
+            continue
+        seen.add(dotted)
+        rel, data = _resolve(dotted)
+        if rel is None:
+            continue
+        files[PACKAGES[-1] + "/" + rel] = data
+        todo.extend(_imported(dotted, rel, data.decode("utf-8")))
+    # a package marker for every sub-folder that holds a shipped file and has none
+    for rel in list(files):
+        if not rel.startswith(PACKAGES[-1] + "/"):
+            continue
+        parts = rel[len(PACKAGES[-1]) + 1:].split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            marker = "%s/%s/__init__.py" % (PACKAGES[-1], "/".join(parts[:i]))
+            files.setdefault(marker, init_text)
+    return files
 
 
 def _read(path):

@@ -33,8 +33,6 @@ KNOWN_CIRCLES = ()
 
 # module_utils files still to be split (issue 23 items 2 and 4), lines when listed.
 OVERSIZE = {
-    "audittimer.py": 588,
-    "hostfs.py": 1111,
 }
 
 
@@ -54,13 +52,25 @@ def files():
     return out
 
 
-def imports(path, known):
-    """The collection files ``path`` imports (names as :func:`files` gives them)."""
+def imports(path, known, name=None):
+    """The collection files ``path`` imports (names as :func:`files` gives them); relative
+    imports (``from . import hostfs``) are resolved against ``name``, the file's own."""
     with open(path, encoding="utf-8") as handle:
         tree = ast.parse(handle.read(), path)
+    package = (name or "").split(".")
+    if not path.endswith("__init__.py"):
+        package = package[:-1]
     out = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PKG):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = ".".join(package[:len(package) - (node.level - 1)]
+                            + ([node.module] if node.module else []))
+            for alias in node.names:
+                if "%s.%s" % (base, alias.name) in known:
+                    out.add("%s.%s" % (base, alias.name))
+                elif base in known:
+                    out.add(base)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PKG):
             base = node.module[len(PKG):]
             for alias in node.names:
                 if "%s.%s" % (base, alias.name) in known:
@@ -78,7 +88,7 @@ def graph():
     known = files()
     out = {}
     for name, path in known.items():
-        out[name] = imports(path, known) - {name}
+        out[name] = imports(path, known, name) - {name}
     return out
 
 
@@ -160,6 +170,13 @@ def test_the_graph_sees_lazy_and_top_level_imports():
     assert "module_utils.bootloader" in edges["module_utils.facts"]
     assert "module_utils.report" in edges["action.report_merge"]
     assert "module_utils.checks.base" in edges["module_utils.checks"]
+
+
+def test_relative_imports_are_edges_too(tmp_path):
+    (tmp_path / "a.py").write_text("from . import b\nfrom .c import x\nfrom .. import d\n")
+    known = {"pkg.sub.a", "pkg.sub.b", "pkg.sub.c", "pkg.d"}
+    assert imports(str(tmp_path / "a.py"), known, "pkg.sub.a") == {
+        "pkg.sub.b", "pkg.sub.c", "pkg.d"}
 
 
 def test_components_find_a_circle_and_name_it():

@@ -11,7 +11,11 @@ import time
 import pytest
 from fixtures import hosts
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audittimer, report
+from ansible_collections.gpuhost.tuning.plugins.module_utils import (
+    audit_program,
+    audittimer,
+    report,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))))
@@ -64,7 +68,7 @@ def test_a_finding_at_or_above_the_severity_exits_1_naming_the_worst_and_writes_
     took = time.monotonic() - started
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert len(lines) == 1 and len(lines[0]) <= audittimer.REASON_MAX
+    assert len(lines) == 1 and len(lines[0]) <= audit_program.REASON_MAX
     assert lines[0].startswith("gpuhost-audit: critical dkms_missing_for_kernel ")
     assert "more at or above high" in lines[0]
     assert took < 30  # Slurm kills a HealthCheckProgram after 60 s (0.3 s measured)

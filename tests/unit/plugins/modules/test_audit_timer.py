@@ -9,7 +9,14 @@ import pytest
 from fixtures import hosts
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audittimer
+from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils import (
+    audit_program,
+    audittimer,
+    hostfs,
+    metrics,
+    unitinstall,
+)
 from ansible_collections.gpuhost.tuning.plugins.modules import audit_timer
 
 TEXTDIR = "/var/lib/prometheus/node-exporter"
@@ -58,12 +65,15 @@ def test_installs_units_config_and_library_then_the_service_writes_the_metrics(
     assert os.readlink(seed + audittimer.WANTS_LINK) == audittimer.TIMER_PATH
     assert [c["status"] for c in first["commands"]] == ["skipped", "skipped"]
     lib = seed + audittimer.LIB_DIR + "/" + audittimer.PACKAGES[-1]
-    shipped = sorted(os.listdir(lib))
-    for name in ("audit.py", "audittimer.py", "hostfs.py", "metrics.py"):
-        assert name in shipped
-    repo_utils = os.path.dirname(audittimer.__file__)
+    shipped = sorted(os.path.relpath(os.path.join(folder, name), lib)
+                     for folder, _dirs, names in os.walk(lib) for name in names)
+    repo_utils = os.path.dirname(unitinstall.__file__)
+    while os.path.basename(repo_utils) != "module_utils":
+        repo_utils = os.path.dirname(repo_utils)
+    for module in (audit_mod, audit_program, hostfs, metrics):
+        assert os.path.relpath(module.__file__, repo_utils) in shipped
     for name in shipped:
-        if name.endswith(".py") and name != "__init__.py":
+        if name.endswith(".py") and not name.endswith("__init__.py"):
             with open(os.path.join(lib, name), "rb") as a, \
                     open(os.path.join(repo_utils, name), "rb") as b:
                 assert a.read() == b.read(), name  # byte for byte
@@ -106,9 +116,10 @@ def test_the_installed_program_runs_the_live_host_s_commands_through_its_entry_p
     env = {"PATH": DOUBLES + ":/usr/bin:/bin", "PYTHONPATH": seed + audittimer.LIB_DIR,
            "PYTHONDONTWRITEBYTECODE": "1", "GPUHOST_NVSMI_XML": nvhealth.B200_580,
            "GPUHOST_JOURNAL_TEXT": str(journal), "GPUHOST_DOUBLES_LOG": str(log)}
-    entry = ("import runpy, sys; from %s import cmdout; cmdout.is_live = lambda root: True; "
-             "runpy.run_module(%r, run_name='__main__')"
-             % (audittimer.PACKAGE, audittimer.MODULE))
+    entry = ("import runpy, sys; "
+             "import ansible_collections.gpuhost.tuning.plugins.module_utils.cmdout as cmdout; "
+             "cmdout.is_live = lambda root: True; runpy.run_module(%r, run_name='__main__')"
+             % audittimer.MODULE)
     proc = subprocess.run([sys.executable, "-S", "-B", "-c", entry, "--config",
                            seed + audittimer.CONFIG_PATH, "--root", seed],
                           env=env, cwd=str(tmp_path), capture_output=True, text=True,

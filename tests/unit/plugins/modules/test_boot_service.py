@@ -59,7 +59,7 @@ def test_installs_unit_config_library_and_wants_link(tmp_path):
         "mrrs": {"size": 4096, "vendor": "10de", "classes": ["0300", "0302"],
                  "include_upstream": True},
         "cpuidle": {"deeper_than": "C1"}}
-    for name in bootservice.SHIPPED:  # byte for byte the collection's own files
+    for name in bootservice.shipped():  # byte for byte the collection's own files
         assert read(root, UTILS + "/" + name, "rb") == read(MODULE_UTILS, name, "rb")
     for folder in bootservice.PACKAGES:
         assert os.path.isfile(os.path.join(str(root), LIB, folder, "__init__.py"))
