@@ -16,7 +16,7 @@ description:
   - "Installs C(gpuhost-audit.timer) and C(gpuhost-audit.service) in C(/etc/systemd/system),
     the config C(/etc/gpuhost-audit/audit.json) and, under C(/usr/local/lib/gpuhost-audit),
     byte-for-byte copies of the collection's module_utils the audit needs. The service runs
-    C(python3 -m ansible_collections.gpuhost.tuning.plugins.module_utils.audit_program): the same
+    C(python3 -m ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.audit_program): the same
     read-only audit as M(gpuhost.tuning.host_audit), then the host's series (those of the
     audit role's C(gpuhost.prom)) written atomically to O(textfile), so Prometheus sees drift
     between rollouts."
@@ -117,16 +117,18 @@ timer:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audittimer  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (  # noqa: E402
+    audit_timer as audittimer,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import (  # noqa: E402
     CommandError,
     Runner,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     check_module,
     common,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils import facts  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts  # noqa: E402
 
 
 def rules(p):

@@ -188,7 +188,7 @@ check:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     RELEASE,
     boot_params,
     check_module,
@@ -196,12 +196,12 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     inside,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
-    bootcfg,
-    bootloader,
-    bootloader_entries,
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (  # noqa: E402
+    kernel_cmdline as bootcfg,
+    boot_entries as bootloader,
+    boot_entries_run as bootloader_entries,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
 
 
 def rules(p):

@@ -25,7 +25,7 @@ description:
     decides which GPUs are the host's (a GPU a VM passes through is never written); on
     another host it names no Proxmox unit.
   - The program is not Ansible. The module writes copies of its own bundled module_utils
-    (C(hostfs.py), C(pci.py), C(pci_write.py), C(cpu.py), C(cpu_write.py), C(bootapply.py)),
+    (C(hostfs.py), C(pci.py), C(onhost/setpci_maxreadreq.py), C(cpu.py), C(onhost/cpuidle_state.py), C(onhost/boot_program.py)),
     byte for byte, under C(/usr/local/lib/gpuhost-tuning), so the boot-time code is the code
     the modules run and updating the collection updates it (any differing file is rewritten
     and reported).
@@ -167,7 +167,7 @@ commands:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     EXEC_PATH,
     UNIT_NAME,
     check_module,
@@ -177,8 +177,10 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     idle_state_name,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (  # noqa: E402
+    boot_service as bootservice,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
 
 
 def rules(p):

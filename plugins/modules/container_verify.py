@@ -210,7 +210,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     MAX_MAJOR,
     VMID_RANGE,
     check_module,
@@ -221,9 +221,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     non_empty_list,
 )
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import container  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc import LxcError  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import container  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.lxc import LxcError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import (  # noqa: E402
     CommandError,
     Runner,
 )

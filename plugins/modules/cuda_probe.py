@@ -313,9 +313,9 @@ vmid:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import cuda  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     PCI_ADDRESS,
     VMID_RANGE,
     check_module,

@@ -210,15 +210,15 @@ outputs:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     RELEASE,
     check_module,
     common,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.dkms import DkmsError  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.dkms_write import ensure  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.dkms import DkmsError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.dkms_build import ensure  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import (  # noqa: E402
     CommandError,
     Runner,
 )

@@ -263,16 +263,16 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.driver_stage import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stage import (  # noqa: E402
     StageError,
     Stager,
     kept_run,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import (  # noqa: E402
     QUERY_TIMEOUT_S,
     Runner,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     RELEASE,
     VMID_RANGE,
     check_module,
@@ -282,7 +282,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     int_range,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_records  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import driver_records  # noqa: E402
 
 
 def rules(p):

@@ -150,7 +150,7 @@ gate:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     RELEASE,
     VMID_RANGE,
     ValidationError,
@@ -159,9 +159,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     int_range,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_records  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils import driver_state as ds  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc import LxcError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import driver_records  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import driver_state as ds  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.lxc import LxcError  # noqa: E402
 
 
 def rules(p):

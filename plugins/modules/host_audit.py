@@ -653,22 +653,22 @@ files_read:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils import zipload  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import zipload  # noqa: E402
 
 zipload.install()  # before the collection's imports: each file compiled once
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     check_module,
     common,
     fail,
     int_range,
 )
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils import cmdout  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils import facts  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils import text  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import cmdout  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import text  # noqa: E402
 
 # Every wanted value was a top-level option before option wanted: kept until 0.3.0.
 PER_KEY = facts.WANTED_KEYS
@@ -703,7 +703,7 @@ def rules(p):
     if not isinstance(p.get("cuda") or [], list) or \
             not all(isinstance(item, dict) for item in p.get("cuda") or []):
         fail("cuda", p.get("cuda"), "a list of cuda_probe results")
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.facts import WANTED_KEYS
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.facts import WANTED_KEYS
 
     facts.wanted_values(p, WANTED_KEYS)
 
@@ -729,7 +729,9 @@ def _run(module):
     scratch = None
     if params["capture"]:
         # imported only for a capture: one module less to compile on every live audit
-        from ansible_collections.gpuhost.tuning.plugins.module_utils import unpack
+        from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+            capture_unpack as unpack,
+        )
 
         try:
             scratch, _count = unpack.unpack(params["capture"])
@@ -757,7 +759,9 @@ def _audit(module, params, wanted):
     recorder = None
     if params["record_files"]:
         # imported only for host_capture's list: one module less to compile on every audit
-        from ansible_collections.gpuhost.tuning.plugins.module_utils import capture
+        from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+            host_capture as capture,
+        )
 
         recorder = capture.ReadRecorder(params["root"])
     runner = Runner(module)
@@ -765,7 +769,7 @@ def _audit(module, params, wanted):
     probe = None
     if params["cuda_probe"]:
         # imported only for the opt-in pass: one module less to compile on every other audit
-        from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda
+        from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import cuda
 
         def probe(facts):
             return cuda.audit_pass(runner, module.get_bin_path("pct"), facts.get("lxc"),

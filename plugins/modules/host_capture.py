@@ -113,7 +113,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     check_module,
     common,
     gpu,
@@ -121,13 +121,13 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     sysctl_values,
 )
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils import (  # noqa: E402
-    capture as capture_mod,
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import argspec  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (  # noqa: E402
+    host_capture as capture_mod,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (  # noqa: E402
     atomic_write,
 )
 

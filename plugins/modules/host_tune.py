@@ -375,11 +375,11 @@ msg:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils import zipload  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import zipload  # noqa: E402
 
 zipload.install()  # before the collection's imports: each file compiled once
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     VMID_RANGE,
     bandwidth_options,
     check_module,
@@ -390,9 +390,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     non_empty_list,
     sysctl_key,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils import facts  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils import tune  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import tune  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
 
 
 def rules(p):
@@ -409,7 +409,7 @@ def rules(p):
         int_range("numa_pin_vmids", vmid, *VMID_RANGE)
     bandwidth_options(p)
     latency_options(p)
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.tune import PER_KEY
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.parts.tune import PER_KEY
 
     facts.wanted_values(p, PER_KEY)
 

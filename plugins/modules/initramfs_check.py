@@ -97,7 +97,7 @@ stale:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     RELEASE,
     check_module,
     common,
@@ -106,8 +106,10 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     names,
     non_empty_list,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils import initramfs  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (  # noqa: E402
+    initramfs_check as initramfs,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
 
 
 def rules(p):

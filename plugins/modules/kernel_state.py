@@ -119,17 +119,17 @@ dkms_needed:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     RELEASE,
     boot_params,
     check_module,
     common,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.kernelstate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.kernel_state import (  # noqa: E402
     kernel_state,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
 
 
 def rules(p):

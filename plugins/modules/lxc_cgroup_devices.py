@@ -199,7 +199,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     MAX_MAJOR,
     VMID_RANGE,
     check_module,
@@ -210,8 +210,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     names,
     non_empty_list,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.container import rules_run  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.lxc import LxcError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.container import rules_run  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.lxc import LxcError  # noqa: E402
 
 
 def rules(p):

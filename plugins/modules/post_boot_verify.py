@@ -165,7 +165,7 @@ running:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     RELEASE,
     UNIT_NAME,
     check_module,
@@ -174,8 +174,11 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     names,
 )
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import facts, verify  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (  # noqa: E402
+    facts,
+    post_boot_verify as verify,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
 
 
 # The wanted values this module took as top-level options before option wanted

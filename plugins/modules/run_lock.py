@@ -150,9 +150,12 @@ holder:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import runlock
-from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import LockError, PathError
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import run_lock as runlock
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (
+    LockError,
+    PathError,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (
     TOKEN,
     check_module,
     common,

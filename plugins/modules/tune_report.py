@@ -101,8 +101,9 @@ failed_hosts:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import check_module  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec, report  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import argspec  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report  # noqa: E402
 
 
 # The validation rules sit beside the spec in argspec.py (the action plugin runs them too).

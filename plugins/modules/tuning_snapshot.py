@@ -205,7 +205,7 @@ failures:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     check_module,
     common,
     fail,
@@ -215,7 +215,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     snapshot_name,
     sysctl_key,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import snapshot as snap  # noqa: E402
 
 
 def rules(p):

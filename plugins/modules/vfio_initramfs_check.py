@@ -110,7 +110,7 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     RELEASE,
     check_module,
     common,
@@ -119,8 +119,11 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  
     int_range,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils import initramfs, vmverify  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (  # noqa: E402
+    initramfs_check as initramfs,
+    vm_verify as vmverify,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
 
 
 def rules(p):

@@ -126,14 +126,14 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     VMID_RANGE,
     check_module,
     common,
     int_range,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils import vmverify  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import vm_verify as vmverify  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
 
 
 def rules(p):

@@ -206,7 +206,7 @@ def test_host_names_that_map_to_one_file_keep_their_own_reports(tmp_path):
 
 @pytest.mark.parametrize("module,key", [(audit_report, "audits"), (tune_report, "results")])
 def test_a_host_named_like_another_hosts_file_is_refused_naming_both(tmp_path, module, key):
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import report
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
     dest = tmp_path / "reports"
     twin = report.safe_name("a/b")  # a (hostile) host named like that host's file
     value = {"findings": [], "checks": {}} if key == "audits" else {"rows": []}
@@ -228,7 +228,7 @@ def aer_fleet(tmp_path_factory):
     errors on one GPU)."""
     from fixtures import health, hosts
 
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import audit
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
     wanted = hosts.common_wanted()
     out = {"first": {}, "later": {}}
     for name in ("pve-gpu03", "pve-gpu04"):
@@ -360,7 +360,9 @@ def _systemd_analyze():
 
 
 def test_the_stdlib_calendar_check_never_accepts_what_systemd_refuses():
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import audittimer
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+        audit_timer as audittimer,
+    )
     tool = _systemd_analyze()
     verdicts = {}
     for expr in CALENDARS:
@@ -378,7 +380,10 @@ def test_the_stdlib_calendar_check_never_accepts_what_systemd_refuses():
 def test_on_the_live_host_systemd_analyze_has_the_last_word(monkeypatch):
     """Where the stdlib check misses a form systemd refuses, the live host's own
     systemd-analyze (through the runner, read-only) still refuses it."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import audittimer, runner
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.core import runner
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+        audit_timer as audittimer,
+    )
     _systemd_analyze()
     run = runner.Runner(processes=subprocess)
     audittimer.check_schedule("Mon..Fri 06:00", "/", run)

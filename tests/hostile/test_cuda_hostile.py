@@ -21,10 +21,11 @@ from fixtures import hosts, lxc
 from fixtures import pci as pcifix
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import measured
-from ansible_collections.gpuhost.tuning.plugins.module_utils import container, cuda
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import measured
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import cuda
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import container
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import (
     CommandTimeout,
     Runner,
 )

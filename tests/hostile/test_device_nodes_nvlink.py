@@ -10,7 +10,11 @@ from fixtures import devnodes as dn
 from fixtures import hosts
 from fixtures import lxc as lxcfix
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, devnodes, nvlink
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+    device_nodes as devnodes,
+    nvlink,
+)
 
 WANTED = hosts.common_wanted(host="pve-gpu01")
 

@@ -18,7 +18,9 @@ from conftest import TESTS
 from digest import changed, digest
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs, runlock, unpack
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import run_lock as runlock
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import capture_unpack as unpack
 from ansible_collections.gpuhost.tuning.plugins.modules import (
     audit_timer,
     boot_service,

@@ -27,7 +27,7 @@ PLAYBOOK = os.path.join(REPO, ".venv/bin/ansible-playbook")
 PYTHONS = {"bookworm": "3.11", "trixie": "3.13"}
 TEXTDIR = "/var/lib/prometheus/node-exporter"
 PROM = TEXTDIR + "/gpuhost_audit.prom"
-MODULE = "ansible_collections.gpuhost.tuning.plugins.module_utils.audittimer"
+MODULE = "ansible_collections.gpuhost.tuning.plugins.module_utils.writers.audit_timer"
 COLLECTIONS = {"path": os.path.join(REPO, "collections")}
 
 

@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import dkms, kernel
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import dkms, kernels as kernel
 from ansible_collections.gpuhost.tuning.plugins.modules import dkms_build
 from modrun import run_module
 

@@ -25,7 +25,9 @@ import pytest
 from driverstandin import DOUBLES, NEW, OLD, copy_headers, headers_kernel, host_root, \
     module_source
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import dkms, dkms_write, runner
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import runner
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import dkms
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import dkms_build as dkms_write
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("dkms_replace_real")]
 

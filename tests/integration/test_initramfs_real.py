@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import kernel
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import kernels as kernel
 from ansible_collections.gpuhost.tuning.plugins.modules import initramfs_check
 from modrun import run_module
 

@@ -12,7 +12,7 @@ from digest import changed, digest
 from fixtures import bootloader as fx
 from fixtures import hosts
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import runlock
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import run_lock as runlock
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_PY = os.path.join(REPO, ".venv", "bin", "python")

@@ -16,7 +16,9 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+    sysctl_settings as sysctl_write,
+)
 from ansible_collections.gpuhost.tuning.plugins.modules import sysctl_settings
 from modrun import run_module
 

@@ -15,8 +15,8 @@ import yaml
 from conftest import install_collection, tree_snapshot
 from fixtures import hosts
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import cpu as cpu_mod
 
 # One pytest-xdist worker runs this whole file (--dist loadgroup):
 # its tests share one collection copy and one podman container name.

@@ -142,7 +142,7 @@ def _facts_listed():
 
 
 def test_the_layer_picture_lists_every_fact_collect_returns(tmp_path):
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import facts
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts
 
     assert _facts_listed() == set(facts.collect(str(tmp_path), None))
 

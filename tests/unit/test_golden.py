@@ -38,7 +38,9 @@ from fixtures import (
 from fixtures import passthrough as ptfix
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, capture, report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import host_capture as capture
 from ansible_collections.gpuhost.tuning.plugins.modules import host_audit
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "audit")

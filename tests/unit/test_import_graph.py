@@ -166,9 +166,9 @@ def shortest_circle(edges, members):
 def test_the_graph_sees_lazy_and_top_level_imports():
     edges = graph()
     # top level (report imports metrics), lazy (facts imports bootloader inside a function)
-    assert "module_utils.metrics" in edges["module_utils.report"]
-    assert "module_utils.bootloader" in edges["module_utils.facts"]
-    assert "module_utils.report" in edges["action.report_merge"]
+    assert "module_utils.output.metrics" in edges["module_utils.output.report"]
+    assert "module_utils.readers.boot_entries" in edges["module_utils.readers.facts"]
+    assert "module_utils.output.report" in edges["action.report_merge"]
     assert "module_utils.checks.base" in edges["module_utils.checks"]
 
 

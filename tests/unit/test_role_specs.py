@@ -103,7 +103,7 @@ def test_adding_a_part_touches_the_files_architecture_md_says(tmp_path):
         shutil.copytree(os.path.join(REPO, folder), str(copy / folder),
                         ignore=shutil.ignore_patterns("__pycache__"))
     before = _tree(str(copy))
-    with open(str(copy / "plugins/module_utils/peermem.py"), "a") as handle:
+    with open(str(copy / "plugins/module_utils/parts/peermem.py"), "a") as handle:
         handle.write(ADD_A_PART.replace("TUNE_PART =", "HUGEPAGES_PART ="))
     reg = copy / "plugins/module_utils/parts/registry.py"
     text = reg.read_text()
@@ -116,7 +116,7 @@ def test_adding_a_part_touches_the_files_architecture_md_says(tmp_path):
     after = _tree(str(copy))
     touched = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
     assert touched == ["plugins/module_utils/parts/registry.py",
-                       "plugins/module_utils/peermem.py", "plugins/modules/host_tune.py",
+                       "plugins/module_utils/parts/peermem.py", "plugins/modules/host_tune.py",
                        "plugins/modules/tuning_snapshot.py",  # its files default
                        "roles/tune/defaults/main.yml", "roles/tune/meta/argument_specs.yml",
                        "roles/tune/vars/main.yml"]

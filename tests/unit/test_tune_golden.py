@@ -21,7 +21,9 @@ from fixtures import hosts, procsys
 from fixtures import pci as pcifix
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import (
+    setpci_maxreadreq as pci_write,
+)
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune, tune_report
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "tune")

@@ -13,8 +13,14 @@ from conftest import REPO
 from fixtures import hosts
 
 from ansible_collections.gpuhost.tuning.plugins.doc_fragments import wanted as wanted_doc
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audittimer, facts, tune
-from ansible_collections.gpuhost.tuning.plugins.module_utils import verify
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+    audit_timer as audittimer,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+    post_boot_verify as verify,
+)
 
 KEYS = set(facts.WANTED_KEYS)
 # The modules taking option wanted, and the per-key options (deprecated) of each.
@@ -230,7 +236,7 @@ def test_a_run_in_the_process_leaves_host_tunes_spec_as_it_was():
     """Ansible's validator fills a dict option's default in place: host_tune's spec was one
     module-level dict, so the first run's wanted defaults became option wanted's default
     (the ansible-doc test of host_tune failed after another test's run in its worker)."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import argspec
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.core import argspec
 
     argspec.fill(tune.argument_spec(), {"root": "/nonexistent"})
     assert tune.argument_spec()["wanted"]["default"] == {}

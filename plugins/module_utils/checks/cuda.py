@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import policy
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import policy
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import (
     gpu_driver,
     pcie_link,

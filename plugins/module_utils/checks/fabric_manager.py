@@ -8,7 +8,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import fabric as fabric_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+    fabric_manager as fabric_mod,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (
     check,
     column,

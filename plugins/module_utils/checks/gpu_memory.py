@@ -15,7 +15,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import 
     found,
     limit,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.gpuhealth import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.gpu_health import (
     smi_applies,
     smi_gpus,
 )

@@ -9,14 +9,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import nvsmi as nvsmi_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import nvsmi as nvsmi_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (
     SEVERITY_RANK,
     check,
     column,
     found,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.gpuhealth import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.gpu_health import (
     smi_applies,
     smi_gpus,
 )

@@ -9,13 +9,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import gpuuse
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import gpu_use as gpuuse
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (
     check,
     column,
     found,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.gpuhealth import smi_applies
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.gpu_health import smi_applies
 
 COLUMN = column("gpu_use", "GPU use", position=47, applies=smi_applies)
 

@@ -9,8 +9,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import policy
-from ansible_collections.gpuhost.tuning.plugins.module_utils import xid as xid_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import policy
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import xid as xid_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (
     PLAYBOOK_REBOOT,
     SEVERITY_RANK,

@@ -7,13 +7,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import (
-    bootcfg as bootcfg_mod,
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+    kernel_cmdline as bootcfg_mod,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils import (
-    kernel as kernel_mod,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils import procfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import kernels as kernel_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import procfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (
     PLAYBOOK_REBOOT,
     check,

@@ -7,8 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import procfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import lxc as lxc_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import procfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (
     PLAYBOOK_REBOOT,
     check,

@@ -7,10 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import (
-    kernel as kernel_mod,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils import sysinfo
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import kernels as kernel_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import sysinfo
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (
     PLAYBOOK_REBOOT,
     check,

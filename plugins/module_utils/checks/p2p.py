@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import p2p
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import p2p
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import check, column
 
 

@@ -7,9 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import (
-    sysctl as sysctl_mod,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import sysctl as sysctl_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import (
     PLAYBOOK_TUNE,
     check,

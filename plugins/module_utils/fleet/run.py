@@ -10,7 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils import fleet
-from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.run import (
     SEVERITY_RANK,
     sort_findings,
 )

@@ -11,7 +11,7 @@ __metaclass__ = type
 import json
 import os
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import SCHEMA
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.run import SCHEMA
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import base as fleet_base
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import run as fleet_run
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import (

@@ -14,7 +14,7 @@ import re
 import stat
 import time
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import atomic_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import atomic_write
 
 
 PREVIOUS_MAX = 64 << 20  # bytes of a previous <host>.json read at most

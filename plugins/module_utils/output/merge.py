@@ -10,7 +10,7 @@ __metaclass__ = type
 import json
 import os
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import metrics
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import metrics
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import (
     ReportError,
     read_report_text,

@@ -15,7 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import rollout
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import rollout
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.tune import (
     tune_document,
     tune_files,

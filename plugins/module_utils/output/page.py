@@ -9,7 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.run import (
     CHECKS,
     SCHEMA,
     SEVERITIES,

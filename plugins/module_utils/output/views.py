@@ -10,7 +10,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.audit import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.run import (
     SEVERITIES,
     SEVERITY_RANK,
 )

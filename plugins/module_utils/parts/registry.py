@@ -45,15 +45,27 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bandwidth
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice
-from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu_write
-from ansible_collections.gpuhost.tuning.plugins.module_utils import devnodes_write
-from ansible_collections.gpuhost.tuning.plugins.module_utils import latency
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
-from ansible_collections.gpuhost.tuning.plugins.module_utils import peermem
-from ansible_collections.gpuhost.tuning.plugins.module_utils import placement_write
-from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import bandwidth
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+    boot_service as bootservice,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import (
+    cpuidle_state as cpu_write,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import (
+    device_nodes as devnodes_write,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import latency
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import (
+    setpci_maxreadreq as pci_write,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import peermem
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+    placement as placement_write,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+    sysctl_settings as sysctl_write,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import sections
 from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import snapstore
 from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import verify

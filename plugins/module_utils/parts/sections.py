@@ -24,9 +24,9 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import cpu as cpu_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import lxc as lxc_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import cpu as cpu_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import lxc as lxc_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import pci as pci_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import snapstore
 from ansible_collections.gpuhost.tuning.plugins.module_utils.parts.snapstore import (
     APPLIED,

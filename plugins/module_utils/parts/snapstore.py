@@ -28,7 +28,7 @@ import json
 import os
 import time
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.hostfs import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (
     OUTPUT_LIMIT,
     PathError,
     atomic_write,
@@ -286,7 +286,9 @@ def _remove_folder(root, path, full):
     """Remove a folder the snapshot records as absent: the files gpuhost.tuning installed
     in it (bootservice.installed_paths) and its empty subfolders. A folder that holds any
     other file stays, with a message naming them."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import bootservice
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+        boot_service as bootservice,
+    )
     ours = set(bootservice.installed_paths(root))
     left, remove = [], []
     for current, dirs, names in os.walk(full):

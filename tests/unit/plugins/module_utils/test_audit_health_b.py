@@ -8,7 +8,8 @@ import tarfile
 import pytest
 from fixtures import health, hosts, realhost
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, capture
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import host_capture as capture
 
 WANTED = hosts.common_wanted(host="pve-gpu01")
 MINE = ("pcie_aer_errors", "p2p_iommu_translated", "p2p_acs_redirect", "gpu_bar1_small",

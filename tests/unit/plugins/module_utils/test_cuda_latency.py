@@ -12,7 +12,11 @@ import sys
 import fakecuda
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda, cuda_child, cuda_driver
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+    cuda,
+    cuda_child,
+    cuda_driver,
+)
 
 TWO = "0000:A1:00.0,0000:C1:00.0"
 

@@ -6,9 +6,9 @@ import shutil
 import pytest
 from fixtures import health, realhost
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import aer, p2p, placement
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_p2p
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import aer, p2p, placement
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import pci_p2p
 
 H200 = realhost.H200
 GPU = "0000:00:06.0"

@@ -12,11 +12,11 @@ import tarfile
 import pytest
 from fixtures import hosts, kernmsg, nvhealth
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import (
-    audit,
-    capture,
-    cmdout,
-    kernlog,
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import cmdout
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+    host_capture as capture,
+    kernel_log as kernlog,
 )
 
 NOW = hosts.SEED_CAPTURED_AT

@@ -9,12 +9,11 @@ import pytest
 from fixtures import hosts
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import (
-    audit_program,
-    audittimer,
-    hostfs,
-    metrics,
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import audit_program, hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import metrics
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+    audit_timer as audittimer,
     unitinstall,
 )
 from ansible_collections.gpuhost.tuning.plugins.modules import audit_timer
@@ -117,7 +116,7 @@ def test_the_installed_program_runs_the_live_host_s_commands_through_its_entry_p
            "PYTHONDONTWRITEBYTECODE": "1", "GPUHOST_NVSMI_XML": nvhealth.B200_580,
            "GPUHOST_JOURNAL_TEXT": str(journal), "GPUHOST_DOUBLES_LOG": str(log)}
     entry = ("import runpy, sys; "
-             "import ansible_collections.gpuhost.tuning.plugins.module_utils.cmdout as cmdout; "
+             "import ansible_collections.gpuhost.tuning.plugins.module_utils.core.cmdout as cmdout; "
              "cmdout.is_live = lambda root: True; runpy.run_module(%r, run_name='__main__')"
              % audittimer.MODULE)
     proc = subprocess.run([sys.executable, "-S", "-B", "-c", entry, "--config",

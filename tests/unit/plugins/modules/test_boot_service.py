@@ -7,7 +7,10 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bootapply, bootservice
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import boot_program as bootapply
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+    boot_service as bootservice,
+)
 from ansible_collections.gpuhost.tuning.plugins.modules import boot_service
 from fixtures import cpu as cpufix
 from fixtures import pci as pcifix
@@ -50,7 +53,7 @@ def test_installs_unit_config_library_and_wants_link(tmp_path):
                  "Before=pve-guests.service", "WantedBy=multi-user.target",
                  "Environment=PYTHONPATH=/usr/local/lib/gpuhost-tuning",
                  "ExecStart=/usr/bin/python3 -m ansible_collections.gpuhost.tuning.plugins."
-                 "module_utils.bootapply --config /etc/gpuhost-tuning/boot.json"):
+                 "module_utils.onhost.boot_program --config /etc/gpuhost-tuning/boot.json"):
         assert line in unit
     link = os.path.join(str(root), LINK)
     assert os.path.islink(link)
@@ -85,7 +88,7 @@ def test_check_mode_changes_nothing_and_diffs_unit_and_config(tmp_path, snapshot
     assert "RemainAfterExit=yes" in by_header["/etc/systemd/system/gpuhost-tuning.service"][
         "after"]
     assert '"deeper_than": "C1"' in by_header["/etc/gpuhost-tuning/boot.json"]["after"]
-    assert any("bootapply.py" in d.get("prepared", "") for d in result["diff"])
+    assert any("onhost/boot_program.py" in d.get("prepared", "") for d in result["diff"])
 
 
 def test_changed_library_or_config_is_rewritten_and_stale_files_removed(tmp_path):
@@ -93,7 +96,7 @@ def test_changed_library_or_config_is_rewritten_and_stale_files_removed(tmp_path
     stale = os.path.join(str(tmp_path), UTILS, "old_helper.py")
     with open(stale, "w") as handle:
         handle.write("# from an older collection\n")
-    with open(os.path.join(str(tmp_path), UTILS, "pci.py"), "a") as handle:
+    with open(os.path.join(str(tmp_path), UTILS, "onhost/pci.py"), "a") as handle:
         handle.write("# edited by hand\n")
     result = run(tmp_path, mrrs_size=2048, diff=True)
     assert result["changed"] is True
@@ -103,7 +106,7 @@ def test_changed_library_or_config_is_rewritten_and_stale_files_removed(tmp_path
     assert actions["/" + CONFIG] == "update"
     assert actions["/" + UNIT] == "ok"
     assert not os.path.exists(stale)
-    assert read(tmp_path, UTILS + "/pci.py", "rb") == read(MODULE_UTILS, "pci.py", "rb")
+    assert read(tmp_path, UTILS + "/pci.py", "rb") == read(MODULE_UTILS, "onhost/pci.py", "rb")
     assert json.loads(read(tmp_path, CONFIG))["mrrs"]["size"] == 2048
 
 
@@ -161,4 +164,4 @@ def test_the_installed_library_imports_and_runs_against_a_host_tree(tmp_path, ho
         [sys.executable, "-c", "import %s as m; print(m.__file__)" % bootapply.MODULE],
         capture_output=True, text=True, cwd="/", check=True,
         env=dict(os.environ, PYTHONPATH=os.path.join(str(tmp_path), LIB)))
-    assert probe.stdout.strip() == os.path.join(str(tmp_path), UTILS, "bootapply.py")
+    assert probe.stdout.strip() == os.path.join(str(tmp_path), UTILS, "onhost/boot_program.py")

@@ -5,9 +5,9 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import dkms as dkms_utils
-from ansible_collections.gpuhost.tuning.plugins.module_utils import dkms_write
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import dkms as dkms_utils
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import dkms_build as dkms_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner
 from ansible_collections.gpuhost.tuning.plugins.modules import dkms_build
 from fixtures import dkms as fx
 from modrun import run_module

@@ -11,10 +11,12 @@ from fixtures import hosts, procsys
 from fixtures import pci as pcifix
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import peermem
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
-from ansible_collections.gpuhost.tuning.plugins.module_utils import tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import peermem
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import (
+    setpci_maxreadreq as pci_write,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import tune
 from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import verify
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
 from conftest import TESTS
@@ -219,7 +221,7 @@ class FailingModprobe(object):
         return "/sbin/" + name
 
     def run(self, args, **_kwargs):
-        from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import CommandError
+        from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import CommandError
         self.calls.append(args)
         raise CommandError(args, 1, "", "modprobe: ERROR: could not insert 'nvidia_peermem': "
                                         "Invalid argument")

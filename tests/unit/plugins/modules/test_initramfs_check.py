@@ -9,7 +9,7 @@ import stat
 import pytest
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import runner as runner_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import runner as runner_mod
 from ansible_collections.gpuhost.tuning.plugins.modules import initramfs_check
 from fixtures import hosts
 

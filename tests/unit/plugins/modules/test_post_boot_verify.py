@@ -2,8 +2,10 @@
 
 import os
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import verify
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+    post_boot_verify as verify,
+)
 from ansible_collections.gpuhost.tuning.plugins.modules import post_boot_verify
 from fixtures import hosts
 from modrun import run_module

@@ -4,8 +4,10 @@ import errno
 import os
 
 import pytest
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_write
-from ansible_collections.gpuhost.tuning.plugins.module_utils.runner import Runner
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import (
+    setpci_maxreadreq as pci_write,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner
 from ansible_collections.gpuhost.tuning.plugins.modules import setpci_maxreadreq as module
 from modrun import run_module
 

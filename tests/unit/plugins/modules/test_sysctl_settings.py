@@ -5,9 +5,11 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import hostfs
-from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl as sysctl_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import sysctl as sysctl_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+    sysctl_settings as sysctl_write,
+)
 from ansible_collections.gpuhost.tuning.plugins.modules import sysctl_settings
 from fixtures import procsys
 from modrun import run_module

@@ -9,9 +9,11 @@ from fixtures import hosts
 from fixtures import lxc as lxcfix
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import devnodes_write
-from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot, tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import (
+    device_nodes as devnodes_write,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import snapshot, tune
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
 
 WANTED = hosts.common_wanted()

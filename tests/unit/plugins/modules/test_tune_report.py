@@ -10,7 +10,8 @@ import pytest
 from fixtures import hosts
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import report, tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import tune
 from ansible_collections.gpuhost.tuning.plugins.modules import tune_report
 
 WANTED = hosts.common_wanted()

@@ -6,8 +6,10 @@ tested in test_snapshot.py (through this module)."""
 import pytest
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import snapshot as snap
-from ansible_collections.gpuhost.tuning.plugins.module_utils import sysctl_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import snapshot as snap
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+    sysctl_settings as sysctl_write,
+)
 from ansible_collections.gpuhost.tuning.plugins.modules import tuning_snapshot
 from fixtures import procsys
 

@@ -8,7 +8,9 @@ import importlib
 import pytest
 from fixtures import hosts
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, cmdout, gpuhealth
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import cmdout
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import gpu_health as gpuhealth
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import base
 
 WANTED = hosts.common_wanted(host="pve-gpu01")

@@ -7,7 +7,8 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, checks
+from ansible_collections.gpuhost.tuning.plugins.module_utils import checks
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import base
 from ansible_collections.gpuhost.tuning.plugins.modules import host_audit
 from conftest import REPO

@@ -8,7 +8,7 @@ from fixtures import devnodes as dn
 from fixtures import hosts
 from fixtures import lxc as lxcfix
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
 
 WANTED = hosts.common_wanted(host="pve-gpu01")
 IDS = ("lxc_device_node_missing", "lxc_device_node_major", "lxc_dev_gid_unknown",

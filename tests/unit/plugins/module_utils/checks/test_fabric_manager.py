@@ -6,7 +6,7 @@ import os
 from fixtures import nvhealth as health
 from fixtures import pci
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import fabric
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import fabric_manager as fabric
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import base
 
 from .conftest import health_findings

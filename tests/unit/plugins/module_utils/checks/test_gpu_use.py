@@ -6,7 +6,7 @@ import shutil
 
 from fixtures import hosts, nvhealth
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
 
 from .conftest import judge
 

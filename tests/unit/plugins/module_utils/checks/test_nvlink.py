@@ -4,7 +4,7 @@ B200 nvidia-smi log and nvidia-smi nvlink -s / -e in NVIDIA's format (fixtures/n
 from fixtures import hosts, nvhealth, pci
 from fixtures import nvlink as nvl
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
 
 from .conftest import judge
 

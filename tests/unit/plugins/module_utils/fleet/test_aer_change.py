@@ -7,7 +7,8 @@ import json
 from fixtures import health, hosts, pci
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import aer, audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import aer
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import aer_change
 from ansible_collections.gpuhost.tuning.plugins.modules import audit_report
 

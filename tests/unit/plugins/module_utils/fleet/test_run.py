@@ -5,7 +5,9 @@ again for a merge."""
 import pytest
 from fixtures import hosts
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, fleet, report
+from ansible_collections.gpuhost.tuning.plugins.module_utils import fleet
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import base as fleet_base
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import run as fleet_run
 

@@ -4,7 +4,7 @@
 import pytest
 from fixtures import hosts
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
 
 WANTED = hosts.common_wanted()
 

@@ -5,7 +5,8 @@ import json
 
 from fixtures import hosts
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import run as fleet_run
 
 

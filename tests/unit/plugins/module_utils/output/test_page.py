@@ -3,7 +3,8 @@ its hosts x checks matrix with the columns grouped by subject."""
 
 import re
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import audit, report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output import documents, page
 
 

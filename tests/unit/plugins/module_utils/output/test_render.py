@@ -10,7 +10,7 @@ SCRIPT = r"""
 import sys
 sys.path[:0] = [sys.argv[1]]
 sys.modules["jinja2"] = None          # import jinja2 raises ImportError from here on
-from ansible_collections.gpuhost.tuning.plugins.module_utils import report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
 doc = report.host_document("gpu01", {"findings": [], "checks": {}})
 assert report.render_json(doc).startswith("{")   # the host-side program's part: no Jinja2
 try:
@@ -28,7 +28,7 @@ def test_documents_need_no_jinja2_and_rendering_without_it_says_where_to_run():
 
 
 def test_templates_render_a_report_of_no_host():
-    from ansible_collections.gpuhost.tuning.plugins.module_utils import report
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
     text = report.render_markdown([], "2026-01-01 00:00:00Z")
     assert text.startswith("# GPU host audit\n\n0 host(s), 0 finding(s), generated 2026")
     assert text.endswith("No findings.\n")

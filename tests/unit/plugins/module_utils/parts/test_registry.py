@@ -4,7 +4,7 @@ modules/test_host_tune.py where they were checked through tune's aliases."""
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import tune
 from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import registry, sections
 
 

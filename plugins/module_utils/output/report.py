@@ -1,0 +1,321 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The report modules (audit_report, tune_report, reboot_report, report_merge): each one
+call, its options in, its result out. What they make lives in module_utils/output: the
+per-host documents (``documents``), the fleet checks run once over them (module_utils/fleet),
+the rendering (``summary``, ``page``, ``tune``, ``reboot``), reading merged folders
+(``merge``) and writing files (``files``). The names the modules, plugins and the host-side
+program use are imported here.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import time
+from collections.abc import Mapping
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import metrics
+from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import run as fleet_run
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.documents import (  # noqa: F401
+    fact_keys,
+    host_document,
+    judged_audits,
+    judged_documents,
+    previous_documents,
+    render_json,
+    report_documents,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import (  # noqa: F401
+    ReportError,
+    check_file_names,
+    now,
+    safe_name,
+    write_files,
+    write_reports,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import merged
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.merge import (  # noqa: F401
+    age_text,
+    folder_documents,
+    folder_names,
+    is_host_document,
+    rollout_documents,
+    stamp,
+    tune_documents,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.page import render_html
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.reboot import (  # noqa: F401
+    reboot_files,
+    render_reboot_markdown,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.summary import render_markdown
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.tune import (  # noqa: F401
+    TUNE_KEYS,
+    render_tune_markdown,
+    tune_document,
+    tune_files,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.views import (  # noqa: F401
+    counts,
+    group_findings,
+    worst,
+)
+
+
+# what the report modules, action plugins, rollout_report and the host-side program use
+__all__ = [
+    "age_text", "audit_report_run", "check_file_names", "counts", "fact_keys", "FLEET_FILES",
+    "folder_documents", "folder_names", "group_findings", "host_audit_of", "host_document",
+    "is_host_document", "judged_audits", "judged_documents", "merge_run", "now",
+    "previous_documents", "reboot_files", "reboot_report_run", "registered",
+    "registered_audits", "registered_tunes", "render_html", "render_json", "render_markdown",
+    "render_reboot_markdown", "render_tune_markdown", "report_documents", "report_files",
+    "ReportError", "rollout_documents", "safe_name", "stamp", "tune_document",
+    "tune_documents", "tune_files", "TUNE_KEYS", "tune_report_run", "worst", "write_files",
+    "write_reports",
+]
+
+
+FLEET_FILES = ("summary.md", "index.html", "gpuhost.prom")
+
+
+def report_files(audits, generated_at=None, mrrs_size=4096, previous=None, warnings=None,
+                 dest=None, fleet=True, stale=None, docs=None):
+    """``{filename: text}`` for ``audits`` (host -> audit result): one JSON per host,
+    ``summary.md``, ``index.html`` and ``gpuhost.prom`` (Prometheus text format, every
+    host of the run). ``previous`` (host -> its last report document,
+    :func:`previous_documents`) adds the AER change since then (the fleet check
+    ``pcie_aer_change``; a malformed one is a line in ``warnings``). ``docs``: the
+    documents :func:`report_documents` already made of them (the fleet checks are run once
+    per report).
+
+    ``fleet=False`` (a slice of a sliced job): only the per-host JSON, each with the host's
+    own verdict (no fleet drift: a slice sees part of the fleet), for report_merge to
+    combine; nothing a second slice writing the same folder overwrites."""
+    check_file_names(audits)
+    if docs is None:
+        docs = report_documents(audits, previous, warnings, dest, fleet)
+    files = {}
+    for doc in docs:
+        files["%s.json" % safe_name(doc["host"])] = render_json(doc)
+    if not fleet:
+        return files
+    files["summary.md"] = render_markdown(docs, generated_at, stale)
+    files["index.html"] = render_html(docs, generated_at, mrrs_size, stale=stale)
+    files["gpuhost.prom"] = metrics.audit_text(judged_audits(audits, docs))
+    return files
+
+
+def _malformed(audits, generated, exc):
+    """Which host's audit the reports cannot be made from, and the missing or mistyped key."""
+    for host in sorted(audits):
+        try:
+            report_files({host: audits[host]}, generated, 4096)
+            judged_audits({host: audits[host]})
+        except (KeyError, TypeError, AttributeError, ValueError) as one:
+            return "the audit of %s is malformed (%s: %s)" % (host, type(one).__name__, one)
+    return "the audits are malformed together (%s: %s)" % (type(exc).__name__, exc)
+
+
+def registered(raw_vars, hosts, result_var):
+    """``{host: value}``: each host's variable ``result_var`` as registered (None where the
+    host has none). ``raw_vars(host)`` gives a host's variables as stored, nothing templated
+    (the report action plugins pass Ansible's ``hostvars.raw_get``), so the results of a
+    whole fleet are read without being templated or sent anywhere."""
+    out = {}
+    for host in hosts:
+        data = raw_vars(host)
+        value = data.get(result_var) if isinstance(data, Mapping) else None
+        out[host] = value if isinstance(value, Mapping) else None
+    return out
+
+
+def registered_audits(raw_vars, hosts, result_var):
+    """``{host: audit}`` from each host's registered host_audit result (:func:`registered`).
+    ReportError names the hosts without one."""
+    audits, missing = {}, []
+    for host, value in registered(raw_vars, hosts, result_var).items():
+        audit = value.get("audit") if value is not None else None
+        if isinstance(audit, Mapping):
+            audits[host] = audit
+        else:
+            missing.append(host)
+    if missing:
+        raise ReportError(
+            "audit_report: no host_audit result in variable %r of %s (register the result of "
+            "gpuhost.tuning.host_audit under that name on every host listed in 'hosts'); "
+            "nothing was written" % (result_var, ", ".join(missing)))
+    return audits
+
+
+def audit_report_run(p, check_mode=False):
+    """Module audit_report: ``p`` its options (all given). ReportError on a value that is no
+    host_audit result or a folder that cannot be written."""
+    audits = p["audits"]
+    bad = [host for host, value in audits.items()
+           if not isinstance(value, dict) or "findings" not in value]
+    if bad:
+        raise ReportError("audit_report: no audit result for %s (pass the 'audit' value "
+                          "host_audit returned for each host)" % ", ".join(sorted(bad)))
+    paths, written, warnings = [], [], []
+    generated = p["generated_at"] or now()
+    try:
+        # made before anything is written: a malformed audit is a message, no files
+        fleet = p.get("fleet_files", True)
+        previous = previous_documents(p["dest"], audits, warnings)
+        check_file_names(audits)
+        docs = report_documents(audits, previous, warnings, p["dest"], fleet)
+        files = report_files(audits, generated, p["mrrs_size"], fleet=fleet, docs=docs)
+        # the per-host metrics say what the reports say (fleet drift, new since the last)
+        judged = judged_audits(audits, docs)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ReportError("audit_report: %s (pass the 'audit' value host_audit returned for "
+                          "each host); nothing was written" % _malformed(audits, generated, exc))
+    if p["write"]:
+        paths, written = write_reports("audit_report", p["dest"], files, check_mode,
+                                       "gpuhost_audit_report_dir")
+    audits = judged
+    summary = {}
+    for host, audit in audits.items():
+        entry = counts(audit["findings"])
+        entry["worst"] = worst(audit["findings"])
+        summary[host] = entry
+    per_host = dict((host, metrics.audit_text({host: audit})) for host, audit in audits.items())
+    out = dict(changed=bool(written), files=paths, written=written,
+               index=os.path.join(p["dest"], "index.html"), summary=summary, metrics=per_host)
+    if warnings:
+        out["warnings"] = warnings
+    return out
+
+
+def registered_tunes(raw_vars, hosts, result_var):
+    """``{host: result}`` from each host's registered host_tune result (:func:`registered`);
+    a host without one gets ``{}``, which its report calls no host_tune result."""
+    return dict((host, value if value is not None else {})
+                for host, value in registered(raw_vars, hosts, result_var).items())
+
+
+def tune_report_run(p, check_mode=False):
+    """Module tune_report: ``p`` its options. ReportError on a folder that cannot be
+    written."""
+    results = p["results"]
+    files = tune_files(results)
+    paths, written = write_reports("tune_report", p["dest"], files, check_mode,
+                                   "gpuhost_tune_report_dir")
+    tables, failed = {}, []
+    for host in sorted(results):
+        tables[host] = files["%s-tune.md" % safe_name(host)].splitlines()
+        if tune_document(host, results[host])["failures"]:
+            failed.append(host)
+    return dict(changed=bool(written), files=paths, written=written, tables=tables,
+                failed_hosts=failed)
+
+
+def reboot_report_run(p, check_mode=False):
+    """Module reboot_report: ``p`` its options. ReportError on a document that lacks a key
+    or a folder that cannot be written."""
+    try:
+        files = reboot_files(p["host"], p["report"])
+    except (KeyError, TypeError) as exc:
+        raise ReportError("reboot_report: the report document lacks %s" % exc)
+    paths, written = write_reports("reboot_report", p["dest"], files, check_mode,
+                                   "gpuhost_report_dir")
+    return dict(changed=bool(written), files=paths, written=written)
+
+
+host_audit_of = fleet_run.host_audit_of  # report_merge's reading, from the fleet registry
+
+
+def merge_run(p, check_mode=False, clock=time.time):
+    """Module report_merge: ``p`` its options (``folders``, ``dest``, ``stale_hours``,
+    ``generated_at``, ``mrrs_size``). Every host's newest report among the folders (by
+    ``collected_at``; a later folder wins a tie), the fleet checks over their union, and the
+    reports written in ``dest`` as one run over all of them would write them; the same for
+    the tune reports and rollout summaries in them (``output.merged``). Folders with no
+    report (an empty slice) add nothing; none at all writes nothing and is no failure."""
+    warnings = []
+    found, tunes, rollouts = {}, {}, {}
+    for index, folder in enumerate(p["folders"]):
+        names = folder_names(folder)
+        for doc, path in folder_documents(folder, warnings, names):
+            found.setdefault(doc["host"], []).append((doc, path))
+        for doc, path, mtime in tune_documents(folder, warnings, names):
+            tunes.setdefault(doc["host"], []).append((doc, path, mtime, index))
+        for name, doc, path in rollout_documents(folder, warnings, names):
+            rollouts.setdefault(name, []).append((doc, path, index))
+    generated = p.get("generated_at") or now()
+    if not (found or tunes or rollouts):
+        out = dict(changed=False, files=[], written=[], hosts={}, stale=[],
+                   index=None, msg="no host report in %s: nothing to merge, nothing written"
+                   % ", ".join(p["folders"]))
+        if warnings:
+            out["warnings"] = warnings
+        return out
+    files, out = {}, dict(hosts={}, stale=[], index=None)
+    if found:
+        files, out = _merge_audits(p, found, warnings, generated, clock)
+    if tunes:
+        more, out["tune"] = merged.tune_merge_files(tunes, generated)
+        files.update(more)
+    if rollouts:
+        more, out["rollout"] = merged.rollout_merge_files(rollouts, generated)
+        files.update(more)
+    paths, written = write_reports("report_merge", p["dest"], files, check_mode,
+                                   "gpuhost_merge_dest")
+    out.update(changed=bool(written), files=paths, written=written)
+    if warnings:
+        out["warnings"] = warnings
+    return out
+
+
+def _merge_audits(p, found, warnings, generated, clock):
+    """The audit part of :func:`merge_run`: ``(files, result keys)``."""
+    chosen, audits, previous, hosts, stale = {}, {}, {}, {}, []
+    now_s = clock()
+    limit_s = p["stale_hours"] * 3600.0
+    dest_previous = previous_documents(p["dest"], list(found), warnings)
+    for host in sorted(found):
+        # stable sort: the last folder given wins a tie
+        entries = sorted(found[host], key=lambda entry: stamp(entry[0]))
+        doc, path = entries[-1]
+        chosen[host] = doc
+        audits[host] = host_audit_of(doc)
+        if doc.get("aer_change") is not None:
+            previous[host] = doc  # its own comparison, passed on as it was
+        else:
+            older = [d for d, _p in entries[:-1] if stamp(d) < stamp(doc)]
+            mine = dest_previous.get(host)
+            if mine is not None and stamp(mine) <= stamp(doc):
+                older.append(mine)
+            if older:
+                previous[host] = max(older, key=stamp)
+        age = now_s - stamp(doc) if stamp(doc) else None
+        is_stale = age is None or age > limit_s
+        hosts[host] = {"from": path, "collected_at": doc.get("collected_at"),
+                       "age_s": None if age is None else int(age), "stale": is_stale}
+        if is_stale:
+            stale.append({"host": host, "collected_at": doc.get("collected_at") or "unknown",
+                          "age": "unknown" if age is None else age_text(age),
+                          "folder": os.path.dirname(path)})
+    try:
+        files = report_files(audits, generated, p["mrrs_size"], previous, warnings,
+                             p["dest"], stale=stale)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ReportError("report_merge: %s; nothing was written" % _merge_malformed(
+            audits, hosts, generated, exc))
+    return files, dict(hosts=hosts, stale=[row["host"] for row in stale],
+                       index=os.path.join(p["dest"], "index.html"))
+
+
+def _merge_malformed(audits, hosts, generated, exc):
+    """Which file the merged reports cannot be made from, and the bad key."""
+    for host in sorted(audits):
+        try:
+            report_files({host: audits[host]}, generated, 4096)
+        except (KeyError, TypeError, AttributeError, ValueError) as one:
+            return "the report %s is malformed (%s: %s): remove it or audit %s again" % (
+                hosts[host]["from"], type(one).__name__, one, host)
+    return "the reports are malformed together (%s: %s)" % (type(exc).__name__, exc)

@@ -1,0 +1,226 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the files of one root (a host's or a container's) say about its NVIDIA driver:
+driver versions, dpkg's status, nvidia-installer's own records and the user-space
+libraries the loader would load. Read-only, through hostfs (bounded, inside the root).
+
+- dpkg's status: Debian's packages (maintainer ``Debian NVIDIA Maintainers``), NVIDIA's
+  repository packages (maintainer ``NVIDIA <cudatools@nvidia.com>``, as a real H200
+  machine's ``cuda-compat-13-0`` stanza shows); ``cuda-compat-*``, ``libxnvctrl0`` and the
+  like are no driver packages;
+- nvidia-installer (the ``.run``; NVIDIA/nvidia-installer's backup.c): its backup log
+  ``/var/lib/nvidia/log``, first line ``1.0-<digits> (<version>)``, second the driver's
+  description, then the files it installed (``.ko`` ones unless ``--no-kernel-module``);
+  ``/usr/bin/nvidia-uninstall`` is its link to nvidia-installer;
+- the libraries: ``libcuda.so.1`` (else ``libnvidia-ml.so.1``) in the first folder the
+  loader searches (``/etc/ld.so.conf`` with its includes, then the default folders, then
+  Debian's private ``nvidia/current`` behind update-alternatives), links followed inside
+  the root; the version is the final file's (``libcuda.so.590.48.01``). CUDA's
+  forward-compatibility folder (``/usr/local/cuda-*/compat``) counts only when the loader
+  path lists it.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fnmatch
+import os
+import re
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import kernels as kernel_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (
+    host_path,
+    read_text,
+)
+
+# NVIDIA's driver versions: 580.95.05, 535.183.01, 550.54.14, 390.157, 550.54
+VERSION_RE = re.compile(r"^[0-9]{3}\.[0-9]{2,3}(\.[0-9]{2})?$")
+VERSION_WANTED = ("an NVIDIA driver version NNN.NN.NN or NNN.NN such as 590.48.01 (a Debian "
+                  "package version such as 590.48.01-1~deb12u1 without its revision)")
+
+DPKG_STATUS = "/var/lib/dpkg/status"
+RUN_LOG = "/var/lib/nvidia/log"             # nvidia-installer's BACKUP_LOG
+RUN_UNINSTALL = "/usr/bin/nvidia-uninstall"  # the .run's link to nvidia-installer
+NVIDIA_MAINTAINER = "@nvidia.com"           # NVIDIA <cudatools@nvidia.com>
+
+# Packages of the kernel side (Debian, NVIDIA's Debian and Ubuntu repositories) and of the
+# user space; cuda-compat-*, libxnvctrl0 (nvidia-settings) and the like are neither.
+KERNEL_PACKAGES = re.compile(
+    r"^(nvidia-kernel-dkms|nvidia-open-kernel-dkms|nvidia-kernel-open-dkms|"
+    r"nvidia-tesla-[0-9]+-kernel-dkms|nvidia-dkms-[0-9]+(-server)?(-open)?|"
+    r"nvidia-kernel-source(-[0-9]+)?(-open)?|nvidia-kernel-common-[0-9]+(-server)?)$")
+USERSPACE_PACKAGES = re.compile(
+    r"^(libcuda1|libnvidia-ml1|nvidia-smi|nvidia-driver(-bin|-cuda|-libs)?|"
+    r"nvidia-driver-[0-9]+(-server)?(-open)?|libnvidia-compute-[0-9]+(-server)?|"
+    r"nvidia-utils-[0-9]+(-server)?|nvidia-tesla-[0-9]+-driver|cuda-drivers(-[0-9]+)?|"
+    r"libnvidia-cfg1(-[0-9]+)?|nvidia-persistenced|nvidia-cuda-mps)$")
+
+# Where the loader looks without ld.so.conf (Debian/Ubuntu multiarch, then the rest)
+LOADER_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
+               "/lib", "/usr/lib", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
+# Debian keeps the files in a private folder behind update-alternatives' links
+PRIVATE_DIRS = ("/usr/lib/x86_64-linux-gnu/nvidia/current", "/usr/lib/nvidia/current")
+LD_SO_CONF = "/etc/ld.so.conf"
+LIBS = ("libcuda.so.1", "libnvidia-ml.so.1")
+_SO_VERSION = re.compile(r"\.so\.([0-9]+\.[0-9]+(?:\.[0-9]+)?)$")
+_INCLUDE_MAX = 64   # ld.so.conf files followed at most (includes of includes)
+
+
+class DriverStateError(ValueError):
+    """A bad option (a version that is not one, a container that has no config)."""
+
+
+def check_version(option, value):
+    """Refuse (DriverStateError naming ``option``) what is not an NVIDIA driver version."""
+    if not isinstance(value, str) or not VERSION_RE.match(value):
+        raise DriverStateError("%s: %r is not %s" % (option, value, VERSION_WANTED))
+    return value
+
+
+def upstream_version(version):
+    """The driver version of a Debian package version: ``590.48.01-1~deb12u1`` ->
+    ``590.48.01`` (epoch and revision dropped); None when what is left is not one."""
+    text = (version or "").split(":", 1)[-1]
+    if "-" in text:
+        text = text.rsplit("-", 1)[0]
+    return text if VERSION_RE.match(text) else None
+
+
+def so_version(name):
+    """``libcuda.so.590.48.01`` -> ``590.48.01``; None for ``libcuda.so.1``."""
+    match = _SO_VERSION.search(name or "")
+    return match.group(1) if match and VERSION_RE.match(match.group(1)) else None
+
+
+def dpkg_packages(fs_root):
+    """Installed packages of the dpkg status under ``fs_root`` (a folder on this machine):
+    ``[{name, version, maintainer, source}]``; None when there is no status file. Read a
+    line at a time under the stored-output cap (a full host's status is a few MiB)."""
+    path = host_path(fs_root, DPKG_STATUS)
+    out = []
+    fields = {}
+
+    def take():
+        if "installed" in fields.get("Status", "").split() and fields.get("Package"):
+            out.append({"name": fields["Package"], "version": fields.get("Version", ""),
+                        "maintainer": fields.get("Maintainer", ""),
+                        "source": fields.get("Source", "").split(" ", 1)[0] or None})
+
+    try:
+        with hostfs.open_read(path, "r", hostfs.OUTPUT_LIMIT, encoding="utf-8",
+                              errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    take()
+                    fields = {}
+                elif not line[:1].isspace() and ":" in line:
+                    key, _sep, value = line.partition(":")
+                    if key in ("Package", "Status", "Version", "Maintainer", "Source"):
+                        fields[key] = value.strip()
+            take()
+    except (IOError, OSError) as exc:
+        if getattr(exc, "errno", None) in (2, 20):  # ENOENT, ENOTDIR
+            return None
+        raise
+    return out
+
+
+_RUN_VERSION = re.compile(r"(?:^|[\s(])([0-9]+(?:\.[0-9]+){1,3})(?:$|[\s)])")
+
+
+def run_record(fs_root):
+    """nvidia-installer's backup log under ``fs_root``: ``{version, description, path,
+    kernel_modules}`` (``kernel_modules``: whether it installed ``.ko`` files, i.e. not
+    ``--no-kernel-module``), or None when absent. The first line is ``1.0-5904801
+    (590.48.01)``: the version in parentheses (older installers: ``1.0-9742`` only)."""
+    path = host_path(fs_root, RUN_LOG)
+    try:
+        with hostfs.open_read(path, "r", encoding="utf-8", errors="replace") as handle:
+            first = handle.readline().strip()
+            description = handle.readline().strip()
+            kos = False
+            for line in handle:
+                head, _sep, name = line.partition(": ")
+                if head.strip().isdigit() and ".ko" in name and "/lib/modules/" in name:
+                    kos = True
+    except (IOError, OSError) as exc:
+        if getattr(exc, "errno", None) in (2, 20):
+            return None
+        raise
+    found = [m for m in _RUN_VERSION.findall(first) if len(m) >= 5]
+    return {"version": found[-1] if found else None, "description": description or None,
+            "path": RUN_LOG, "kernel_modules": kos}
+
+
+def matching(found, pattern):
+    return [p for p in found or [] if pattern.match(p["name"])]
+
+
+def listed(packages):
+    return [{"name": p["name"], "version": p["version"]} for p in packages]
+
+
+def _conf_dirs(fs_root, path, seen, out):
+    """Folders ``path`` (an ld.so.conf inside the root) lists, includes followed."""
+    if path in seen or len(seen) >= _INCLUDE_MAX:
+        return
+    seen.add(path)
+    text = read_text(host_path(fs_root, path))
+    for line in (text or "").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("include"):
+            pattern = line.split(None, 1)[1].strip() if " " in line else ""
+            if not pattern.startswith("/"):
+                pattern = os.path.join(os.path.dirname(path), pattern)
+            folder, name = os.path.split(pattern)
+            try:
+                names = sorted(hostfs.listdir(host_path(fs_root, folder)))
+            except OSError:
+                continue
+            for entry in names:
+                if fnmatch.fnmatch(entry, name):
+                    _conf_dirs(fs_root, folder + "/" + entry, seen, out)
+        elif line.startswith("/"):
+            out.append(line.rstrip("/") or "/")
+
+
+def loader_dirs(fs_root):
+    """The folders the loader searches inside ``fs_root``: ``/etc/ld.so.conf``'s (includes
+    followed) first, then the default ones, then Debian's private NVIDIA folders."""
+    out = []
+    _conf_dirs(fs_root, LD_SO_CONF, set(), out)
+    for folder in list(LOADER_DIRS) + list(PRIVATE_DIRS):
+        if folder not in out:
+            out.append(folder)
+    return out
+
+
+def resolved_version(fs_root, path):
+    """``(version, final path)`` of ``path`` followed inside ``fs_root`` (links resolved
+    there, as the loader inside the container would), or ``(None, None)`` when missing."""
+    target = kernel_mod.resolve_under(fs_root, path)
+    if target is None or not hostfs.isfile(target):
+        return None, None
+    final = "/" + os.path.relpath(target, os.path.abspath(fs_root)) if fs_root != "/" \
+        else target
+    return so_version(os.path.basename(final)), final
+
+
+def libraries(fs_root):
+    """``{lib: (version, path as the loader finds it, final file)}`` for libcuda.so.1 and
+    libnvidia-ml.so.1: the first folder of the loader's search that holds each."""
+    found = {}
+    for folder in loader_dirs(fs_root):
+        for lib in LIBS:
+            if lib in found:
+                continue
+            path = folder.rstrip("/") + "/" + lib
+            version, final = resolved_version(fs_root, path)
+            if final:
+                found[lib] = (version, path, final)
+    return found

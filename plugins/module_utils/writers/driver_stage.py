@@ -1,0 +1,435 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Staging an NVIDIA driver version (the driver_stage module): the host's packages or
+``.run`` installer, its DKMS build for every kernel that may boot, and the user space of
+each GPU container that carries its own, through ``pct exec`` / ``pct push``.
+
+What is there comes from ``driver_state`` (its registered result is the ``state`` input):
+this file reads no host state of its own beyond what staging needs (the ``.run``'s header,
+the headers trees, ``dkms status``). Everything is checked before anything changes (the
+version is known to apt or is the ``.run``'s, headers for every kernel, every container
+reachable through ``pct exec`` with room for the new files), so a refusal leaves the host
+and every container as they were; a container whose install fails part way gets its
+previous versions back before the error is raised.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.dkms import DkmsError
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import dkms_build as dkms_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stage_files import (
+    StageError,
+    copy_atomic,
+    keep_build,
+    keep_debs,
+    kept_build,
+    kept_run,
+    last_lines,
+    parse_df_free,
+    parse_madison,
+    parse_show_sizes,
+    pick_versions,
+    restore_build,
+    run_header,
+    same_file,
+    unkeep_debs,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import host_path
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import (
+    QUERY_TIMEOUT_S,
+    CommandError,
+)
+
+# DKMS names the driver's packages register: NVIDIA's .run and repository (nvidia,
+# nvidia-open), Debian (nvidia-current, nvidia-current-open), tried in this order.
+DKMS_NAMES = ("nvidia", "nvidia-open", "nvidia-current", "nvidia-current-open")
+# Options of NVIDIA's installer used here (nvidia-installer --help / -A): --silent implies
+# --ui=none, --no-questions and --accept-license; both are also given, as NVIDIA's docs show.
+RUN_HOST = ["--silent", "--no-questions", "--ui=none", "--dkms"]
+RUN_CONTAINER = ["--silent", "--no-questions", "--ui=none", "--no-kernel-module"]
+CT_RUN_DIR = "/root"
+STAGED = ("installed-deb", "installed-run")
+NEEDS_NOTHING = ("bind-mount", "hook")
+# Room a container needs beyond the packages' own sizes, and per MiB of a .run (it unpacks
+# itself into /tmp, then installs about as much again).
+MARGIN_KIB = 64 * 1024
+RUN_ROOM_FACTOR = 3
+
+
+class Stager(object):
+    """One staging pass. ``programs``: ``{dkms, apt_get, apt_cache, installer, pct}`` (with
+    a root other than ``/`` each must act on that root)."""
+
+    def __init__(self, runner, root, version, source, state, programs, run_file=None,
+                 kernels=None, vmids=None, dkms_name=None, check_mode=False,
+                 timeout=QUERY_TIMEOUT_S, install_timeout=1800):
+        self.runner = runner
+        self.root = root or "/"
+        self.version = version
+        self.source = source
+        self.state = state or {}
+        self.p = programs
+        self.run_file = run_file
+        self.check_mode = check_mode
+        self.timeout = timeout
+        self.install_timeout = install_timeout
+        self.dkms_name = dkms_name
+        host = self.state.get("host") or {}
+        kern = host.get("kernels") or {}
+        wanted = kernels or [kern.get("running"), kern.get("next")]
+        self.kernels = []
+        for release in wanted:
+            if release and release not in self.kernels:
+                self.kernels.append(release)
+        self.vmids = [str(v) for v in vmids] if vmids else None
+        self.result = {"changed": False, "version": version, "source": source,
+                       "kernels": self.kernels,
+                       "host": {"changed": False, "method": None, "previous": None,
+                                "packages": [], "dkms": [], "kept": None,
+                                "kept_build": None},
+                       "containers": [], "commands": []}
+
+    # ---------------------------------------------------------------- helpers
+
+    def _run(self, args, timeout=None, check=True, what=None):
+        self.result["commands"].append([str(a) for a in args])
+        try:
+            return self.runner.run(args, check=check, timeout=timeout or self.timeout)
+        except CommandError as exc:
+            raise StageError("%s: %s" % (what, exc) if what else str(exc))
+
+    def _pct(self, vmid, args, timeout=None, check=True, what=None):
+        return self._run([self.p["pct"], "exec", str(vmid), "--"] + list(args),
+                         timeout=timeout, check=check, what=what or "%s: pct exec" % vmid)
+
+    # ---------------------------------------------------------------- host
+
+    def _host_packages(self):
+        installed = (self.state.get("host") or {}).get("installed") or {}
+        return [p["name"] for p in installed.get("packages") or [] if p.get("name")]
+
+    def plan_host(self):
+        host = self.result["host"]
+        installed = (self.state.get("host") or {}).get("installed") or {}
+        host["previous"] = installed.get("version")
+        host["method"] = "run" if self.source == "run" else (installed.get("method") or "debian")
+        if not self.kernels:
+            raise StageError("no kernel to build for: driver_state found neither the running "
+                             "nor the next kernel (pass kernels)")
+        missing = [dkms_write.headers_error(self.root, k) for k in self.kernels]
+        missing = [m for m in missing if m]
+        if missing:
+            raise StageError("not staging %s (nothing changed): %s" % (
+                self.version, "; ".join(missing)))
+        self.run_info = None
+        if self.run_file:
+            self.run_info = run_header(self.root, self.run_file, self.version)
+        if self.source == "run":
+            if not self.run_file:
+                raise StageError("source run needs run_file: the .run on the host")
+            return
+        packages = self._host_packages()
+        if not packages:
+            raise StageError("source apt: driver_state lists no NVIDIA package on the host "
+                             "(installed method %s): pass packages, or use source run"
+                             % (installed.get("method") or "none"))
+        self.host_packages = self._apt_plan(None, packages)
+
+    def _apt_plan(self, vmid, packages):
+        """``{pkg: debver}`` for the target, or StageError naming what apt lacks."""
+        args = [self.p["apt_cache"] if vmid is None else "apt-cache", "madison"] + packages
+        where = "host" if vmid is None else vmid
+        if vmid is None:
+            _rc, out, _err = self._run(args, what="host: apt-cache madison")
+        else:
+            _rc, out, _err = self._pct(vmid, args)
+        chosen, missing = pick_versions(parse_madison(out), packages, self.version)
+        if missing:
+            raise StageError("%s: unknown version %s: %s (nothing changed)" % (
+                where, self.version, "; ".join(missing)))
+        return chosen
+
+    def _keep_previous(self):
+        """The previous version's DKMS build (every kernel it is built for) and source
+        kept before the install removes them, so a back-out needs no build."""
+        host = self.result["host"]
+        prev = host["previous"]
+        if not prev or prev == self.version:
+            return
+        for name in [self.dkms_name] if self.dkms_name else DKMS_NAMES:
+            tree = host_path(self.root, "/var/lib/dkms/%s/%s" % (name, prev))
+            if not hostfs.isdir(tree):
+                continue
+            kernels = sorted(k for k in hostfs.listdir(tree)
+                             if k not in ("source", "build") and hostfs.isdir(tree + "/" + k))
+            kept = keep_build(self.root, name, prev, kernels, check_mode=self.check_mode)
+            host["kept_build"] = {"name": name, "version": prev, "kernels": kept,
+                                  "path": kept_build(name, prev)}
+            if kept:
+                host["changed"] = True
+            return
+
+    def stage_host(self):
+        host = self.result["host"]
+        self._keep_previous()
+        if self.source == "run":
+            self._stage_host_run()
+        else:
+            self._stage_host_apt()
+        name = self.dkms_name or self._find_dkms_name()
+        host["dkms_name"] = name
+        if name is None:
+            if self.check_mode:
+                host["dkms"] = [{"kernel": k, "state_before": None, "state_after": "installed",
+                                 "changed": True} for k in self.kernels]
+                return
+            raise StageError("after the install no DKMS source /usr/src/<name>-%s exists "
+                             "(tried %s): the driver's DKMS package is missing from the "
+                             "packages" % (self.version, ", ".join(DKMS_NAMES)))
+        try:
+            added = dkms_write.add(self.runner, self.root, name, self.version,
+                                   dkms=self.p["dkms"], check_mode=self.check_mode)
+            if added:
+                host["changed"] = True
+            if not self.check_mode:
+                host["restored"] = restore_build(self.root, name, self.version, self.kernels)
+            for release in self.kernels:
+                if added and self.check_mode:
+                    host["dkms"].append({"kernel": release, "state_before": None,
+                                         "state_after": "installed", "changed": True})
+                    continue
+                done = dkms_write.ensure(self.runner, self.root, name, self.version, release,
+                                         "installed", check_mode=self.check_mode,
+                                         dkms=self.p["dkms"], replace=True)
+                self.result["commands"].extend(done["commands"])
+                host["dkms"].append({"kernel": release, "state_before": done["state_before"],
+                                     "state_after": done["state_after"],
+                                     "changed": done["changed"], "modules": done["modules"]})
+                if done["changed"]:
+                    host["changed"] = True
+        except DkmsError as exc:
+            raise StageError("host: DKMS %s %s: %s" % (name, self.version, exc))
+
+    def _find_dkms_name(self):
+        for name in DKMS_NAMES:
+            if hostfs.isfile(host_path(self.root, "/usr/src/%s-%s/dkms.conf"
+                                       % (name, self.version))):
+                return name
+        return None
+
+    def _stage_host_apt(self):
+        host = self.result["host"]
+        installed = (self.state.get("host") or {}).get("installed") or {}
+        have = dict((p["name"], p.get("version")) for p in installed.get("packages") or [])
+        todo = dict((n, v) for n, v in self.host_packages.items() if have.get(n) != v)
+        host["packages"] = [{"name": n, "from": have.get(n), "to": v}
+                            for n, v in sorted(self.host_packages.items())]
+        if not todo:
+            return
+        host["changed"] = True
+        host["kept_debs"] = keep_debs(self.root, dict((n, v) for n, v in have.items() if v),
+                                      check_mode=self.check_mode)
+        if self.check_mode:
+            return
+        unkeep_debs(self.root, todo)
+        self._run([self.p["apt_get"], "install", "-y", "--allow-downgrades",
+                   "--no-install-recommends", "-o", "Dpkg::Options::=--force-confold"]
+                  + ["%s=%s" % (n, v) for n, v in sorted(todo.items())],
+                  timeout=self.install_timeout, what="host: apt-get install")
+
+    def _stage_host_run(self):
+        host = self.result["host"]
+        installed = (self.state.get("host") or {}).get("installed") or {}
+        keep = kept_run(self.version, self.run_info["arch"])
+        host["kept"] = keep
+        full = host_path(self.root, keep)
+        if not (hostfs.isfile(full) and hostfs.getsize(full) == self.run_info["size"]
+                and same_file(host_path(self.root, self.run_file), full)):
+            host["changed"] = True
+            if not self.check_mode:
+                copy_atomic(self.root, host_path(self.root, self.run_file), full)
+        if installed.get("method") == "run" and installed.get("version") == self.version:
+            return
+        host["changed"] = True
+        if self.check_mode:
+            return
+        kernel = (["--kernel-name=%s" % self.kernels[0]] if self.kernels else [])
+        self._run([self.p["installer"], full] + RUN_HOST + kernel,
+                  timeout=self.install_timeout, what="host: NVIDIA installer")
+
+    # ---------------------------------------------------------------- containers
+
+    def _selected(self):
+        out = []
+        for ct in self.state.get("containers") or []:
+            if self.vmids is None or str(ct.get("vmid")) in self.vmids:
+                out.append(ct)
+        return out
+
+    def plan_containers(self):
+        for ct in self._selected():
+            vmid = str(ct.get("vmid"))
+            user = ct.get("userspace") or {}
+            method = user.get("method")
+            row = {"vmid": vmid, "name": ct.get("name"), "method": method,
+                   "from": user.get("version"), "to": None, "action": "skipped",
+                   "reason": None, "started": False}
+            self.result["containers"].append(row)
+            if not ct.get("readable", True):
+                row["reason"] = "root not readable: %s" % (ct.get("reason") or "?")
+                continue
+            if method in NEEDS_NOTHING:
+                row.update(action="unchanged", to=self.version,
+                           reason="user space comes from the host (%s)" % method)
+                continue
+            if method not in STAGED:
+                row["reason"] = "user space %s: nothing to stage (the gate judges it)" % method
+                continue
+            if user.get("version") == self.version:
+                row.update(action="unchanged", to=self.version)
+                continue
+            if method == "installed-run" and not self.run_file:
+                raise StageError("%s: user space installed by a .run (%s): staging %s there "
+                                 "needs run_file (nothing changed)" % (
+                                     vmid, user.get("version"), self.version))
+            row["to"] = self.version
+            running = self._running(vmid)
+            row["was_running"] = running
+            plan = {"row": row, "ct": ct, "running": running}
+            if not running and self.check_mode:
+                row.update(action="would start to stage")
+                continue
+            self.ct_plans.append(plan)
+            if not running:
+                self._run([self.p["pct"], "start", vmid], what="%s: pct start" % vmid)
+                row["started"] = True
+            self._preflight(plan)
+
+    def _running(self, vmid):
+        _rc, out, _err = self._run([self.p["pct"], "status", vmid],
+                                   what="%s: pct status" % vmid)
+        return "running" in out
+
+    def _preflight(self, plan):
+        row, ct = plan["row"], plan["ct"]
+        vmid = row["vmid"]
+        rc, out, err = self._pct(vmid, ["df", "-Pk", "/"], check=False)
+        if rc != 0:
+            raise StageError("%s: pct exec refused, so its user space cannot be staged "
+                             "(nothing changed): %s" % (
+                                 vmid, (err or out).strip().splitlines()[-1:] or rc))
+        free = parse_df_free(out)
+        if row["method"] == "installed-deb":
+            packages = [p["name"] for p in (ct.get("userspace") or {}).get("packages") or []
+                        if p.get("name")]
+            if not packages:
+                raise StageError("%s: installed-deb but driver_state lists no package"
+                                 % vmid)
+            plan["packages"] = self._apt_plan(vmid, packages)
+            plan["previous"] = dict((p["name"], p.get("version")) for p in
+                                    (ct.get("userspace") or {}).get("packages") or [])
+            _rc, shown, _err = self._pct(vmid, ["apt-cache", "show", "--no-all-versions"]
+                                         + ["%s=%s" % kv for kv in sorted(
+                                             plan["packages"].items())])
+            need = parse_show_sizes(shown) + MARGIN_KIB
+        else:
+            need = RUN_ROOM_FACTOR * (self.run_info["size"] + 1023) // 1024 + MARGIN_KIB
+        row["need_kib"], row["free_kib"] = need, free
+        if free is not None and free < need:
+            raise StageError("%s: disk full: %d MiB free on /, %s %s needs %d MiB (nothing "
+                             "changed; the user space stays %s)" % (
+                                 vmid, free // 1024, row["method"], self.version,
+                                 need // 1024, row["from"]))
+        row["action"] = "would stage" if self.check_mode else "stage"
+
+    def stage_containers(self):
+        try:
+            for plan in self.ct_plans:
+                row = plan["row"]
+                if self.check_mode:
+                    self.result["changed"] = True
+                    continue
+                if row["method"] == "installed-deb":
+                    self._stage_deb(plan)
+                else:
+                    self._stage_run(plan)
+                row["action"] = "staged"
+                self.result["changed"] = True
+                self._put_back(plan)
+        finally:
+            for plan in self.ct_plans:
+                self._put_back(plan)
+
+    def _stage_deb(self, plan):
+        vmid = plan["row"]["vmid"]
+        wanted = ["%s=%s" % kv for kv in sorted(plan["packages"].items())]
+        apt = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y",
+               "--allow-downgrades", "--no-install-recommends",
+               "-o", "Dpkg::Options::=--force-confold"]
+        rc, out, err = self._pct(vmid, apt + wanted, timeout=self.install_timeout,
+                                 check=False)
+        if rc == 0:
+            return
+        why = last_lines(err or out)
+        back = ["%s=%s" % (n, v) for n, v in sorted(plan["previous"].items()) if v]
+        brc, bout, berr = self._pct(vmid, apt + back, timeout=self.install_timeout,
+                                    check=False)
+        plan["row"]["action"] = "failed"
+        if brc == 0:
+            raise StageError("%s: apt-get install of %s failed: %s; put the previous user "
+                             "space back (%s)" % (vmid, self.version, why, ", ".join(back)))
+        raise StageError("%s: apt-get install of %s failed: %s; putting the previous "
+                         "user space back failed too: %s" % (
+                             vmid, self.version, why, last_lines(berr or bout)))
+
+    def _stage_run(self, plan):
+        vmid = plan["row"]["vmid"]
+        keep = kept_run(self.version, self.run_info["arch"])
+        source = host_path(self.root, keep)
+        if not hostfs.isfile(source):
+            source = host_path(self.root, self.run_file)
+        inside = "%s/%s" % (CT_RUN_DIR, os.path.basename(keep))
+        self._run([self.p["pct"], "push", vmid, source, inside, "--perms", "0700"],
+                  what="%s: pct push" % vmid)
+        try:
+            rc, out, err = self._pct(vmid, ["sh", inside] + RUN_CONTAINER,
+                                     timeout=self.install_timeout, check=False)
+        finally:
+            self._pct(vmid, ["rm", "-f", inside], check=False)
+        if rc != 0:
+            plan["row"]["action"] = "failed"
+            raise StageError("%s: the NVIDIA installer (%s --no-kernel-module) exited %s: %s"
+                             % (vmid, os.path.basename(keep), rc, last_lines(err or out)))
+
+    def _put_back(self, plan):
+        row = plan["row"]
+        if row.get("started") is True and not self.check_mode:
+            self._run([self.p["pct"], "shutdown", row["vmid"], "--timeout", "60"],
+                      check=False, what="%s: pct shutdown" % row["vmid"])
+            row["started"] = "and stopped again"
+
+    def stage(self):
+        self.plan_host()
+        self.ct_plans = []
+        try:
+            self.plan_containers()
+        except StageError:
+            for plan in self.ct_plans:
+                self._put_back(plan)
+            raise
+        try:
+            self.stage_host()
+        except StageError:
+            for plan in self.ct_plans:
+                self._put_back(plan)
+            raise
+        if self.result["host"]["changed"]:
+            self.result["changed"] = True
+        self.stage_containers()
+        return self.result

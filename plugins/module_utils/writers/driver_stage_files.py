@@ -1,0 +1,312 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.tuning developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What staging an NVIDIA driver (driver_stage.py) reads and writes besides the commands it
+runs: apt's and df's output parsed, the ``.run``'s makeself header checked without running
+it, the folder staged files are kept in for a back-out, and bounded, atomic file copies.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.driver_state import (
+    upstream_version,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import host_path
+
+# The makeself header of NVIDIA's .run (NVIDIA-Linux-x86_64-590.48.01.run) carries
+# label="NVIDIA Accelerated Graphics Driver for Linux-x86_64 590.48.01".
+RUN_LABEL = re.compile(r'^label="NVIDIA Accelerated Graphics Driver for Linux-'
+                       r'(?P<arch>[A-Za-z0-9_]+) (?P<version>[0-9.]+)"\s*$', re.M)
+RUN_HEADER_BYTES = 64 * 1024
+KEEP_DIR = "/var/lib/gpuhost-tuning/driver"
+
+
+class StageError(Exception):
+    """Staging refused or failed; ``details`` go into the task's result."""
+
+    def __init__(self, msg, **details):
+        super(StageError, self).__init__(msg)
+        self.details = details
+
+
+def parse_madison(text):
+    """``apt-cache madison`` lines -> ``{package: [versions, as listed]}``."""
+    found = {}
+    for line in (text or "").splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) >= 3 and parts[0] and parts[1]:
+            versions = found.setdefault(parts[0], [])
+            if parts[1] not in versions:
+                versions.append(parts[1])
+    return found
+
+
+def pick_versions(madison, packages, version):
+    """For each package the candidate whose upstream part is ``version`` (the first listed,
+    apt's preference order). Returns ``(chosen {pkg: debver}, missing [messages])``."""
+    chosen, missing = {}, []
+    for name in packages:
+        listed = madison.get(name, [])
+        match = [v for v in listed if upstream_version(v) == version]
+        if match:
+            chosen[name] = match[0]
+        else:
+            have = sorted({upstream_version(v) or v for v in listed})
+            missing.append("%s %s (apt knows %s)" % (name, version,
+                                                     ", ".join(have) if have else "no version"))
+    return chosen, missing
+
+
+def parse_show_sizes(text):
+    """Sum of ``Installed-Size`` (KiB) and ``Size`` (bytes, as KiB) over ``apt-cache show``
+    stanzas."""
+    total = 0
+    for line in (text or "").splitlines():
+        if line.startswith("Installed-Size:"):
+            total += int(line.split(":", 1)[1].strip() or 0)
+        elif line.startswith("Size:"):
+            total += (int(line.split(":", 1)[1].strip() or 0) + 1023) // 1024
+    return total
+
+
+def parse_df_free(text):
+    """Free KiB from ``df -Pk /`` (POSIX format: the 4th field of the last line)."""
+    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    if len(lines) < 2:
+        return None
+    fields = lines[-1].split()
+    try:
+        return int(fields[3])
+    except (IndexError, ValueError):
+        return None
+
+
+def run_header(root, path, version):
+    """Check that ``path`` (under root) is NVIDIA's ``.run`` for ``version`` by its
+    makeself header, never by running it. Returns ``{arch, version, size}``; raises
+    StageError naming what it is instead."""
+    full = host_path(root, path)
+    if not hostfs.isfile(full):
+        raise StageError("run_file %s does not exist on the host (copy the .run there "
+                         "first)" % path)
+    with hostfs.open_read(full, "rb") as handle:
+        data = handle.read(RUN_HEADER_BYTES)
+    text = data.decode("latin-1")
+    if not text.startswith("#!/bin/sh") or "Makeself" not in text:
+        raise StageError("%s is not an NVIDIA .run installer: no makeself header (it starts "
+                         "with %r)" % (path, text[:40]))
+    match = RUN_LABEL.search(text)
+    if not match:
+        raise StageError("%s is a makeself archive but not NVIDIA's driver installer (no "
+                         "label \"NVIDIA Accelerated Graphics Driver for Linux-<arch> "
+                         "<version>\")" % path)
+    if match.group("version") != version:
+        raise StageError("%s installs NVIDIA %s, not the target %s" % (
+            path, match.group("version"), version))
+    return {"arch": match.group("arch"), "version": match.group("version"),
+            "size": hostfs.getsize(full)}
+
+
+def kept_run(version, arch="x86_64"):
+    """Where a staged ``.run`` is kept on the host for a later back-out."""
+    return "%s/NVIDIA-Linux-%s-%s.run" % (KEEP_DIR, arch, version)
+
+
+def last_lines(text, count=3):
+    """The last lines of a command's output, and before them the lines that say why
+    (dpkg's ``cannot copy extracted data ... (No space left on device)``)."""
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    why = [ln for ln in lines[:-count] if "No space left" in ln or ln.startswith("E: ")]
+    return " / ".join(why[-2:] + lines[-count:]) or "(no output)"
+
+
+def same_file(one, two):
+    """Byte-equal, compared in bounded chunks."""
+    with open(one, "rb") as a, open(two, "rb") as b:
+        while True:
+            x, y = a.read(1 << 20), b.read(1 << 20)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def copy_atomic(root, source, dest, mode=0o700):
+    """Copy a (large) file into ``dest`` atomically: a temporary file beside it, renamed."""
+    folder = os.path.dirname(dest)
+    existing = folder
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    # the part that exists must not lead out of the root before anything is created below it
+    hostfs.folder_in_root(root, existing, "the keep folder %s" % folder)
+    if not os.path.isdir(folder):
+        os.makedirs(folder, 0o755)
+    hostfs.folder_in_root(root, folder, "the keep folder %s" % folder)
+    tmp = dest + ".tmp"
+    with open(source, "rb") as src, open(tmp, "wb") as out:
+        while True:
+            chunk = src.read(1 << 20)
+            if not chunk:
+                break
+            out.write(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    os.chmod(tmp, mode)
+    os.rename(tmp, dest)
+
+
+def kept_build(name, version):
+    """Where the previous version's DKMS build (per kernel) and source are kept."""
+    return "%s/dkms/%s/%s" % (KEEP_DIR, name, version)
+
+
+def copy_tree(root, source, dest):
+    """Copy folder ``source`` to ``dest`` (both under ``root``; dest must not exist):
+    files and symlinks as they are, into a temporary folder beside ``dest`` renamed into
+    place, so a half copy never stands at ``dest``."""
+    parent = os.path.dirname(dest)
+    existing = parent
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    hostfs.folder_in_root(root, existing, "the keep folder %s" % parent)
+    if not os.path.isdir(parent):
+        os.makedirs(parent, 0o755)
+    hostfs.folder_in_root(root, parent, "the keep folder %s" % parent)
+    tmp = dest + ".tmp"
+    if os.path.lexists(tmp):
+        _remove_tree(tmp)
+    for folder, dirs, files in os.walk(source):
+        rel = os.path.relpath(folder, source)
+        out = os.path.normpath(os.path.join(tmp, rel))
+        os.makedirs(out, 0o755)
+        for name in list(dirs):
+            if os.path.islink(os.path.join(folder, name)):
+                dirs.remove(name)
+                files.append(name)
+        for name in files:
+            src = os.path.join(folder, name)
+            if os.path.islink(src):
+                os.symlink(os.readlink(src), os.path.join(out, name))
+            elif os.path.isfile(src):
+                _copy_file(src, os.path.join(out, name))
+    os.rename(tmp, dest)
+
+
+def _copy_file(source, dest):
+    with open(source, "rb") as src, open(dest, "wb") as out:
+        while True:
+            chunk = src.read(1 << 20)
+            if not chunk:
+                break
+            out.write(chunk)
+    os.chmod(dest, os.stat(source).st_mode & 0o7777)
+
+
+def _remove_tree(path):
+    for folder, dirs, files in os.walk(path, topdown=False):
+        for name in files:
+            os.unlink(os.path.join(folder, name))
+        for name in dirs:
+            full = os.path.join(folder, name)
+            if os.path.islink(full):
+                os.unlink(full)
+            else:
+                os.rmdir(full)
+    os.rmdir(path)
+
+
+def keep_build(root, name, version, kernels, check_mode=False):
+    """Keep ``name``/``version``'s DKMS build for each of ``kernels`` (its
+    /var/lib/dkms/<name>/<version>/<kernel> folder) and its source (/usr/src/<name>-
+    <version>) under kept_build(), before an install whose package scripts remove them
+    (Debian's prerm runs ``dkms remove --all``; NVIDIA's installer uninstalls the previous
+    driver). A back-out to that version then needs no build. Returns the kernels newly
+    kept (in check mode: that would be)."""
+    keep = host_path(root, kept_build(name, version))
+    tree = host_path(root, "/var/lib/dkms/%s/%s" % (name, version))
+    done = []
+    for kernel in kernels:
+        built = os.path.join(tree, kernel)
+        if not hostfs.isdir(built) or os.path.isdir(os.path.join(keep, kernel)):
+            continue
+        done.append(kernel)
+        if not check_mode:
+            copy_tree(root, built, os.path.join(keep, kernel))
+    source = host_path(root, "/usr/src/%s-%s" % (name, version))
+    if done and not check_mode and not os.path.isdir(os.path.join(keep, "source")) \
+            and hostfs.isfile(os.path.join(source, "dkms.conf")):
+        copy_tree(root, source, os.path.join(keep, "source"))
+    return done
+
+
+def restore_build(root, name, version, kernels):
+    """Put a kept build back (keep_build): the source when /usr/src lacks it, and each
+    kernel's built folder dkms does not have, so dkms sees the version built and only
+    installs it. Returns the kernels put back."""
+    keep = host_path(root, kept_build(name, version))
+    if not os.path.isdir(keep):
+        return []
+    source = host_path(root, "/usr/src/%s-%s" % (name, version))
+    if not hostfs.isfile(os.path.join(source, "dkms.conf")) and \
+            os.path.isdir(os.path.join(keep, "source")) and not os.path.lexists(source):
+        copy_tree(root, os.path.join(keep, "source"), source)
+    done = []
+    tree = host_path(root, "/var/lib/dkms/%s/%s" % (name, version))
+    for kernel in kernels:
+        if os.path.isdir(os.path.join(keep, kernel)) and \
+                not os.path.lexists(os.path.join(tree, kernel)):
+            copy_tree(root, os.path.join(keep, kernel), os.path.join(tree, kernel))
+            done.append(kernel)
+    return done
+
+
+ARCHIVES = "/var/cache/apt/archives"
+
+
+def _deb_names(folder, package, debver):
+    """``<package>_<version>_<arch>.deb`` in ``folder`` (apt writes an epoch's ``:`` as
+    ``%3a``)."""
+    want = "%s_%s_" % (package, debver.replace(":", "%3a"))
+    try:
+        names = hostfs.listdir(folder)
+    except OSError:
+        return []
+    return sorted(n for n in names if n.startswith(want) and n.endswith(".deb"))
+
+
+def keep_debs(root, packages, check_mode=False):
+    """Copy the installed ``{package: debver}``'s .debs from apt's cache into
+    KEEP_DIR/debs (apt may clean its cache; the back-out then needs no download).
+    Returns the file names newly kept."""
+    cache = host_path(root, ARCHIVES)
+    keep = host_path(root, KEEP_DIR + "/debs")
+    done = []
+    for package, debver in sorted(packages.items()):
+        for name in _deb_names(cache, package, debver or ""):
+            if not os.path.isfile(os.path.join(keep, name)):
+                done.append(name)
+                if not check_mode:
+                    copy_atomic(root, os.path.join(cache, name), os.path.join(keep, name),
+                                0o644)
+    return done
+
+
+def unkeep_debs(root, packages):
+    """Put kept .debs (keep_debs) of ``{package: debver}`` back into apt's cache where it
+    lacks them, so apt installs them without a download. Returns the names put back."""
+    cache = host_path(root, ARCHIVES)
+    keep = host_path(root, KEEP_DIR + "/debs")
+    done = []
+    for package, debver in sorted(packages.items()):
+        if _deb_names(cache, package, debver):
+            continue
+        for name in _deb_names(keep, package, debver):
+            copy_atomic(root, os.path.join(keep, name), os.path.join(cache, name), 0o644)
+            done.append(name)
+    return done

@@ -1,0 +1,108 @@
+"""unpack: a capture tarball unpacked into a new folder only after every member is checked
+(folders, plain files and links inside the tree; no absolute names, ``..``, devices, FIFOs,
+duplicates, links out, members over their size cap), absolute links made relative, a FIFO
+or non-tarball refused at the door. Tarballs are built here with tarfile, as
+capture.CaptureBuilder writes them; hostile captures: tests/hostile/test_locks_everywhere.py."""
+
+import io
+import os
+import tarfile
+
+import pytest
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import capture_unpack as unpack
+
+
+def _tar(path, members):
+    """``members``: (name, kind, data-or-target) with kind file, dir, link, fifo."""
+    with tarfile.open(str(path), "w:gz") as tar:
+        for name, kind, value in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                info.size = len(value)
+                tar.addfile(info, io.BytesIO(value))
+                continue
+            info.type = {"dir": tarfile.DIRTYPE, "link": tarfile.SYMTYPE,
+                         "fifo": tarfile.FIFOTYPE, "hard": tarfile.LNKTYPE}[kind]
+            if kind in ("link", "hard"):
+                info.linkname = value
+            tar.addfile(info)
+    return str(path)
+
+
+GOOD = [("proc", "dir", None), ("proc/cmdline", "file", b"root=ZFS=rpool/ROOT/pve-1\n"),
+        ("etc", "dir", None), ("etc/pve", "dir", None),
+        ("etc/pve/qemu-server", "link", "/etc/pve/nodes/pve1/qemu-server"),
+        ("etc/pve/nodes/pve1/qemu-server", "dir", None)]
+
+
+def test_a_good_capture_unpacks_with_absolute_links_made_relative(tmp_path):
+    dest = str(tmp_path / "root")
+    got, count = unpack.unpack(_tar(tmp_path / "c.tar.gz", GOOD), dest)
+    assert got == dest and count == len(GOOD)
+    with open(os.path.join(dest, "proc/cmdline"), "rb") as handle:
+        assert handle.read() == b"root=ZFS=rpool/ROOT/pve-1\n"
+    assert os.readlink(os.path.join(dest, "etc/pve/qemu-server")) == "nodes/pve1/qemu-server"
+
+
+def test_the_default_destination_is_a_private_scratch_folder(tmp_path):
+    dest, _count = unpack.unpack(_tar(tmp_path / "c.tar.gz", GOOD))
+    try:
+        assert os.path.basename(dest) == "root"
+        assert os.path.basename(os.path.dirname(dest)).startswith("gpuhost-capture-")
+        assert oct(os.stat(dest).st_mode & 0o777) == oct(0o700)
+    finally:
+        unpack.remove_scratch(dest)
+    assert not os.path.exists(os.path.dirname(dest))
+
+
+@pytest.mark.parametrize("member,why", [
+    (("/etc/passwd", "file", b"x"), "an absolute name"),
+    (("proc/../../x", "file", b"x"), "a name with .."),
+    (("dev/fifo", "fifo", None), "dev/fifo: "),
+    (("etc/evil", "link", "../../../etc"), "leads out of the folder"),
+    (("proc/cmdline", "file", b"again"), "a second member of that name"),
+    (("proc/cmdline/x", "file", b"x"), "which is a file, not a folder"),
+])
+def test_a_bad_member_is_refused_and_nothing_is_written(tmp_path, member, why):
+    dest = tmp_path / "root"
+    with pytest.raises(unpack.UnpackError) as err:
+        unpack.unpack(_tar(tmp_path / "c.tar.gz", GOOD + [member]), str(dest))
+    assert why in str(err.value) and "nothing was written" in str(err.value)
+    assert not dest.exists()
+
+
+def test_the_size_caps(tmp_path, monkeypatch):
+    monkeypatch.setattr(unpack, "MAX_MEMBER_BYTES", 8)
+    with pytest.raises(unpack.UnpackError, match="over the 0 MiB a capture member can be"):
+        unpack.unpack(_tar(tmp_path / "a.tar.gz", [("big", "file", b"x" * 9)]),
+                      str(tmp_path / "a"))
+    monkeypatch.setattr(unpack, "MAX_MEMBER_BYTES", 1 << 20)
+    monkeypatch.setattr(unpack, "MAX_TOTAL_BYTES", 10)
+    with pytest.raises(unpack.UnpackError, match="of content: not a capture"):
+        unpack.unpack(_tar(tmp_path / "b.tar.gz", [("a", "file", b"x" * 6),
+                                                   ("b", "file", b"x" * 6)]),
+                      str(tmp_path / "b"))
+    monkeypatch.setattr(unpack, "MAX_TOTAL_BYTES", 1 << 20)
+    monkeypatch.setattr(unpack, "MAX_MEMBERS", 2)
+    with pytest.raises(unpack.UnpackError, match="more than 2 members"):
+        unpack.unpack(_tar(tmp_path / "c.tar.gz", GOOD), str(tmp_path / "c"))
+
+
+def test_many_refusals_are_named_up_to_the_limit(tmp_path):
+    bad = [("/abs%d" % n, "file", b"x") for n in range(unpack.MAX_NAMED + 3)]
+    with pytest.raises(unpack.UnpackError, match="refused 23 members, .*; and 3 more"):
+        unpack.unpack(_tar(tmp_path / "c.tar.gz", bad), str(tmp_path / "root"))
+
+
+def test_a_fifo_or_a_non_tarball_is_refused_at_the_door(tmp_path):
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    with pytest.raises(unpack.UnpackError, match="is not a regular file"):
+        unpack.unpack(fifo)
+    text = tmp_path / "notes.txt"
+    text.write_text("not a tarball\n")
+    with pytest.raises(unpack.UnpackError, match="is not a tarball"):
+        unpack.unpack(str(text))
+    with pytest.raises(unpack.UnpackError, match="capture .*none"):
+        unpack.unpack(str(tmp_path / "none"))

@@ -1,0 +1,98 @@
+"""driver_records: what records an NVIDIA driver install leaves, read offline under a root:
+the version rule, Debian package versions, dpkg's status (bounded), nvidia-installer's
+backup log and the libraries as the loader finds them (ld.so.conf includes followed, links
+resolved inside the root). Trees from tests/fixtures/driver.py, whose docstring names the
+sources of each format."""
+
+import os
+
+import pytest
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import driver_records as dr
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
+from fixtures import driver as drv
+
+
+@pytest.mark.parametrize("value", ["590.48.01", "580.95", "470.256.02"])
+def test_check_version_accepts_driver_versions(value):
+    assert dr.check_version("version", value) == value
+
+
+@pytest.mark.parametrize("value", ["590", "590.48.01-1", "latest", "590.48.1", None, 590.48])
+def test_check_version_refuses_naming_the_option(value):
+    with pytest.raises(dr.DriverStateError, match="^target_version: .* is not an NVIDIA"):
+        dr.check_version("target_version", value)
+
+
+@pytest.mark.parametrize("given,want", [("590.48.01-1~deb12u1", "590.48.01"),
+                                        ("1:580.95.05-1", "580.95.05"),
+                                        ("590.48.01", "590.48.01"),
+                                        ("5.2.15-2+b7", None), ("", None), (None, None)])
+def test_upstream_version(given, want):
+    assert dr.upstream_version(given) == want
+
+
+def test_so_version():
+    assert dr.so_version("libcuda.so.590.48.01") == "590.48.01"
+    assert dr.so_version("libcuda.so.1") is None and dr.so_version(None) is None
+
+
+def test_dpkg_packages_lists_installed_ones_with_their_source(tmp_path):
+    root = str(tmp_path)
+    drv.dpkg_status(root, [
+        drv.stanza("nvidia-driver", "590.48.01-1", drv.NVIDIA_MAINTAINER,
+                   "nvidia-graphics-drivers (590.48.01-1)"),
+        drv.stanza("nvidia-smi", "580.95.05-1", drv.NVIDIA_MAINTAINER,
+                   status="deinstall ok config-files")])
+    found = dr.dpkg_packages(root)
+    by = dict((p["name"], p) for p in found)
+    assert by["nvidia-driver"]["source"] == "nvidia-graphics-drivers"
+    assert by["nvidia-driver"]["version"] == "590.48.01-1"
+    assert "nvidia-smi" not in by and "bash" in by
+    assert dr.dpkg_packages(str(tmp_path / "none")) is None
+
+
+def test_a_dpkg_status_over_the_cap_is_an_error_not_a_partial_list(tmp_path, monkeypatch):
+    root = str(tmp_path)
+    drv.dpkg_status(root, [])
+    monkeypatch.setattr(hostfs, "OUTPUT_LIMIT", 32)
+    with pytest.raises(OSError):
+        dr.dpkg_packages(root)
+
+
+def test_run_record_reads_the_installers_backup_log(tmp_path):
+    root = str(tmp_path)
+    drv.run_log(root, "590.48.01", kernel_modules=["6.8.12-9-pve"])
+    rec = dr.run_record(root)
+    assert rec["version"] == "590.48.01" and rec["kernel_modules"] is True
+    assert rec["path"] == dr.RUN_LOG and rec["description"].startswith("NVIDIA")
+    assert dr.run_record(str(tmp_path / "none")) is None
+
+
+def test_run_record_without_kernel_modules(tmp_path):
+    root = str(tmp_path)
+    drv.run_log(root, "580.95.05")
+    assert dr.run_record(root)["kernel_modules"] is False
+
+
+def test_libraries_through_debian_alternatives_resolved_inside_the_root(tmp_path):
+    root = str(tmp_path)
+    drv.debian_libs(root, "590.48.01")
+    libs = dr.libraries(root)
+    version, path, final = libs["libcuda.so.1"]
+    assert version == "590.48.01" and path.endswith("/libcuda.so.1")
+    assert final.startswith("/") and not final.startswith(root)
+    assert final.endswith("nvidia/current/libcuda.so.590.48.01")
+
+
+def test_loader_dirs_follow_ld_so_conf_includes_first_and_stop_at_loops(tmp_path):
+    root = str(tmp_path)
+    conf = os.path.join(root, "etc")
+    os.makedirs(os.path.join(conf, "ld.so.conf.d"))
+    with open(os.path.join(conf, "ld.so.conf"), "w") as handle:
+        handle.write("include /etc/ld.so.conf.d/*.conf\n")
+    with open(os.path.join(conf, "ld.so.conf.d", "cuda.conf"), "w") as handle:
+        handle.write("# CUDA\n/usr/local/cuda/lib64/\ninclude /etc/ld.so.conf\n")
+    dirs = dr.loader_dirs(root)
+    assert dirs[0] == "/usr/local/cuda/lib64"
+    assert dirs[1:] == [d for d in list(dr.LOADER_DIRS) + list(dr.PRIVATE_DIRS)]

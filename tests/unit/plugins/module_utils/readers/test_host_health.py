@@ -1,0 +1,62 @@
+"""hostlog: the kernel-log classes of host health (each real message of
+tests/fixtures/kernmsg.py classed, ordinary lines not kept) and the EDAC counts per memory
+controller (moved from test_host_health.py, the issue-25 story, which keeps the findings)."""
+
+
+import pytest
+from fixtures import hosts, kernmsg, nvhealth
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+    host_health as hostlog,
+    kernel_log as kernlog,
+)
+
+NOW = hosts.SEED_CAPTURED_AT
+
+
+# ---- kernel-log classes -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("message, kind", [
+    (kernmsg.ghes()[0], "hardware_error"),
+    (kernmsg.MCE_LOGGED, "hardware_error"),
+    (kernmsg.MCE_CPU, "hardware_error"),
+    (kernmsg.SOFT_LOCKUP, "lockup"),
+    (kernmsg.HUNG_TASK, "lockup"),
+    (kernmsg.OOPS, "oops"),
+    (kernmsg.PANIC, "oops"),
+    (kernmsg.oom()[1], "oom"),
+    (kernmsg.oom(cgroup_oom=False)[1], "oom"),
+    (kernmsg.NVME_TIMEOUT, "nvme"),
+    (kernmsg.NVME_RESET, "nvme"),
+    (kernmsg.NVME_DOWN, "nvme"),
+    (kernmsg.EXT4_RO, "fs_readonly"),
+    (kernmsg.off_bus("0000:83:00.0"), "gpu_off_bus"),
+    (kernmsg.boot(), "boot"),
+])
+def test_each_real_message_is_classed(message, kind):
+    assert hostlog.classify(kernmsg.line(NOW, message))[0] == kind
+
+
+@pytest.mark.parametrize("message", [
+    kernmsg.HUNG_SHORT,  # 61 s: under the 120 s the check is for
+    kernmsg.NVME_QUEUES, kernmsg.EXT4_MOUNT,
+    "nvidia-uvm: Loaded the UVM driver, major device number 509.",
+    nvhealth.XID_TEXT[79],
+])
+def test_ordinary_messages_are_not_kept(message):
+    line = kernmsg.line(NOW, message)
+    assert not hostlog.wanted(line)
+    assert kernlog.keep([line]) == []
+
+
+# ---- EDAC ---------------------------------------------------------------------------
+
+
+def test_edac_counts_per_controller(tmp_path):
+    hosts.lost_gpu_host(str(tmp_path))
+    mcs = hostlog.edac(str(tmp_path))
+    assert [(m["controller"], m["ce_count"], m["ue_count"]) for m in mcs] == [
+        ("mc0", 3, 1), ("mc1", 0, 0)]
+    assert mcs[0]["dimms"] == [{"dimm": 0, "ce_count": 3, "ue_count": 1, "label": "P0_DIMM_A1"}]
+    assert hostlog.edac(str(tmp_path / "nothing")) == []

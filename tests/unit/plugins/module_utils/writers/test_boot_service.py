@@ -1,0 +1,79 @@
+"""bootservice: what module boot_service installs (the shipped library files read from the
+collection itself, the boot config validated at install time, the unit with its
+``ExecStart=`` words quoted as systemd.service(5) and systemd.syntax(7) read them) and
+its ordering after pve-cluster when the host has it. The install and removal on trees:
+tests/unit/plugins/modules/test_boot_service.py and test_bootapply.py."""
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import boot_service as bs
+from conftest import REPO
+
+
+def test_library_files_are_the_shipped_sources_byte_for_byte():
+    files = bs.library_files()
+    for name in bs.SHIPPED:
+        rel = bs.PACKAGES[-1] + "/" + name
+        with open(os.path.join(REPO, "plugins", "module_utils", name), "rb") as handle:
+            assert files[rel] == handle.read(), name
+    for marker in bs.PACKAGES:
+        assert files[marker + "/__init__.py"] == bs.INIT_TEXT
+
+
+def test_make_config_normalizes_and_turns_parts_off():
+    config = bs.make_config(mrrs_size=4096, vendor="0x10DE", classes=["0x0300", "0302"],
+                            cpuidle_deeper_than="C1")
+    assert config == {"mrrs": {"size": 4096, "vendor": "10de", "classes": ["0300", "0302"],
+                               "include_upstream": True},
+                      "cpuidle": {"deeper_than": "C1"}}
+    assert bs.make_config(mrrs_size=None, cpuidle_deeper_than=None) == {"mrrs": None,
+                                                                        "cpuidle": None}
+    assert json.loads(bs.render_config(config)) == config
+
+
+def test_a_bad_size_fails_at_install_time_not_at_boot():
+    with pytest.raises(ValueError, match="128, 256, 512, 1024, 2048 or 4096"):
+        bs.make_config(mrrs_size=3000)
+
+
+@pytest.mark.parametrize("word,want", [
+    ("/usr/bin/python3", "/usr/bin/python3"),
+    ("/opt/my python/bin/python3", '"/opt/my python/bin/python3"'),
+    ("/opt/100%/py", '"/opt/100%%/py"'),      # a specifier doubled, then quoted
+    ("/opt/$HOME/py", '"/opt/$$HOME/py"'),    # a variable doubled, then quoted
+    ('/opt/a"b\\c', '"/opt/a\\"b\\\\c"'),
+])
+def test_exec_word(word, want):
+    assert bs.exec_word(word) == want
+
+
+def test_render_unit_orders_the_service_and_runs_the_program():
+    text = bs.render_unit(wants=("pve-cluster.service",), after=("pve-cluster.service",))
+    lines = text.splitlines()
+    assert "Wants=pve-cluster.service" in lines and "After=pve-cluster.service" in lines
+    assert "Before=pve-guests.service" in lines
+    assert "ConditionPathExists=%s" % bs.CONFIG_PATH in lines
+    assert "Environment=PYTHONPATH=%s" % bs.LIB_DIR in lines
+    assert "ExecStart=%s" % bs.exec_start() in lines
+    assert bs.exec_start().startswith("/usr/bin/python3 -m ")
+    assert text.endswith("\n")
+    assert "WantedBy=multi-user.target" in lines
+
+
+def test_cluster_units_when_pve_cluster_is_installed(tmp_path):
+    root = str(tmp_path)
+    assert bs.cluster_units(root) == []
+    path = os.path.join(root, "lib/systemd/system", bs.PVE_CLUSTER)
+    os.makedirs(os.path.dirname(path))
+    open(path, "w").close()
+    assert bs.cluster_units(root) == [bs.PVE_CLUSTER]
+
+
+def test_desired_files_hold_unit_config_and_library():
+    files = bs.desired_files(bs.make_config(), bs.render_unit())
+    assert files[bs.UNIT_PATH].startswith(b"# Installed by gpuhost.tuning")
+    assert json.loads(files[bs.CONFIG_PATH].decode()) == bs.make_config()
+    assert len([p for p in files if p.startswith(bs.LIB_DIR + "/")]) == len(bs.library_files())
