@@ -16,8 +16,8 @@ description:
   - "Installs C(gpuhost-audit.timer) and C(gpuhost-audit.service) in C(/etc/systemd/system),
     the config C(/etc/gpuhost-audit/audit.json) and, under C(/usr/local/lib/gpuhost-audit),
     byte-for-byte copies of the collection's module_utils the audit needs. The service runs
-    C(python3 -m ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.audit_program): the same
-    read-only audit as M(gpuhost.tuning.host_audit), then the host's series (those of the
+    C(python3 -m ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.audit_program):
+    the same read-only audit as M(gpuhost.tuning.host_audit), then the host's series (those of the
     audit role's C(gpuhost.prom)) written atomically to O(textfile), so Prometheus sees drift
     between rollouts."
   - On the live host (O(root) C(/) with systemd running) it runs C(systemctl daemon-reload)

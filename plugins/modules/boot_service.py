@@ -25,10 +25,11 @@ description:
     decides which GPUs are the host's (a GPU a VM passes through is never written); on
     another host it names no Proxmox unit.
   - The program is not Ansible. The module writes copies of its own bundled module_utils
-    (C(hostfs.py), C(pci.py), C(onhost/setpci_maxreadreq.py), C(cpu.py), C(onhost/cpuidle_state.py), C(onhost/boot_program.py)),
-    byte for byte, under C(/usr/local/lib/gpuhost-tuning), so the boot-time code is the code
-    the modules run and updating the collection updates it (any differing file is rewritten
-    and reported).
+    (C(onhost/boot_program.py) and every module_utils file it imports, C(onhost/hostfs.py),
+    C(onhost/pci.py), C(onhost/setpci_maxreadreq.py), C(onhost/cpu.py),
+    C(onhost/cpuidle_state.py) and the files those import), byte for byte, under
+    C(/usr/local/lib/gpuhost-tuning), so the boot-time code is the code the modules run and
+    updating the collection updates it (any differing file is rewritten and reported).
   - Also writes the JSON config C(/etc/gpuhost-tuning/boot.json) and the unit in
     C(/etc/systemd/system), and enables it (the C(multi-user.target.wants) link).
   - On a live host (O(root=/) with systemd running) it runs C(systemctl daemon-reload) after

@@ -218,10 +218,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.dkms import DkmsError  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.dkms_build import ensure  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import (  # noqa: E402
-    CommandError,
-    Runner,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import CommandError, Runner  # noqa: E402
 
 
 def rules(p):

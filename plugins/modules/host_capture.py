@@ -127,9 +127,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (  #
     host_capture as capture_mod,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (  # noqa: E402
-    atomic_write,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import atomic_write  # noqa: E402
 
 
 def collect(module):

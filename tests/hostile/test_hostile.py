@@ -643,8 +643,8 @@ def test_python_path_with_spaces_is_quoted_and_systemd_reads_it(seed, tmp_path):
     unit = os.path.join(seed, "etc/systemd/system/gpuhost-tuning.service")
     with open(unit) as handle:
         text = handle.read()
-    assert ('\nExecStart="%s" -m ansible_collections.gpuhost.tuning.plugins.module_utils.'
-            'bootapply --config /etc/gpuhost-tuning/boot.json\n'
+    assert ('\nExecStart="%s" -m ansible_collections.gpuhost.tuning.plugins.module_utils'
+            '.onhost.boot_program --config /etc/gpuhost-tuning/boot.json\n'
             % python.replace("%", "%%")) in text
     assert set(changed(before, digest(seed))) >= {
         "etc/systemd/system/gpuhost-tuning.service", "etc/gpuhost-tuning/boot.json"}

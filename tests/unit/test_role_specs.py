@@ -115,8 +115,8 @@ def test_adding_a_part_touches_the_files_architecture_md_says(tmp_path):
     assert proc.returncode == 0, proc.stderr
     after = _tree(str(copy))
     touched = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
-    assert touched == ["plugins/module_utils/parts/registry.py",
-                       "plugins/module_utils/parts/peermem.py", "plugins/modules/host_tune.py",
+    assert touched == ["plugins/module_utils/parts/peermem.py",
+                       "plugins/module_utils/parts/registry.py", "plugins/modules/host_tune.py",
                        "plugins/modules/tuning_snapshot.py",  # its files default
                        "roles/tune/defaults/main.yml", "roles/tune/meta/argument_specs.yml",
                        "roles/tune/vars/main.yml"]

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Column GPU NUMA: GPU containers' CPUs against their GPUs' NUMA nodes (``placement.py``)."""
+"""Column GPU NUMA: GPU containers' CPUs against their GPUs' NUMA nodes
+(``readers/placement.py``)."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -2,7 +2,7 @@
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Column PCIe MRRS: Max Read Request Size of every GPU of the host's and every bridge above
-one (a VM's or vGPU's GPU is not judged: ``passthrough.py``)."""
+one (a VM's or vGPU's GPU is not judged: ``onhost/passthrough.py``)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -19,7 +19,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.base import 
 
 
 def host_gpus(facts):
-    """The GPUs the host's rules judge (owner ``host`` or ``none``; see passthrough.py)."""
+    """The GPUs the host's rules judge (owner ``host`` or ``none``; see onhost/passthrough.py)."""
     return [g for g in facts.get("gpus") or []
             if g.get("owner", "host") in passthrough.HOST_OWNERS]
 

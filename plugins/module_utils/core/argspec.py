@@ -15,7 +15,7 @@ import copy
 
 try:
     from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-except ImportError:  # the scheduled audit (audittimer) on a host without Ansible
+except ImportError:  # the scheduled audit (onhost/audit_program) on a host without Ansible
     ArgumentSpecValidator = None
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.pci import (  # noqa: F401

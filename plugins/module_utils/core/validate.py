@@ -269,7 +269,7 @@ def gpu(p, vendor="vendor", classes="classes"):
 
 
 def policy_options(p):
-    """The operator policy (policy.py): acknowledged findings, XID overrides, pass marks."""
+    """The operator policy (core/policy.py): acknowledged findings, XID overrides, pass marks."""
     from ansible_collections.gpuhost.tuning.plugins.module_utils import checks
     from ansible_collections.gpuhost.tuning.plugins.module_utils.core import policy
 

@@ -5,7 +5,7 @@
 reboot or driver reload.
 
 PCIe Max Read Request Size (Device Control bits 14:12, masked write, read back) on every
-GPU the host owns at this boot and its upstream bridges (``passthrough.py``: a GPU bound to
+GPU the host owns at this boot and its upstream bridges (``onhost/passthrough.py``: a GPU bound to
 vfio-pci or pci-stub now, or named by a VM config or split for vGPU, is left alone), and
 the CPU idle states deeper than a named one (per-CPU ``disable`` flags). Run by the
 systemd unit ``gpuhost-tuning.service``::

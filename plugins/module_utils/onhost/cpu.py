@@ -24,17 +24,13 @@ __metaclass__ = type
 import os
 import re
 
-try:
-    from . import hostfs
-    from .hostfs import (
-        host_path,
-        numbered_entries,
-        read_int,
-        read_text,
-    )
-except ImportError:  # pragma: no cover - shipped to a host as plain files next to hostfs.py
-    import hostfs
-    from hostfs import host_path, numbered_entries, read_int, read_text
+from . import hostfs
+from .hostfs import (
+    host_path,
+    numbered_entries,
+    read_int,
+    read_text,
+)
 
 CPU_SYSFS = "/sys/devices/system/cpu"
 _CPU_DIR = re.compile(r"^cpu(\d+)$")
@@ -312,4 +308,4 @@ def cpufreq_info(root):
     }
 
 
-# --- the tune part (module host_tune; protocol in tune.py) --------------------------------
+# --- the tune part (module host_tune; protocol in parts/tune.py) --------------------------------

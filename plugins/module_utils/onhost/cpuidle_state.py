@@ -4,8 +4,8 @@
 """Disabling and re-enabling CPU idle states under a root, with read-back: the cpuidle_state
 module, the tune's cpuidle part and the boot-time service.
 
-Stdlib + hostfs + cpu only: the boot-time service ships this file with cpu.py. Reading the
-states is cpu.py's; the audit imports only that (docs/architecture.md, "What the audit
+Stdlib + hostfs + cpu only: the boot-time service ships this file with onhost/cpu.py. Reading the
+states is onhost/cpu.py's; the audit imports only that (docs/architecture.md, "What the audit
 imports"). States are chosen by name or by latency, never by index.
 """
 
@@ -16,33 +16,20 @@ __metaclass__ = type
 import os
 import re
 
-try:
-    from .cpu import (
-        CpuError,
-        cpuidle_available,
-        cpuidle_driver,
-        format_cpu_list,
-        online_cpus,
-        parse_cpu_list,
-        present_cpus,
-        read_states,
-    )
-    from .hostfs import (
-        read_text,
-        write_in_place,
-    )
-except ImportError:  # pragma: no cover - shipped to a host as plain files next to hostfs.py
-    from cpu import (
-        CpuError,
-        cpuidle_available,
-        cpuidle_driver,
-        format_cpu_list,
-        online_cpus,
-        parse_cpu_list,
-        present_cpus,
-        read_states,
-    )
-    from hostfs import read_text, write_in_place
+from .cpu import (
+    CpuError,
+    cpuidle_available,
+    cpuidle_driver,
+    format_cpu_list,
+    online_cpus,
+    parse_cpu_list,
+    present_cpus,
+    read_states,
+)
+from .hostfs import (
+    read_text,
+    write_in_place,
+)
 
 
 def state_names(states):

@@ -4,8 +4,9 @@
 """Who owns each PCI device: the host, a VM (Proxmox ``hostpciN:``) or vGPU; read only.
 
 Plain Python (stdlib + hostfs + pci): the boot-time program ships this file with pci.py and
-onhost/setpci_maxreadreq.py and decides ownership at boot (the driver link then, and the VM configs when
-``/etc/pve`` is mounted), so a GPU given to a VM after the install is never written.
+setpci_maxreadreq.py (this package) and decides ownership at boot (the driver link then, and
+the VM configs when ``/etc/pve`` is mounted), so a GPU given to a VM after the install is
+never written.
 
 Formats, from Proxmox's own sources:
 

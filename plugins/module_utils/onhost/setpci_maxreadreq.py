@@ -4,8 +4,8 @@
 """Setting PCIe Max Read Request Size under a root: plan, write (sysfs config or setpci),
 read back; the setpci_maxreadreq module, the tune's pcie part and the boot-time service.
 
-Plain Python (stdlib + hostfs + pci): the boot-time MRRS service ships this file with pci.py.
-Reading devices and registers is pci.py's; the audit imports only that (docs/architecture.md,
+Plain Python (stdlib + hostfs + pci): the boot-time MRRS service ships this file with onhost/pci.py.
+Reading devices and registers is onhost/pci.py's; the audit imports only that (docs/architecture.md,
 "What the audit imports")."""
 
 from __future__ import absolute_import, division, print_function
@@ -183,7 +183,7 @@ def set_mrrs(dev, size, method="sysfs", runner=None):
         binary = runner.which("setpci")
         if not binary:
             raise PciWriteError("setpci not found: install pciutils, or use method sysfs")
-        # Imported here: the boot-time copy of this file ships without runner.py.
+        # Imported here: the boot-time copy of this file ships without core/runner.py.
         from ansible_collections.gpuhost.tuning.plugins.module_utils.core import runner as limits
         try:
             _rc, _out, err = runner.run(setpci_args(dev, value & mask, mask, binary),
@@ -401,7 +401,7 @@ class MrrsPart(object):
     restore_report = (("MRRS restored", "changed", "address"),)
 
     def run(self, ctx):
-        # Imported here: the boot-time copy of this file ships without runner.py.
+        # Imported here: the boot-time copy of this file ships without core/runner.py.
         from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import (
             CommandError,
         )

@@ -2,7 +2,7 @@
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The ``latency`` tune part (module host_tune): the round trip of an empty GPU kernel
-launch plus synchronise on every GPU, measured with the CUDA probe (``cuda.py``,
+launch plus synchronise on every GPU, measured with the CUDA probe (``readers/cuda.py``,
 ``latency``) before the tune parts change the host and again after verify, so the tune
 report shows what the CPU-side fixes (idle states, NUMA balancing, placement) bought: per GPU
 p50 and p99 in microseconds, with the calling thread sleeping between launches (what a

@@ -38,7 +38,7 @@ A part is an object with:
     its section of a snapshot (protocol in ``parts/sections.py``).
 ``run(ctx)`` and ``not_run(ctx, status)``
     the work and its result dict, and the result when switched off (``off``) or not
-    reached (``not run``): protocol in ``tune.py``.
+    reached (``not run``): protocol in ``parts/tune.py``.
 """
 
 from __future__ import absolute_import, division, print_function

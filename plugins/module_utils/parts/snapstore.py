@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The snapshot folder and its documents, and the ``files`` section of a snapshot: the
 layer below the tune parts (they read the original snapshot to know what a revert puts
-back) and below ``snapshot.py`` (which loops over the parts' sections).
+back) and below ``parts/snapshot.py`` (which loops over the parts' sections).
 
 Files in ``<root>/var/lib/gpuhost/`` (JSON, one document each)::
 

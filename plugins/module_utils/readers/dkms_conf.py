@@ -2,7 +2,7 @@
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """dkms.conf, the shell-assignment file each DKMS source carries: the keys the offline
-tree reader (dkms.py) needs to find a module's built and installed copies."""
+tree reader (readers/dkms.py) needs to find a module's built and installed copies."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -71,7 +71,7 @@ def wanted_spec():
         host=dict(type="str"),
         xid_window_days=dict(type="int", default=gpuhealth.DEFAULT_WINDOW_DAYS),
         bandwidth_min_pct=dict(type="int", default=70),
-        # operator policy (policy.py): judged in the checks, never read from the host
+        # operator policy (core/policy.py): judged in the checks, never read from the host
         acknowledged=dict(type="list", elements="dict", default=[]),
         xid_policy=dict(type="list", elements="dict", default=[]),
         copy_rate_marks=dict(type="list", elements="dict", default=[]),

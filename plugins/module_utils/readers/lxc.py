@@ -21,15 +21,11 @@ __metaclass__ = type
 import os
 import re
 
-try:
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (
-        host_path,
-        numbered_entries,
-    )
-except ImportError:  # pragma: no cover - shipped as plain files next to hostfs.py
-    import hostfs
-    from hostfs import host_path, numbered_entries
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (
+    host_path,
+    numbered_entries,
+)
 
 DEFAULT_CONFIG_DIR = "/etc/pve/lxc"
 ALLOW_KEY = "lxc.cgroup2.devices.allow"

@@ -12,13 +12,10 @@ __metaclass__ = type
 
 import re
 
-try:
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (
-        host_path,
-        read_text,
-    )
-except ImportError:  # pragma: no cover - shipped to a host as plain files next to hostfs.py
-    from hostfs import host_path, read_text
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (
+    host_path,
+    read_text,
+)
 
 _SECTIONS = {
     "character devices:": "character",

@@ -6,7 +6,7 @@ must bind every GPU a VM passes through to vfio-pci (module vfio_initramfs_check
 it, each such GPU is on vfio-pci and each VM that ran before or is ``onboot`` runs again
 (module vm_verify).
 
-Formats: the VM configs and modprobe.d as ``vmgpu.py`` reads them; ``lsinitramfs``
+Formats: the VM configs and modprobe.d as ``readers/vmgpu.py`` reads them; ``lsinitramfs``
 listings as ``readers/initramfs_check.py``; ``qm`` as qemu-server ``src/PVE/CLI/qm.pm`` prints it
 (github:proxmox/qemu-server at e6352be): ``qm status <vmid>`` -> ``status: <qmpstatus>``
 (``running``, ``stopped``, ``paused``, ...), ``qm start <vmid>`` exits non-zero with the

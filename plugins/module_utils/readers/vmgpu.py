@@ -4,7 +4,7 @@
 """The audit's ``passthrough`` facts: every device a VM config passes through, what sysfs
 says about it, the IOMMU, the boot-time vfio binding, hookscripts and vGPU; read only.
 
-Formats: see ``passthrough.py`` (qemu-server ``PCI.pm``, pve-guest-common
+Formats: see ``onhost/passthrough.py`` (qemu-server ``PCI.pm``, pve-guest-common
 ``Mapping/PCI.pm``). ``/etc/pve/storage.cfg`` is a SectionConfig (``<type>: <id>`` then
 indented ``path <dir>``; pve-storage ``PVE/Storage/Plugin.pm``): a hookscript volume
 ``<storage>:snippets/<file>`` is ``<path>/snippets/<file>``. modprobe.d lines as

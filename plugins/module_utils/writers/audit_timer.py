@@ -49,10 +49,11 @@ INIT_TEXT = b"# Installed by gpuhost.tuning audit_timer: package marker.\n"
 # what gets installed
 
 
-def library_files(start="audit_program"):
-    """``{path relative to the library folder: bytes}``: the program and every module_utils
-    file it imports (``unitinstall.library_closure``), plus the package markers."""
-    return unitinstall.library_closure(start, INIT_TEXT)
+def library_files():
+    """``{path relative to the library folder: bytes}``: the program (``MODULE``) and every
+    module_utils file it imports (``unitinstall.library_closure``), plus the package
+    markers."""
+    return unitinstall.library_closure(MODULE[len(unitinstall.PACKAGE) + 1:], INIT_TEXT)
 
 
 def render_service(python=PYTHON, lib_dir=LIB_DIR, config_path=CONFIG_PATH):

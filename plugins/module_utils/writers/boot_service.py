@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The installer of the boot-time program (``onhost/boot_program.py``): the unit, its JSON config and
-the shipped library, the systemctl calls on a live host (module ``boot_service``), and the
-``boot_service`` tune part (module ``host_tune``).
+"""The installer of the boot-time program (``onhost/boot_program.py``): the unit, its JSON
+config and the shipped library, the systemctl calls on a live host (module
+``boot_service``), and the ``boot_service`` tune part (module ``host_tune``).
 
 ``library_files`` follows the program's imports to the module_utils files it runs; they are
 copied byte for byte under ``LIB_DIR``, so the program at boot is the code the modules run.
@@ -411,7 +411,7 @@ def service_failure(result):
     return result.get("msg") if result.get("failed") else None
 
 
-# --- the tune part (module host_tune; protocol in tune.py) --------------------------------
+# --- the tune part (module host_tune; protocol in parts/tune.py) --------------------------------
 
 
 class ServicePart(object):

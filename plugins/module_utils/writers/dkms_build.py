@@ -5,7 +5,7 @@
 kernel_upgrade role's gate): run ``dkms``, then check the tree, never trusting an exit code
 alone.
 
-Reading ``dkms status`` and the DKMS tree is dkms.py's; the audit imports only that
+Reading ``dkms status`` and the DKMS tree is readers/dkms.py's; the audit imports only that
 (docs/architecture.md, "What the audit imports")."""
 
 from __future__ import absolute_import, division, print_function

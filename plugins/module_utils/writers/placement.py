@@ -6,7 +6,7 @@
 config, every other byte kept (the container picks them up at its next start), and the
 snapshot puts the recorded lines back.
 
-Finding the GPUs, nodes and CPU sets is placement.py's; the audit imports only that
+Finding the GPUs, nodes and CPU sets is readers/placement.py's; the audit imports only that
 (docs/architecture.md, "What the audit imports")."""
 
 from __future__ import absolute_import, division, print_function

@@ -4,8 +4,8 @@
 """Changing sysctl values under a root: the live write with read-back, the sysctl.d file of
 the managed settings, the sysctl_settings module and the tune's sysctl part.
 
-Reading and comparing values is in sysctl.py: the audit imports only that (see "What the audit
-imports" in docs/architecture.md)."""
+Reading and comparing values is in readers/sysctl.py: the audit imports only that (see "What
+the audit imports" in docs/architecture.md)."""
 
 from __future__ import absolute_import, division, print_function
 

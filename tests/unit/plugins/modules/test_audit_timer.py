@@ -115,8 +115,8 @@ def test_the_installed_program_runs_the_live_host_s_commands_through_its_entry_p
     env = {"PATH": DOUBLES + ":/usr/bin:/bin", "PYTHONPATH": seed + audittimer.LIB_DIR,
            "PYTHONDONTWRITEBYTECODE": "1", "GPUHOST_NVSMI_XML": nvhealth.B200_580,
            "GPUHOST_JOURNAL_TEXT": str(journal), "GPUHOST_DOUBLES_LOG": str(log)}
-    entry = ("import runpy, sys; "
-             "import ansible_collections.gpuhost.tuning.plugins.module_utils.core.cmdout as cmdout; "
+    entry = ("import runpy, sys; import "
+             "ansible_collections.gpuhost.tuning.plugins.module_utils.core.cmdout as cmdout; "
              "cmdout.is_live = lambda root: True; runpy.run_module(%r, run_name='__main__')"
              % audittimer.MODULE)
     proc = subprocess.run([sys.executable, "-S", "-B", "-c", entry, "--config",

@@ -21,7 +21,7 @@ LINK = "etc/systemd/system/multi-user.target.wants/gpuhost-tuning.service"
 CONFIG = "etc/gpuhost-tuning/boot.json"
 LIB = "usr/local/lib/gpuhost-tuning"
 UTILS = LIB + "/ansible_collections/gpuhost/tuning/plugins/module_utils"
-MODULE_UTILS = os.path.dirname(bootapply.__file__)
+MODULE_UTILS = os.path.dirname(os.path.dirname(bootapply.__file__))
 
 
 def run(root, check_mode=False, diff=False, **args):
@@ -101,12 +101,13 @@ def test_changed_library_or_config_is_rewritten_and_stale_files_removed(tmp_path
     result = run(tmp_path, mrrs_size=2048, diff=True)
     assert result["changed"] is True
     actions = dict((f["path"], f["action"]) for f in result["files"])
-    assert actions["/" + UTILS + "/pci.py"] == "update"
+    assert actions["/" + UTILS + "/onhost/pci.py"] == "update"
     assert actions["/" + UTILS + "/old_helper.py"] == "remove"
     assert actions["/" + CONFIG] == "update"
     assert actions["/" + UNIT] == "ok"
     assert not os.path.exists(stale)
-    assert read(tmp_path, UTILS + "/pci.py", "rb") == read(MODULE_UTILS, "onhost/pci.py", "rb")
+    assert read(tmp_path, UTILS + "/onhost/pci.py", "rb") == read(
+        MODULE_UTILS, "onhost/pci.py", "rb")
     assert json.loads(read(tmp_path, CONFIG))["mrrs"]["size"] == 2048
 
 

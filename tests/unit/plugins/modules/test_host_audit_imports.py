@@ -4,8 +4,9 @@ AnsiballZ sends a module's module_utils as source in a zip, and the zipimport of
 (the hosts' Python on Proxmox VE 8) compiles each imported file twice: once to name its path
 (``get_filename``) and once to run it. At 64 hosts that is most of what separates the audit's
 module round trip from ``ansible -m ping``. So the read-only audit imports only the code that
-reads and judges: what changes a host lives in ``*_write.py`` files, and the tune-only
-modules stay out (docs/architecture.md, "What the audit imports").
+reads and judges: what changes a host lives in the ``writers`` and ``parts`` packages (and
+the boot-time program's two writers in ``onhost``), and the tune-only modules stay out
+(docs/architecture.md, "What the audit imports").
 
 Each module runs in a fresh interpreter on the seed host, so lazy imports count too.
 """
@@ -33,9 +34,13 @@ print(json.dumps({"failed": bool(result.get("failed")), "msg": result.get("msg")
                                     if name.startswith("ansible_collections.gpuhost"))}))
 """
 
-# Modules that only a tune, a snapshot or the boot-time service need.
-TUNE_ONLY = ("snapshot", "tune", "bootservice", "bootapply", "unitinstall", "runlock",
-             "capture", "cuda", "cuda_driver", "cuda_child", "peermem", "bandwidth")
+# What changes a host: the packages whole, and the write side the boot-time program needs
+# (it lives in onhost, beside the readers it shares with the audit).
+WRITERS = ("writers.", "parts.")
+WRITE_FILES = ("onhost.setpci_maxreadreq", "onhost.cpuidle_state")
+# Files of other packages that only a tune, a snapshot or the boot-time service need.
+TUNE_ONLY = ("onhost.boot_program", "core.run_lock", "readers.host_capture", "readers.cuda",
+             "readers.cuda_driver", "readers.cuda_child")
 
 
 def _imports(module, args):
@@ -56,12 +61,13 @@ def seed(tmp_path_factory):
 
 def test_audit_imports_no_writer_and_no_tune_only_module(seed):
     used = _imports("host_audit", {"root": seed})
-    assert "facts" in used and "checks.pcie_mrrs" in used  # it did run the audit
-    assert [name for name in used if name.endswith("_write")] == []
+    assert "readers.facts" in used and "checks.pcie_mrrs" in used  # it did run the audit
+    assert [name for name in used if name.startswith(WRITERS) or name in WRITE_FILES] == []
     assert [name for name in used if name in TUNE_ONLY] == []
 
 
 def test_a_tune_does_import_the_writers(seed):
     """The same measurement sees a writer when one is imported (the test above can fail)."""
     used = _imports("host_tune", {"root": seed, "host": "seed"})
-    assert "sysctl_write" in used and "parts.snapstore" in used
+    assert "writers.sysctl_settings" in used and "parts.snapstore" in used
+    assert "onhost.setpci_maxreadreq" in used and "onhost.cpuidle_state" in used

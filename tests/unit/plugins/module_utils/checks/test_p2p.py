@@ -1,5 +1,6 @@
 """checks/p2p.py: p2p_iommu_translated, p2p_acs_redirect and gpu_bar1_small on the facts of
-module_utils/readers/p2p.py (fixtures/health.py: ACS in the config-space bytes, IOMMU groups, BAR1)."""
+module_utils/readers/p2p.py (fixtures/health.py: ACS in the config-space bytes, IOMMU
+groups, BAR1)."""
 
 from .conftest import judge
 

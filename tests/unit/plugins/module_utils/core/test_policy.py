@@ -1,4 +1,4 @@
-"""Operator policy (policy.py): acknowledged findings, XID catalogue overrides, copy-rate
+"""Operator policy (core/policy.py): acknowledged findings, XID catalogue overrides, copy-rate
 pass marks per GPU model; and the reports' new / seen-before marks against the previous
 ``<host>.json``."""
 

@@ -95,3 +95,28 @@ def test_cpufreq_absent(tmp_path):
     info = cpu.cpufreq_info(cpufix.no_cpuidle(tmp_path))
     assert info["driver"] is None and info["governors"] is None
     assert info["available_governors"] is None and info["amd_pstate_status"] is None
+
+
+def test_cpu_module_util_runs_without_ansible(tmp_path):
+    """The boot-time service ships the onhost package (cpu, cpuidle_state, hostfs...) to
+    hosts: no ansible import allowed, and its relative imports work in a copy of the
+    package on its own, outside the collection's namespace (no import fallbacks)."""
+    import shutil
+    import subprocess
+    import sys
+    package = tmp_path / "lib" / "onhost"
+    shutil.copytree(os.path.dirname(cpu.__file__), str(package),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    root = cpufix.epyc_cpus(tmp_path / "host", threads=4)
+    code = ("import sys; sys.path.insert(0, '.'); "
+            "from onhost import cpu, cpuidle_state as cpu_write; "
+            "s = cpu_write.select_states(%r, names=['C2']); "
+            "cpu_write.set_states(%r, s, True); "
+            "print(cpu.format_cpu_list(cpu.summarize_states(%r)[2]['cpus_disabled'])); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'ansible' "
+            "or m.startswith('ansible_collections.'))); print(cpu.host_path.__module__)"
+            % (root, root, root))
+    out = subprocess.run([sys.executable, "-I", "-c", code], cwd=str(package.parent),
+                         capture_output=True, text=True, check=True, env={"PYTHONPATH": ""})
+    # C2 disabled on all 4 CPUs, nothing from ansible loaded, the copied hostfs used
+    assert out.stdout.split("\n")[:3] == ["0-3", "[]", "onhost.hostfs_base"]

@@ -124,8 +124,8 @@ def test_missing_disable_file_fails_before_any_write(tmp_path, snapshot_tree):
 
 
 def test_cpu_module_util_runs_without_ansible(tmp_path):
-    """The boot-time service ships cpu.py, onhost/cpuidle_state.py and hostfs.py to hosts: no ansible
-    import allowed."""
+    """The boot-time service ships cpu.py, onhost/cpuidle_state.py and hostfs.py to hosts:
+    no ansible import allowed."""
     import shutil
     import subprocess
     import sys

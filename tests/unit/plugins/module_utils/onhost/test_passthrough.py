@@ -1,4 +1,4 @@
-"""Ownership of GPUs on a host that shares them with VMs and vGPU (passthrough.py), and what
+"""Ownership of GPUs on a host that shares them with VMs and vGPU (onhost/passthrough.py), and what
 the audit, the tune and the boot-time program do with a GPU that is not the host's."""
 
 import json

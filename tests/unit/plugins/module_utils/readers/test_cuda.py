@@ -1,4 +1,5 @@
-"""The CUDA probe (the child script of plugins/module_utils/readers/cuda_driver.py and cuda_child.py,
+"""The CUDA probe (the child script of plugins/module_utils/readers/cuda_driver.py and
+cuda_child.py,
 joined by ``cuda.child_source()``) against the stand-in libcuda.so.1: as a plain script and
 as ``python3 -`` with its source on stdin (how it runs inside a container), in a fresh
 process each time, as it runs for real."""
