@@ -56,8 +56,11 @@ def test_extended_chain_stops_on_loops_bad_pointers_and_absent_space():
     cfg = pci.Config()
     cfg.w32(0x100, 0x0001 | (2 << 16) | (0x100 << 20))  # points back at itself
     assert pci_p2p.extended_capabilities(cfg.bytes()) == [(0x100, 0x0001, 2)]
-    cfg.w32(0x100, 0x0001 | (2 << 16) | (0x040 << 20))  # into the standard header
-    assert pci_p2p.extended_capabilities(cfg.bytes()) == [(0x100, 0x0001, 2)]
+    # into the standard header, where a conventional function has its PM capability
+    std = bytearray(pci.plain_config(0x1022, 0x14DA, 0x060000))
+    struct.pack_into("<I", std, 0x100, 0x0001 | (2 << 16) | (0x040 << 20))
+    assert struct.unpack_from("<I", std, 0x40)[0] not in (0, 0xFFFFFFFF)
+    assert pci_p2p.extended_capabilities(bytes(std)) == [(0x100, 0x0001, 2)]
     gone = bytes(bytearray(b"\xff" * 4096))  # a function that fell off the bus reads all ones
     assert pci_p2p.extended_capabilities(gone) == []
     assert pci_p2p.extended_capabilities(bytes(4096)) == []  # no extended capabilities
@@ -128,3 +131,6 @@ def test_iommu_group_number_and_type(tmp_path):
     assert pci_p2p.iommu_group(dev) == (10, "DMA-FQ")
     os.unlink(os.path.join(str(tmp_path), "sys/kernel/iommu_groups/10/type"))
     assert pci_p2p.iommu_group(dev) == (10, None)  # a kernel without the type file
+    with open(os.path.join(str(tmp_path), "sys/kernel/iommu_groups/10/type"), "w"):
+        pass
+    assert pci_p2p.iommu_group(dev) == (10, None)  # an empty one
