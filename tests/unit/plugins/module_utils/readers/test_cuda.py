@@ -13,7 +13,7 @@ import fakecuda
 from fixtures import realhost
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import cuda, cuda_driver
+from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda
 
 PROBE = None                            # the child script as a file (see probe_file)
 H200 = realhost.H200
@@ -204,25 +204,6 @@ def test_source_on_stdin_runs_as_in_a_container(lib, tmp_path):
     assert res["devices"][0]["link_gbs"] == 63.0 and 0 < res["devices"][0]["h2d_gbs"] <= 0.51
     rc, res = run(lib, stdin=True, init=999)
     assert (rc, res["init"]["code"]) == (1, 999)
-
-
-@pytest.mark.parametrize("text,want", [
-    ("0000:00:06.0", "0000:00:06.0"),
-    ("0000:A1:00.0", "0000:a1:00.0"),
-    ("00000000:C1:00.0", "0000:c1:00.0"),
-    ("0001:0a:1f.7", "0001:0a:1f.7"),
-])
-def test_bus_ids_in_sysfs_form(text, want):
-    assert cuda_driver.normalize_bus_id(text) == want
-
-
-@pytest.mark.parametrize("gts,width,want", [
-    (32.0, 16, 63.0), (16.0, 16, 31.5), (8.0, 16, 15.8), (5.0, 16, 8.0), (2.5, 16, 4.0),
-    (32.0, 8, 31.5), (None, 16, None), (32.0, None, None),
-])
-def test_link_ceiling_per_direction(gts, width, want):
-    got = cuda_driver.link_ceiling_gbs(gts, width)
-    assert (round(got, 1) if got else None) == want
 
 
 def test_container_without_python3_says_so():

@@ -1,12 +1,9 @@
 """Peer-to-peer readiness: IOMMU domain types, ACS on the bridges between GPUs (from the
 config-space bytes), BAR1 size, command line."""
 
-import struct
-
 from fixtures import health, hosts, pci
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import p2p
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import pci_p2p
+from ansible_collections.gpuhost.tuning.plugins.module_utils import p2p
 
 DSPS = ("0000:02:00.0", "0000:02:01.0")
 
@@ -20,21 +17,6 @@ def _findings(facts, memory_bytes=None):
 
 def _ids(found):
     return sorted((f["id"], f["subject"], f["severity"]) for f in found)
-
-
-def test_acs_registers_read_from_the_extended_chain(tmp_path):
-    pci.switch_gpus(tmp_path)
-    offset = health.set_acs(tmp_path, DSPS[0], 0x001D, 0x007F)
-    buf = pci.read_config(tmp_path, DSPS[0])
-    # the fixture's bytes, read independently of the code under test
-    assert struct.unpack_from("<H", buf, offset + 6)[0] == 0x001D
-    regs = pci_p2p.acs_registers(buf)
-    assert regs == {"offset": offset, "capability": 0x007F, "control": 0x001D}
-    summary = pci_p2p.acs_summary(buf)
-    assert summary["enabled"] == ["SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"]
-    assert summary["p2p_redirect"] is True
-    assert pci_p2p.acs_summary(pci.read_config(tmp_path, "0000:03:00.0")) is None  # GPU
-    assert pci_p2p.acs_registers(buf[:256]) is None  # extended space not readable
 
 
 def test_switch_ports_with_redirect_are_found_and_remedy_names_both(tmp_path):
@@ -141,11 +123,3 @@ def test_cmdline_iommu_keeps_only_acs_pci_options():
         "intel_iommu": "on", "iommu.strict": "0"}
     assert p2p.cmdline_iommu("pci=disable_acs_redir=0000:02:00.0") == {
         "pci": "disable_acs_redir=0000:02:00.0"}
-
-
-def test_parse_resource_sizes():
-    text = ("0x00000000f2000000 0x00000000f2ffffff 0x0000000000040200\n"
-            "0x0000018000000000 0x0000019fffffffff 0x000000000014220c\n"
-            "0x0000000000000000 0x0000000000000000 0x0000000000000000\n")
-    entries = pci_p2p.parse_resource(text)
-    assert [e["size"] for e in entries] == [16 << 20, 128 << 30, 0]
