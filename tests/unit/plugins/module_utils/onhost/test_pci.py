@@ -5,7 +5,7 @@ import os
 import struct
 
 import pytest
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import pci
 
 from fixtures import pci as fx
 

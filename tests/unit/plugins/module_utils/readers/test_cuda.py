@@ -13,7 +13,7 @@ import fakecuda
 from fixtures import realhost
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import cuda
 
 PROBE = None                            # the child script as a file (see probe_file)
 H200 = realhost.H200

@@ -3,7 +3,7 @@ config-space bytes), BAR1 size, command line."""
 
 from fixtures import health, hosts, pci
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import p2p
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import p2p
 
 DSPS = ("0000:02:00.0", "0000:02:01.0")
 

@@ -1,6 +1,6 @@
 """module_utils/deprecated: the spec keys made from OPTION_ALIASES."""
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import deprecated
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import deprecated
 
 
 def test_aliases_of_a_renamed_option():

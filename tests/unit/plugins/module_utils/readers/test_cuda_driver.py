@@ -5,7 +5,7 @@ tests/fixtures/lxc.py, both in the kernel's layout)."""
 import os
 
 import pytest
-from ansible_collections.gpuhost.tuning.plugins.module_utils import cuda_driver
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import cuda_driver
 from fixtures import lxc, pci
 
 

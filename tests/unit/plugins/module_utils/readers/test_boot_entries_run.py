@@ -2,8 +2,8 @@
 parameters and kernels) on a Debian GRUB host built under tmp_path (grub.cfg as grub-mkconfig
 writes it: tests/fixtures/bootloader.py)."""
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bootloader_entries as ble
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bootloader_grub as blg
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import boot_entries_run as ble
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import boot_grub as blg
 from fixtures import boot
 from fixtures import bootloader as fx
 

@@ -1,8 +1,8 @@
 """module_utils/bootloader_sdboot: Boot Loader Specification type #1 entries and
 loader.conf (as proxmox-boot-tool and kernel-install write them: tests/fixtures/
-bootloader.py), systemd-boot's EFI variables, the menu order and where the ESPs are."""
+readers/boot_entries.py), systemd-boot's EFI variables, the menu order and where the ESPs are."""
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bootloader_sdboot as bls
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import boot_sdboot as bls
 from fixtures import bootloader as fx
 
 OLD, NEW = "6.8.12-9-pve", "6.14.11-5-bpo12-pve"

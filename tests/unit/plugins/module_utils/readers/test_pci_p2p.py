@@ -7,8 +7,8 @@ import struct
 
 from fixtures import health, pci
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci as pci_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils import pci_p2p
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import pci_p2p
 
 
 def _dsp(built):

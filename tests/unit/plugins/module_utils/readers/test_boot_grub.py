@@ -4,7 +4,7 @@ GRUB boots without a key press."""
 
 import os
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils import bootloader_grub as blg
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import boot_grub as blg
 from fixtures import bootloader as fx
 
 
