@@ -113,7 +113,8 @@ def problems():
                 if not os.path.exists(os.path.join(REPO, path)):
                     out.append("%s: no such path" % span)
             elif span.split("/", 1)[0] in set(m.split(".")[0] for m in modules):
-                if not os.path.exists(os.path.join(MODULE_UTILS, path)):
+                full = os.path.join(MODULE_UTILS, path)
+                if not (os.path.exists(full) or os.path.exists(full + ".py")):
                     out.append("%s: no such path under plugins/module_utils" % span)
             continue
         if re.match(r"^[a-z0-9_.-]+\.(py|yml|yaml|md)$", span):

@@ -15,6 +15,7 @@ from fixtures import hosts
 from ansible_collections.gpuhost.tuning.plugins.doc_fragments import wanted as wanted_doc
 from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import tune
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import audit_program
 from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
     audit_timer as audittimer,
 )
@@ -190,8 +191,8 @@ def test_the_scheduled_audit_takes_every_wanted_value(tmp_path, monkeypatch):
         "textfile": "/var/lib/prometheus/node-exporter/gpuhost_audit.prom"}, runner=None)
     assert set(result["config"]["wanted"]) == KEYS
     assert result["config"]["wanted"]["xid_window_days"] == 3
-    seen = _recording(monkeypatch, audittimer)
-    audittimer.run(root, audittimer.load_config(root + audittimer.CONFIG_PATH))
+    seen = _recording(monkeypatch, audit_program)
+    audit_program.run(root, audit_program.load_config(root + audit_program.CONFIG_PATH))
     assert seen == [KEYS]
 
 

@@ -111,7 +111,7 @@ def vm(tmp_path):
 
 
 def audit(root, **extra):
-    res = run_module(host_audit, dict({"root": root}, **extra))
+    res = run_module(host_audit, hosts.as_wanted(dict({"root": root}, **extra)))
     assert res.get("failed") is not True, res
     return res["audit"]
 

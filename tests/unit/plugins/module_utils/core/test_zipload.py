@@ -55,8 +55,9 @@ def make_zip(path):
                      "ansible_collections/gpuhost/tuning",
                      "ansible_collections/gpuhost/tuning/plugins", PKG):
             zf.writestr(part + "/__init__.py", "")
-        zf.write(os.path.join(REPO, "plugins", "module_utils", "core/zipload.py"),
-                 PKG + "/zipload.py")
+        zf.writestr(PKG + "/core/__init__.py", "")
+        zf.write(os.path.join(REPO, "plugins", "module_utils", "core", "zipload.py"),
+                 PKG + "/core/zipload.py")
         zf.writestr(PKG + "/leaf_a.py", "VALUE = 'a'\n")
         zf.writestr(PKG + "/sub/__init__.py", "VALUE = 'sub'\n")
         zf.writestr(PKG + "/sub/leaf_b.py",

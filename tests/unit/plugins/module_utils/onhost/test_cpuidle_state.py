@@ -122,27 +122,3 @@ def test_missing_disable_file_fails_before_any_write(tmp_path, snapshot_tree):
         cpu_write.set_states(root, sel, True)
     assert snapshot_tree(root) == before
 
-
-def test_cpu_module_util_runs_without_ansible(tmp_path):
-    """The boot-time service ships cpu.py, onhost/cpuidle_state.py and hostfs.py to hosts:
-    no ansible import allowed."""
-    import shutil
-    import subprocess
-    import sys
-    utils = os.path.join(os.path.dirname(cpu.__file__))
-    flat = tmp_path / "flat"
-    flat.mkdir()
-    for name in ("onhost/cpu.py", "onhost/cpuidle_state.py", "onhost/hostfs.py"):
-        shutil.copy(os.path.join(utils, name), str(flat / name))
-    root = cpufix.epyc_cpus(tmp_path / "host", threads=4)
-    code = ("import sys; sys.path.insert(0, '.'); import cpu, cpu_write; "
-            "s = cpu_write.select_states(%r, names=['C2']); "
-            "cpu_write.set_states(%r, s, True); "
-            "print(cpu.format_cpu_list(cpu.summarize_states(%r)[2]['cpus_disabled'])); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'ansible' "
-            "or m.startswith('ansible_collections.'))); print(cpu.host_path.__module__)"
-            % (root, root, root))
-    out = subprocess.run([sys.executable, "-I", "-c", code], cwd=str(flat),
-                         capture_output=True, text=True, check=True, env={"PYTHONPATH": ""})
-    # C2 disabled on all 4 CPUs, nothing from ansible loaded, the flat hostfs used
-    assert out.stdout.split("\n")[:3] == ["0-3", "[]", "hostfs"]

@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from conftest import REPO
 from fixtures import hosts
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import audit_program
@@ -17,8 +18,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
     audit_timer as audittimer,
 )
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))))
 WRAPPERS = os.path.join(REPO, "extensions", "nodecheck")
 JSON = "/run/gpuhost-audit/last.json"
 

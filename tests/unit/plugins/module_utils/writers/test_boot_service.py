@@ -10,17 +10,6 @@ import os
 import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import boot_service as bs
-from conftest import REPO
-
-
-def test_library_files_are_the_shipped_sources_byte_for_byte():
-    files = bs.library_files()
-    for name in bs.SHIPPED:
-        rel = bs.PACKAGES[-1] + "/" + name
-        with open(os.path.join(REPO, "plugins", "module_utils", name), "rb") as handle:
-            assert files[rel] == handle.read(), name
-    for marker in bs.PACKAGES:
-        assert files[marker + "/__init__.py"] == bs.INIT_TEXT
 
 
 def test_make_config_normalizes_and_turns_parts_off():
