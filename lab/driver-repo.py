@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The VM lab's stand-in NVIDIA driver packages (`make lab-driver`): the packages of
 tests/driverstandin.py at 580.95.05 and 590.48.01, made by the real dpkg-deb, with an apt
 index by the real dpkg-scanpackages, into the folder given. The guest's apt reads it as
@@ -6,7 +5,7 @@ index by the real dpkg-scanpackages, into the folder given. The guest's apt read
 reads the same .debs. nvidia-kernel-dkms's prerm calls the guest's own dkms, as Debian's
 dh_dkms prerm does.
 
-Usage: lab/driver-repo.py OUT_DIR   (needs dpkg-deb and dpkg-scanpackages, dpkg-dev)
+Usage: python3 lab/driver-repo.py OUT_DIR   (needs dpkg-deb and dpkg-scanpackages, dpkg-dev)
 """
 
 import os

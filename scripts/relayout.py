@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Move plugins/module_utils into its sub-packages by layer and rewrite every reference.
 
     python3 scripts/relayout.py --check   # print what it would do, change nothing
@@ -208,8 +207,8 @@ def moves():
     out, problems = [], []
     for old, new in sorted(MAPPING.items()):
         pairs = [(UTILS + "/" + old, UTILS + "/" + new),
-                 (TESTS + "/test_" + old, "%s/%s/test_%s.py" % (TESTS, os.path.dirname(new),
-                                                               stem(new)))]
+                 (TESTS + "/test_" + old,
+                  "%s/%s/test_%s.py" % (TESTS, os.path.dirname(new), stem(new)))]
         for src, dst in pairs:
             if not os.path.lexists(os.path.join(REPO, src)):
                 continue
@@ -407,7 +406,7 @@ def read_text(rel):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--check", action="store_true", help="print what it would do")
     args = parser.parse_args(argv)
     problems = unplaced()

@@ -20,7 +20,7 @@ options:
       - The wanted values of the host, whole, as role C(gpuhost.tuning.common) composes them
         (C(__gpuhost_wanted), from its C(gpuhost_*) variables). Keys left out take the
         defaults below, so every module judges and tunes against the same values.
-      - The per-key top-level options of the same names (O(mrrs_size) and the like, where a
+      - The per-key top-level options of the same names (C(mrrs_size) and the like, where a
         module has them) are deprecated and stop working in gpuhost.tuning 0.3.0; one set to
         something other than its default wins over its key here, with a deprecation warning.
     type: dict

@@ -192,7 +192,7 @@ def rules(p):
     allowed)."""
     common(p, skip=("audit",))
     facts.wanted_values(p, ("boot_params", "cpufreq_drivers_wanted", "cpuidle_deeper_than",
-                      "mrrs_size"))
+                            "mrrs_size"))
     names("modules", p.get("modules"), what="kernel module names (letters, digits, _ . + -)")
     for module, wanted in (p.get("module_params") or {}).items():
         names("module_params", [module], what="kernel module names")

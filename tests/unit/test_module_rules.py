@@ -16,8 +16,8 @@ from conftest import REPO
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.core import validate
 
-MODULES = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REPO, "plugins",
-                                                                           "modules", "*.py")))
+MODULES = sorted(os.path.basename(p)[:-3]
+                 for p in glob.glob(os.path.join(REPO, "plugins", "modules", "*.py")))
 
 
 def _source(name):

@@ -110,8 +110,8 @@ def problems(calls):
         if not isinstance(args, dict):
             continue
         if args.get("wanted") != WHOLE:
-            out.append("%s: %s gets wanted %r, not %s" % (path, module, args.get("wanted"),
-                                                           WHOLE))
+            out.append("%s: %s gets wanted %r, not %s"
+                       % (path, module, args.get("wanted"), WHOLE))
         if TAKERS[module] & set(args):
             out.append("%s: %s gets per-key options %s" % (
                 path, module, ", ".join(sorted(TAKERS[module] & set(args)))))

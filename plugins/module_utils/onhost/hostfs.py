@@ -65,6 +65,20 @@ from .hostfs_write import (  # noqa: F401
     write_in_place,
 )
 
+# every name the readers and writers use, this file's own and its siblings' (one import
+# place for them: hostfs)
+__all__ = (
+    "_complete", "_FLAGS", "host_path", "HostFileError", "_in_root", "_kind", "LINE_LIMIT",
+    "LinkLoop", "LOG_LIMIT", "_mib", "_NOFOLLOW", "_note", "NotRegularFile", "OUTPUT_LIMIT",
+    "problem", "READ_LIMIT", "recording", "_refuse", "_resolved", "_ROOTS", "session",
+    "_stat_in_root", "_too_large", "TooLarge", "walk_in_root", "check_root", "folder_in_root",
+    "inside_root", "LOCK_PATH", "LockError", "PathError", "resolve_links", "RootLock",
+    "under_root", "atomic_write", "unified_diff_dict", "write_in_place", "open_read",
+    "read_lines", "listdir", "walk", "isdir", "isfile", "exists", "lexists", "islink",
+    "readlink", "realpath", "stat", "getsize", "read_text", "read_int", "read_bytes",
+    "numbered_entries",
+)
+
 
 # ---------------------------------------------------------------------------------------
 # reading

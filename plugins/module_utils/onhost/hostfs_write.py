@@ -157,4 +157,3 @@ def unified_diff_dict(path, before, after):
         "before": before,
         "after": after,
     }
-

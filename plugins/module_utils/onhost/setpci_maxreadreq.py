@@ -48,8 +48,6 @@ from .pci import (
 LOCKDOWN = "/sys/kernel/security/lockdown"
 
 
-
-
 class PciWriteError(PciError):
     """A config-space write failed or did not take."""
 

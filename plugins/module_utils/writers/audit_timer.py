@@ -29,8 +29,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.audit_progra
     render_config,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.unitinstall import (  # noqa: F401
-    PACKAGES,
-    package_markers,
     write_files,
 )
 
@@ -350,5 +348,3 @@ def timer_run(params, check_mode=False, runner=None):
     actions.append(dict(path=WANTS_LINK, action="ok" if link_ok else "create"))
     return dict(changed=bool(changed_files) or not link_ok, files=actions, config=config,
                 commands=commands, enabled=True, service=SERVICE_PATH, timer=TIMER_PATH)
-
-

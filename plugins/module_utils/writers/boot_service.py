@@ -39,7 +39,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import 
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.unitinstall import (  # noqa: F401
     PACKAGES,
-    package_markers,
     write_files,
 )
 

@@ -63,7 +63,7 @@ def test_installs_units_config_and_library_then_the_service_writes_the_metrics(
             audittimer.MODULE, audittimer.CONFIG_PATH) in handle.read()
     assert os.readlink(seed + audittimer.WANTS_LINK) == audittimer.TIMER_PATH
     assert [c["status"] for c in first["commands"]] == ["skipped", "skipped"]
-    lib = seed + audittimer.LIB_DIR + "/" + audittimer.PACKAGES[-1]
+    lib = seed + audittimer.LIB_DIR + "/" + unitinstall.PACKAGES[-1]
     shipped = sorted(os.path.relpath(os.path.join(folder, name), lib)
                      for folder, _dirs, names in os.walk(lib) for name in names)
     repo_utils = os.path.dirname(unitinstall.__file__)

@@ -10,6 +10,7 @@ import pytest
 from ansible_collections.gpuhost.tuning.plugins.module_utils.core import validate
 from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import ValidationError
 
+
 def test_no_control_walks_strings_dicts_and_lists():
     validate.no_control("x", {"a": ["tab\tok", 1, None]})
     with pytest.raises(ValidationError, match=r"^x\.a: 'b\\nc' is not allowed: no newline"):

@@ -121,4 +121,3 @@ def test_missing_disable_file_fails_before_any_write(tmp_path, snapshot_tree):
     with pytest.raises(cpu.CpuError, match="missing, nothing written: cpu3 C2"):
         cpu_write.set_states(root, sel, True)
     assert snapshot_tree(root) == before
-

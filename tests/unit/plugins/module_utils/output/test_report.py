@@ -80,5 +80,3 @@ def test_audit_report_rejects_missing_audit(tmp_path):
     result = run_module(audit_report, {"audits": {"gpu9": {"msg": "unreachable"}},
                                        "dest": str(tmp_path)})
     assert result["failed"] is True and "gpu9" in result["msg"]
-
-

@@ -66,8 +66,8 @@ def test_check_entries_names_the_kernel_and_the_missing_parameter(tmp_path):
 
 
 def test_check_entries_skips_grub_recovery_entries():
-    cfg = blg.parse_grub_cfg(fx.grub_cfg_text(["6.1.0-56-amd64"], default_opts="quiet "
-                                             "amd_pstate=active"))
+    cfg = blg.parse_grub_cfg(fx.grub_cfg_text(["6.1.0-56-amd64"],
+                                              default_opts="quiet amd_pstate=active"))
     assert bl.check_entries(cfg["entries"], {"amd_pstate": "active"})["ok"]
     cfg = blg.parse_grub_cfg(fx.grub_cfg_text(["6.1.0-56-amd64"]))
     result = bl.check_entries(cfg["entries"], {"amd_pstate": "active"})

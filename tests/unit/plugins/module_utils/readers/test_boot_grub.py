@@ -59,6 +59,7 @@ def test_grub_default_index_and_title_forms():
         "6.1.0-55-amd64")["index"] == "1>2"
     assert blg._resolve_grub(entries, "9") is None
 
+
 def test_grubenv_as_grub_editenv_writes_it():
     # grub-editenv: a header line, key=value lines, '#' padding to 1024 bytes
     block = "# GRUB Environment Block\nsaved_entry=gnulinux-advanced-x>gnulinux-6.1-x\n" \

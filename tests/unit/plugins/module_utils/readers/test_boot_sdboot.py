@@ -79,6 +79,7 @@ def test_locate_esps_by_uuid_and_reports_unreadable(tmp_path):
     # without the uuid list every ESP-looking subfolder counts
     assert [f["uuid"] for f in bls.locate_esps(str(tmp_path), [ESP_DIR])] == ["9B2E-4F1C"]
 
+
 def test_loader_conf_last_assignment_wins_and_comments_skipped():
     conf = bls.parse_loader_conf("# systemd-boot\ntimeout 3\n#default x\ndefault proxmox-*\n"
                                  "console-mode keep\ntimeout 5\n")

@@ -95,4 +95,4 @@ def test_loader_dirs_follow_ld_so_conf_includes_first_and_stop_at_loops(tmp_path
         handle.write("# CUDA\n/usr/local/cuda/lib64/\ninclude /etc/ld.so.conf\n")
     dirs = dr.loader_dirs(root)
     assert dirs[0] == "/usr/local/cuda/lib64"
-    assert dirs[1:] == [d for d in list(dr.LOADER_DIRS) + list(dr.PRIVATE_DIRS)]
+    assert dirs[1:] == list(dr.LOADER_DIRS) + list(dr.PRIVATE_DIRS)

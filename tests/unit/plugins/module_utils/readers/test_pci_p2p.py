@@ -38,6 +38,7 @@ def test_parse_resource_sizes():
     entries = pci_p2p.parse_resource(text)
     assert [e["size"] for e in entries] == [16 << 20, 128 << 30, 0]
 
+
 def test_seed_gpu_extended_chain_holds_aer(tmp_path):
     info = pci.seed_gpus(tmp_path)
     dev = pci_mod.PciDevice(str(tmp_path), info["gpus"][0])
