@@ -4,36 +4,13 @@ plain ``open()``: a hang, the host's memory, or another file's text in the audit
 
 import errno
 import os
-import signal
 import socket
 
 import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
 
-
-@pytest.fixture(autouse=True)
-def _never_hang():
-    """A read that blocks (a FIFO opened without O_NONBLOCK) fails the case after 10 s
-    instead of hanging the run."""
-    def boom(_sig, _frame):
-        raise AssertionError("blocked: the read did not return in 10 s")
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(10)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
-
-
-def _tree(tmp_path):
-    root = tmp_path / "host"
-    (root / "proc").mkdir(parents=True)
-    (root / "etc").mkdir()
-    (root / "proc/cmdline").write_text("BOOT_IMAGE=/vmlinuz root=ZFS=rpool\n")
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "secret").write_text("outside text\n")
-    return str(root), str(outside)
+pytestmark = pytest.mark.usefixtures("never_hang")
 
 
 # ---------------------------------------------------------------------------------------
@@ -49,8 +26,8 @@ READERS = [
 
 @pytest.mark.parametrize("name,read", READERS, ids=[r[0] for r in READERS])
 @pytest.mark.parametrize("under_root", [False, True], ids=["live", "root"])
-def test_fifo_is_refused_without_blocking(tmp_path, name, read, under_root):
-    root, _outside = _tree(tmp_path)
+def test_fifo_is_refused_without_blocking(host_tree, name, read, under_root):
+    root, _outside = host_tree
     path = os.path.join(root, "proc/cmdline")
     os.unlink(path)
     os.mkfifo(path)
@@ -79,10 +56,10 @@ def test_endless_device_and_socket_refused(tmp_path, name, read):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
-def test_device_node_in_a_tree_is_never_opened(tmp_path):
+def test_device_node_in_a_tree_is_never_opened(host_tree):
     """An unpacked capture may hold device nodes: under a root the kind is checked before
     the open (opening a watchdog node arms it), so even /dev/zero's node is refused."""
-    root, _outside = _tree(tmp_path)
+    root, _outside = host_tree
     os.makedirs(os.path.join(root, "var/log"))
     os.mknod(os.path.join(root, "var/log/kern.log"), 0o600 | 0o020000, os.makedev(1, 5))
     path = hostfs.host_path(root, "/var/log/kern.log")
@@ -97,8 +74,8 @@ def test_device_node_in_a_tree_is_never_opened(tmp_path):
     assert opened == []
 
 
-def test_isfile_names_a_fifo_where_a_file_is_looked_for(tmp_path):
-    root, _outside = _tree(tmp_path)
+def test_isfile_names_a_fifo_where_a_file_is_looked_for(host_tree):
+    root, _outside = host_tree
     os.mkfifo(os.path.join(root, "etc/fifo"))
     with hostfs.session() as reading:
         assert hostfs.isfile(hostfs.host_path(root, "/etc/fifo")) is False
@@ -186,10 +163,10 @@ def test_read_lines_of_gzip_bounded_by_its_output(tmp_path):
 # links resolved inside the root
 
 
-def test_link_out_of_the_root_is_resolved_inside_it(tmp_path):
+def test_link_out_of_the_root_is_resolved_inside_it(host_tree):
     """``proc/cmdline`` -> /<outside>/secret reads <root>/<outside>/secret (absent), as the
     kernel in a chroot would: never the outside text."""
-    root, outside = _tree(tmp_path)
+    root, outside = host_tree
     cmdline = os.path.join(root, "proc/cmdline")
     os.unlink(cmdline)
     os.symlink(os.path.join(outside, "secret"), cmdline)
@@ -209,8 +186,8 @@ def test_link_out_of_the_root_is_resolved_inside_it(tmp_path):
     assert hostfs.realpath(path) == os.path.join(inner, "secret")
 
 
-def test_relative_link_climbing_out_stops_at_the_root(tmp_path):
-    root, outside = _tree(tmp_path)
+def test_relative_link_climbing_out_stops_at_the_root(host_tree):
+    root, outside = host_tree
     up = "../" * (root.count("/") + 3)
     os.symlink(up + outside.lstrip("/") + "/secret", os.path.join(root, "etc/hostname"))
     os.symlink(up + outside.lstrip("/"), os.path.join(root, "etc/pve"))
@@ -224,10 +201,10 @@ def test_relative_link_climbing_out_stops_at_the_root(tmp_path):
     assert hostfs.readlink(pve) == up + outside.lstrip("/")
 
 
-def test_folder_links_inside_the_root_are_followed(tmp_path):
+def test_folder_links_inside_the_root_are_followed(host_tree):
     """sysfs' own links (``bus/pci/devices/X`` -> ``../../../devices/...``) and a capture's
     absolute ones resolve as on the host; names and walks keep the path asked for."""
-    root, _outside = _tree(tmp_path)
+    root, _outside = host_tree
     dev = os.path.join(root, "sys/devices/pci0000:00/0000:00:01.0")
     os.makedirs(dev)
     with open(os.path.join(dev, "vendor"), "w") as handle:
@@ -261,33 +238,10 @@ class _nothing(object):
         return False
 
 
-def test_write_in_place_never_writes_outside_the_root(tmp_path):
-    root, outside = _tree(tmp_path)
-    os.makedirs(os.path.join(root, "sys/kernel/mm"))
-    knob = os.path.join(root, "sys/kernel/mm/enabled")
-    os.symlink(os.path.join(outside, "secret"), knob)
-    # <root>/<outside> does not exist: the write fails as in a chroot, nothing written
-    with pytest.raises(FileNotFoundError) as err:
-        hostfs.write_in_place(hostfs.host_path(root, "/sys/kernel/mm/enabled"), "never")
-    assert err.value.filename == hostfs.host_path(root, "/sys/kernel/mm/enabled")
-    with open(os.path.join(outside, "secret")) as handle:
-        assert handle.read() == "outside text\n"
-    os.makedirs(os.path.join(root, outside.lstrip("/")))
-    hostfs.write_in_place(hostfs.host_path(root, "/sys/kernel/mm/enabled"), "never")
-    with open(os.path.join(root, outside.lstrip("/"), "secret")) as handle:
-        assert handle.read() == "never"
-    with open(os.path.join(outside, "secret")) as handle:
-        assert handle.read() == "outside text\n"
-    fifo = os.path.join(root, "sys/kernel/mm/defrag")
-    os.mkfifo(fifo)
-    with pytest.raises(hostfs.NotRegularFile, match="a FIFO"):
-        hostfs.write_in_place(hostfs.host_path(root, "/sys/kernel/mm/defrag"), "madvise")
-
-
-def test_a_folder_turned_into_a_link_out_is_resolved_again(tmp_path):
+def test_a_folder_turned_into_a_link_out_is_resolved_again(host_tree):
     """Outside a session a folder's resolution is reused only while it reaches the same
     folder: one replaced by a link out of the tree between two reads is resolved again."""
-    root, outside = _tree(tmp_path)
+    root, outside = host_tree
     path = hostfs.host_path(root, "/proc/cmdline")
     assert hostfs.read_text(path).startswith("BOOT_IMAGE=")
     os.rename(os.path.join(root, "proc"), os.path.join(root, "proc.old"))

@@ -1,66 +1,8 @@
-"""driver_stage's readers of apt-cache, df and the .run header (formats: apt-cache madison
-and show as apt 2.6 prints them, df -P as POSIX and coreutils print it, the makeself header
-fields of NVIDIA's NVIDIA-Linux-x86_64-<version>.run)."""
+"""driver_stage's rollout rows: the driver before and after each host, in the summary's
+lines and its markdown table. The readers of apt-cache, df and the .run header are
+driver_stage_files' (test_driver_stage_files.py)."""
 
-import pytest
-
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import driver_stage as ds
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output import rollout
-
-MADISON = (" nvidia-kernel-dkms | 590.48.01-1~deb12u1 | http://deb.debian.org/debian "
-           "bookworm-backports/non-free amd64 Packages\n"
-           " nvidia-kernel-dkms | 580.95.05-1 | http://deb.debian.org/debian bookworm/"
-           "non-free amd64 Packages\n"
-           "   libcuda1 | 580.95.05-1 | http://deb.debian.org/debian bookworm/non-free amd64 "
-           "Packages\n")
-
-
-def test_madison_candidates_by_driver_version():
-    found = ds.parse_madison(MADISON)
-    assert found == {"nvidia-kernel-dkms": ["590.48.01-1~deb12u1", "580.95.05-1"],
-                     "libcuda1": ["580.95.05-1"]}
-    chosen, missing = ds.pick_versions(found, ["nvidia-kernel-dkms", "libcuda1"], "590.48.01")
-    assert chosen == {"nvidia-kernel-dkms": "590.48.01-1~deb12u1"}
-    assert missing == ["libcuda1 590.48.01 (apt knows 580.95.05)"]
-    # a version that is a prefix of another is not it
-    assert ds.pick_versions({"x": ["590.48.011-1"]}, ["x"], "590.48.01")[0] == {}
-
-
-def test_sizes_and_free_space():
-    show = ("Package: libcuda1\nVersion: 590.48.01-1\nInstalled-Size: 70000\nSize: 2048\n\n"
-            "Package: nvidia-smi\nInstalled-Size: 1000\nSize: 1\n\n")
-    assert ds.parse_show_sizes(show) == 70000 + 2 + 1000 + 1
-    df = ("Filesystem     1024-blocks    Used Available Capacity Mounted on\n"
-          "rpool/data/subvol-129-disk-0  67108864 1048576  66060288       2% /\n")
-    assert ds.parse_df_free(df) == 66060288
-    assert ds.parse_df_free("df: /: No such file or directory\n") is None
-
-
-def _write(tmp_path, text):
-    path = tmp_path / "root" / "x.run"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(text.encode("latin-1"))
-    return str(tmp_path / "root"), "/x.run"
-
-
-HEADER = ('#!/bin/sh\n# This script was generated using Makeself 2.1.5\nCRCsum="1"\n'
-          'label="NVIDIA Accelerated Graphics Driver for Linux-x86_64 590.48.01"\n'
-          'script="./nvidia-installer"\n')
-
-
-def test_run_header(tmp_path):
-    root, path = _write(tmp_path, HEADER + "\x00\xff" * 100)
-    info = ds.run_header(root, path, "590.48.01")
-    assert info["arch"] == "x86_64" and info["version"] == "590.48.01"
-    with pytest.raises(ds.StageError, match="installs NVIDIA 590.48.01, not the target "
-                                            "580.95.05"):
-        ds.run_header(root, path, "580.95.05")
-    root, path = _write(tmp_path, "#!/bin/sh\necho hello\n")
-    with pytest.raises(ds.StageError, match="not an NVIDIA .run installer: no makeself"):
-        ds.run_header(root, path, "590.48.01")
-    root, path = _write(tmp_path, "#!/bin/sh\n# Makeself 2.4\nlabel=\"Some tool\"\n")
-    with pytest.raises(ds.StageError, match="makeself archive but not NVIDIA's driver"):
-        ds.run_header(root, path, "590.48.01")
 
 
 def test_rollout_rows_name_the_driver_before_and_after():
