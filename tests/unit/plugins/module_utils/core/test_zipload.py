@@ -14,7 +14,6 @@ import subprocess
 import sys
 import zipfile
 
-from conftest import REPO
 
 PKG = "ansible_collections/gpuhost/tuning/plugins/module_utils"
 DOTTED = PKG.replace("/", ".")
@@ -49,6 +48,12 @@ print(json.dumps({"counts": counts, "installed": installed, "again": again, "att
 """
 
 
+def _zipload_source():
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.core import zipload
+
+    return zipload.__file__
+
+
 def make_zip(path):
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         for part in ("ansible_collections", "ansible_collections/gpuhost",
@@ -56,8 +61,7 @@ def make_zip(path):
                      "ansible_collections/gpuhost/tuning/plugins", PKG):
             zf.writestr(part + "/__init__.py", "")
         zf.writestr(PKG + "/core/__init__.py", "")
-        zf.write(os.path.join(REPO, "plugins", "module_utils", "core", "zipload.py"),
-                 PKG + "/core/zipload.py")
+        zf.write(_zipload_source(), PKG + "/core/zipload.py")
         zf.writestr(PKG + "/leaf_a.py", "VALUE = 'a'\n")
         zf.writestr(PKG + "/sub/__init__.py", "VALUE = 'sub'\n")
         zf.writestr(PKG + "/sub/leaf_b.py",
