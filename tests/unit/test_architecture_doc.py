@@ -164,3 +164,12 @@ def test_every_name_the_page_cites_exists():
 def test_the_checker_tells_a_real_name_from_a_stale_one(span, ok, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "_spans", lambda: [span])
     assert (problems() == []) is ok
+
+
+def test_every_module_has_its_readme_row():
+    """The modules table of the README has a row for every module ("Adding a module", 6)."""
+    with open(os.path.join(REPO, "README.md")) as handle:
+        rows = set(re.findall(r"^\| `([a-z_]+)` \|", handle.read(), re.M))
+    modules = set(name[:-3] for name in os.listdir(os.path.join(REPO, "plugins", "modules"))
+                  if name.endswith(".py") and name != "__init__.py")
+    assert sorted(modules - rows) == []
