@@ -36,6 +36,7 @@ def test_write_in_place_never_writes_outside_the_root(host_tree):
     with pytest.raises(hostfs_base.NotRegularFile, match="a FIFO"):
         hostfs_write.write_in_place(hostfs_base.host_path(root, "/sys/kernel/mm/defrag"), "madvise")
 
+
 def test_atomic_write_keeps_the_mode_and_leaves_no_temporary_file(tmp_path):
     path = str(tmp_path / "modprobe.conf")
     with open(path, "w") as handle:
