@@ -16,6 +16,8 @@ import time
 
 import platforms
 import pytest
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import audit_program
 from conftest import install_collection
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("audit_timer_live")]
@@ -27,7 +29,8 @@ PLAYBOOK = os.path.join(REPO, ".venv/bin/ansible-playbook")
 PYTHONS = {"bookworm": "3.11", "trixie": "3.13"}
 TEXTDIR = "/var/lib/prometheus/node-exporter"
 PROM = TEXTDIR + "/gpuhost_audit.prom"
-MODULE = "ansible_collections.gpuhost.tuning.plugins.module_utils.writers.audit_timer"
+# the program the timer runs (what the unit's ExecStart names)
+MODULE = audit_program.MODULE
 COLLECTIONS = {"path": os.path.join(REPO, "collections")}
 
 
