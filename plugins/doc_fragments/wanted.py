@@ -22,7 +22,8 @@ options:
         defaults below, so every module judges and tunes against the same values.
       - The per-key top-level options of the same names (C(mrrs_size) and the like, where a
         module has them) are deprecated and stop working in gpuhost.tuning 0.3.0; one set to
-        something other than its default wins over its key here, with a deprecation warning.
+        something other than its default wins over its key here, and Ansible warns that it
+        is deprecated.
     type: dict
     default: {}
     suboptions:
