@@ -91,7 +91,7 @@ hostile: setup
 # podman (MOLECULE_PKGS) and build both images before it (molecule then finds them built),
 # so a fresh machine does not skip those tests.
 TEST_SUITES := bookworm trixie
-# molecule's suites: Debian 12 and 13 (issue 24), both under make test; the lanes
+# molecule's suites: Debian 12 and 13, both under make test; the lanes
 # (scripts/molecule.sh: per suite gate then kernel, one lane of the other scenarios) run side
 # by side. `make molecule MOLECULE_TEST_SUITES=bookworm` runs one.
 MOLECULE_TEST_SUITES ?= $(TEST_SUITES)
@@ -177,7 +177,7 @@ lab-collection: setup
 	$(BIN)/pytest -q tests/lab
 	LAB_COLLECTION=1 lab/run.sh
 
-# The NVIDIA driver upgrade (issue 26) in the same VM: the stand-in driver 580.95.05 built
+# The NVIDIA driver upgrade in the same VM: the stand-in driver 580.95.05 built
 # by DKMS and loaded, gpuhost.tuning.driver_upgrade to 590.48.01 with a real reboot; a
 # container left behind stops the gate first. dpkg-dev: dpkg-scanpackages for its apt index.
 lab-driver: setup
