@@ -15,22 +15,7 @@ IDS = ("lxc_device_node_missing", "lxc_device_node_major", "lxc_dev_gid_unknown"
        "device_nodes_unit_missing", "lxc_dev_char_links_missing")
 
 
-def _host(tmp_path, listing=None, onboot=True, unit=True, extra=()):
-    root = tmp_path / "host"
-    root.mkdir()
-    lxcfix.proc_devices(root, "after")
-    text = lxcfix.container_129_text("after")
-    if onboot:
-        text = text.replace("ostype: ubuntu\n", "onboot: 1\nostype: ubuntu\n", 1)
-    lxcfix.write_config(root, 129, text)
-    lxcfix.container_130(root)
-    for vmid, conf in extra:
-        lxcfix.write_config(root, vmid, conf)
-    if listing is not False:
-        dn.write_listing(root, listing if listing is not None else dn.clean_nodes())
-    if unit:
-        dn.write_unit(root)
-    return str(root)
+_host = dn.gpu_container_host
 
 
 def _mine(result):
