@@ -652,11 +652,11 @@ files_read:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.core import zipload  # noqa: E402
 
-zipload.install()  # before the collection's imports: each file compiled once
+zipload.install()  # before ansible's and the collection's imports: each file compiled once
 
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
     check_module,
     common,

@@ -110,7 +110,7 @@ def apply_cpuidle(root, conf, log):
         log("cpuidle: no idle driver with states (%s): nothing to do"
             % (driver or "no cpuidle folder"))
         return []
-    states = cpu_mod.read_states(root)
+    states = cpu_mod.read_states(root, brief=True)
     try:
         selection = cpu_write.select_states(root, deeper_than=ref, states=states)
     except cpu_mod.CpuError as exc:

@@ -20,6 +20,7 @@ from .cpu import (
     CpuError,
     cpuidle_available,
     cpuidle_driver,
+    forget_states,
     format_cpu_list,
     online_cpus,
     parse_cpu_list,
@@ -70,7 +71,7 @@ def select_states(root, names=None, max_latency_us=None, deeper_than=None, cpus=
     if len(given) != 1:
         raise CpuError("select idle states by exactly one of names, max_latency_us, deeper_than")
     if states is None:
-        states = read_states(root, cpus)
+        states = read_states(root, cpus, brief=True)
     known = state_names(states)
     selection = {}
     if names:
@@ -147,6 +148,7 @@ def set_states(root, selection, disabled, cpus=None, check_mode=False):
         if check_mode:
             changed.append((cpu, name))
             continue
+        forget_states()             # what is read after this write reads the kernel again
         try:
             write_in_place(path, value)
         except (IOError, OSError) as exc:
@@ -207,7 +209,7 @@ def idle_run(params, check_mode=False):
     if not cpuidle_available(root):
         return result
     result["available"] = True
-    states = read_states(root, wanted)
+    states = read_states(root, wanted, brief=True)
     selection = select_states(root, names=params["names"],
                               max_latency_us=params["max_latency_us"],
                               deeper_than=params["deeper_than"], states=states)
@@ -297,7 +299,7 @@ class IdlePart(object):
 
     def record(self, ctx):
         """``{"driver": ..., "cpus": {"<cpu>": {"<state name>": disabled}}}`` (online CPUs)."""
-        states = read_states(ctx.root)
+        states = read_states(ctx.root, brief=True)
         cpus = dict((str(cpu), dict((s["name"], s["disabled"]) for s in states[cpu]))
                     for cpu in sorted(states))
         return {"driver": cpuidle_driver(ctx.root), "cpus": cpus}
@@ -341,7 +343,7 @@ def _restore_idle(root, recorded, check_mode, out, failures):
                     "reason": "no cpuidle driver with states now (%s): idle flags not restored"
                               % (cpuidle_driver(root) or "no cpuidle folder")})
         return
-    current = read_states(root)
+    current = read_states(root, brief=True)
     to_disable, to_enable, offline = {}, {}, []
     per_name = {}
     for cpu_text, flags in recorded["cpus"].items():

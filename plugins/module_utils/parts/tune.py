@@ -22,6 +22,7 @@ import copy
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.core import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import cpu as cpu_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import registry
 from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner
 
@@ -124,6 +125,13 @@ def tune_run(params, check_mode=False, runner=None, warn=None):
     ``snapshot``, ``check_mode``, ``host``, ``root``, ``diff`` and the fields parts set
     (``peermem``, ``audit_again``)."""
     p = _params(params)
+    # the idle states read once by the audit, the snapshot and the cpuidle part (until a
+    # flag is written)
+    with cpu_mod.states_held(p["root"]):
+        return _tune_run(p, check_mode, runner, warn)
+
+
+def _tune_run(p, check_mode, runner, warn):
     ctx = Context(p, check_mode, runner or Runner(), warn)
     result = {"changed": False, "host": ctx.wanted["host"], "root": ctx.root,
               "check_mode": ctx.check_mode, "parts_on": [n for n in PARTS if n in ctx.on],

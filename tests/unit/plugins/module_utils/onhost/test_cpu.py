@@ -120,3 +120,34 @@ def test_cpu_module_util_runs_without_ansible(tmp_path):
                          capture_output=True, text=True, check=True, env={"PYTHONPATH": ""})
     # C2 disabled on all 4 CPUs, nothing from ansible loaded, the copied hostfs used
     assert out.stdout.split("\n")[:3] == ["0-3", "[]", "onhost.hostfs_base"]
+
+
+def _flip_c2(root, cpu_number, value):
+    path = os.path.join(root, cpufix.CPU, "cpu%d" % cpu_number, "cpuidle", "state2", "disable")
+    with open(path, "w") as handle:
+        handle.write(value)
+
+
+def test_held_states_are_read_once_and_each_caller_gets_its_own_copy(tmp_path):
+    root = cpufix.epyc_cpus(tmp_path, threads=8)
+    with cpu.states_held(root):
+        first = cpu.read_states(root, brief=True)
+        _flip_c2(root, 3, "1")          # behind the holder's back: not seen while held
+        second = cpu.read_states(root, brief=True)
+        assert second == first and second[3][2]["disabled"] is False
+        second[3][2]["disabled"] = "mutated"
+        assert cpu.read_states(root, brief=True)[3][2]["disabled"] is False
+        # a narrower or a full read is not held: it reads the host
+        assert cpu.read_states(root, cpus=[3], brief=True)[3][2]["disabled"] is True
+        assert cpu.read_states(root)[3][2]["disabled"] is True
+        cpu.forget_states()             # what a write of a flag does: the next read is fresh
+        assert cpu.read_states(root, brief=True)[3][2]["disabled"] is True
+    _flip_c2(root, 3, "0")
+    assert cpu.read_states(root, brief=True)[3][2]["disabled"] is False   # released
+
+
+def test_states_are_not_held_without_a_holder(tmp_path):
+    root = cpufix.epyc_cpus(tmp_path, threads=4)
+    assert cpu.read_states(root, brief=True)[1][2]["disabled"] is False
+    _flip_c2(root, 1, "1")
+    assert cpu.read_states(root, brief=True)[1][2]["disabled"] is True

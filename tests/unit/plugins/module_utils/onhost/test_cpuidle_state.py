@@ -121,3 +121,15 @@ def test_missing_disable_file_fails_before_any_write(tmp_path, snapshot_tree):
     with pytest.raises(cpu.CpuError, match="missing, nothing written: cpu3 C2"):
         cpu_write.set_states(root, sel, True)
     assert snapshot_tree(root) == before
+
+
+def test_a_written_flag_is_read_back_fresh_under_a_holder(tmp_path):
+    """A tune pass holds the idle states (cpu.states_held); its verify after the cpuidle
+    write must see the kernel's new flags, not the read from before the write."""
+    root = cpufix.epyc_cpus(tmp_path, threads=8)
+    with cpu.states_held(root):
+        before = cpu.read_states(root, brief=True)
+        assert not any(s["disabled"] for s in before[5] if s["name"] == "C2")
+        cpu_write.set_states(root, cpu_write.select_states(root, names=["C2"]), True)
+        after = cpu.read_states(root, brief=True)
+    assert all(s["disabled"] for s in after[5] if s["name"] == "C2")
