@@ -78,7 +78,7 @@ if [ "${1:-}" = "--inside" ]; then
     fi
     ln -sfn "$venv" .venv
     export GPUHOST_VENV_REQUIREMENTS=$reqs PATH=$venv/bin:$base_path
-    echo "controller-next: $step on $(.venv/bin/ansible --version | head -1)"
+    echo "controller-next: $step on $(.venv/bin/ansible --version | sed -n 1p)"
     case $step in
       sanity) cmd=(scripts/sanity.sh) ;;
       unit|unit-2.20) cmd=(.venv/bin/pytest -q -n "$PYTEST_N" -p no:cacheprovider tests/unit) ;;
@@ -100,9 +100,12 @@ if [ "${1:-}" = "--inside" ]; then
     set -e
     # ansible-core's deprecation warnings: in the step's own output, in pytest's warnings
     # summary, and in the log of every ansible run the step made.
-    if grep -n -i -E "DEPRECATION WARNING|DeprecationWarning|\[DEPRECATED\]" "$out/$step.log" \
-        ${ANSIBLE_LOG_PATH:+"$ANSIBLE_LOG_PATH"} 2>/dev/null | grep -v "^Binary" | head -20 \
-        | grep . ; then
+    # (All matches kept, then the first 20 printed: a `head` in the pipe would cut grep off
+    # and, under pipefail, hide the very warnings it was finding.)
+    hits=$(grep -n -i -E "DEPRECATION WARNING|DeprecationWarning|\[DEPRECATED\]" "$out/$step.log" \
+        ${ANSIBLE_LOG_PATH:+"$ANSIBLE_LOG_PATH"} 2>/dev/null | grep -v "^Binary" || true)
+    if [ -n "$hits" ]; then
+      printf '%s\n' "$hits" | sed -n 1,20p
       echo "controller-next: $step: deprecation warnings above (a failure in this lane)"
       [ "$rc" != 0 ] || rc=1
     fi
@@ -137,7 +140,9 @@ set -e
 cores=""
 for venv in /opt/next-venv /opt/venv-requirements-controller-2.20; do
   [ -x "$root$venv/bin/ansible" ] || continue
-  cores="$cores${cores:+, }$(chroot "$root" "$venv/bin/ansible" --version | head -1 | sed 's/.*core //;s/]//')"
+  # sed reads all of ansible's output: `head -1` closing the pipe early made ansible die of
+  # a broken pipe (exit 250), which set -e and pipefail turned into the lane's failure
+  cores="$cores${cores:+, }$(chroot "$root" "$venv/bin/ansible" --version | sed -n '1{s/.*core //;s/]//;p}')"
 done
 echo "controller-next: ansible-core $cores on $(chroot "$root" /opt/next-venv/bin/python --version): rc=$rc in $(( $(date +%s) - start ))s (root ready in ${ready}s; tree $src)"
 exit $rc
