@@ -111,6 +111,13 @@ molecule: setup
 	@scripts/apt-ensure.sh $(MOLECULE_PKGS)
 	MOLECULE_SUITES="$(MOLECULE_TEST_SUITES)" scripts/molecule.sh
 
+# The NVIDIA driver upgrade (playbook driver_upgrade, no reboot) on both suites: real apt,
+# dkms and dpkg in the container's root and container 130's; not in make test (CI budget).
+.PHONY: molecule-driver
+molecule-driver: setup
+	@scripts/apt-ensure.sh $(MOLECULE_PKGS) dpkg-dev
+	MOLECULE_SUITES="$(MOLECULE_TEST_SUITES)" scripts/molecule.sh driver
+
 # The execution environment execution-environment.yml defines: its local Debian base
 # (scripts/ee-base.sh), ansible-builder + podman (scripts/ee-build.sh), then the audit of two
 # host trees inside it through ansible-runner --process-isolation (scripts/ee-run.sh), its
