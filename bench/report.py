@@ -501,6 +501,7 @@ def main():
             rows_, key=lambda k: (k[0], list(LABELS).index(k[1])))], "raw": other_raw[name]}
             for name, rows_ in others},
     }
+    os.makedirs(args.dest, exist_ok=True)     # BENCH_DEST may name a new folder
     with open(os.path.join(args.dest, "results.json"), "w") as handle:
         json.dump(result, handle, indent=1, sort_keys=True)
         handle.write("\n")
