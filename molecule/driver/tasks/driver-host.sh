@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # molecule driver scenario, prepare: the host on the stand-in NVIDIA driver 580.95.05 and
 # its two GPU containers (see ../prepare.yml). Usage: driver-host.sh REPO OLD_KERNEL
 set -euo pipefail
