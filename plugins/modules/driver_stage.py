@@ -39,7 +39,11 @@ description:
     (C(dkms/<name>/<version>/), copied before the install, whose package scripts remove
     them), which the back-out puts back so DKMS only installs it, no build; the previous
     packages' C(.deb)s from apt's cache (C(debs/)), put back into the cache so apt
-    installs them without a download."
+    installs them without a download; each C(installed-deb) container's previous
+    packages' C(.deb)s (C(containers/<vmid>/debs/), taken from its apt cache with
+    C(pct pull) before its install), pushed into its cache by its back-out. A container
+    whose user space came from a C(.run) needs that C(.run) for its back-out (kept when
+    it was staged here; a warning says when it is not)."
 options:
   version:
     description:
@@ -248,6 +252,20 @@ containers:
     started:
       description: False, or C(and stopped again) when it was started for staging.
       type: raw
+    kept_debs:
+      description: >-
+        C(installed-deb): the previous packages' C(.deb) files newly kept on the host in
+        C(/var/lib/gpuhost-tuning/driver/containers/<vmid>/debs/) (C(pct pull) from the
+        container's apt cache, fetched into it first with C(--reinstall --download-only)
+        when apt had removed them; one that cannot be had is a warning).
+      type: list
+      elements: str
+    put_back:
+      description: >-
+        C(installed-deb): kept C(.deb) files of the target version pushed into the
+        container's apt cache before its install (a back-out; no download needed).
+      type: list
+      elements: str
   sample:
     - {vmid: "129", name: vllm, method: installed-deb, from: 580.95.05, to: 590.48.01,
        action: staged, reason: null, started: false}
@@ -374,12 +392,17 @@ def _run(module):
                     vmids=params["containers"], dkms_name=params["dkms_name"],
                     check_mode=module.check_mode, timeout=params["timeout"],
                     install_timeout=params["install_timeout"])
+    failure = None
     try:
         result = stager.stage()
     except StageError as exc:
+        failure = exc
         result = dict(stager.result)
         result.update(exc.details)
-        module.fail_json(msg="driver_stage: %s" % exc, **result)
+    for text in stager.warnings:
+        module.warn(text)
+    if failure is not None:
+        module.fail_json(msg="driver_stage: %s" % failure, **result)
     module.exit_json(**result)
 
 

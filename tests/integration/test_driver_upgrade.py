@@ -106,6 +106,14 @@ def _cache(root, debs):
         shutil.copy(deb, os.path.join(root, "var/cache/apt/archives"))
 
 
+def _clean_cache(root):
+    """``apt-get clean`` in a root: its cached .debs gone."""
+    cache = os.path.join(root, "var/cache/apt/archives")
+    for name in os.listdir(cache):
+        if name.endswith(".deb"):
+            os.unlink(os.path.join(cache, name))
+
+
 def _write(path, text):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as handle:
@@ -268,6 +276,9 @@ class Host(object):
             return []
         return [r for r in rows if tool is None or r.get("tool") == tool]
 
+    def ct_root(self, vmid):
+        return os.path.join(self.root, "rpool/data/subvol-%s-disk-0" % vmid)
+
     def ct_versions(self, vmid):
         """dpkg's view inside a container's root: {package: version}."""
         fs = os.path.join(self.root, "rpool/data/subvol-%s-disk-0" % vmid)
@@ -368,8 +379,18 @@ def test_back_out_is_the_same_run_with_the_old_version_no_build_no_network(
     it from dkms) and the back-out puts it back: dkms only installs, never builds; with no
     repository reachable apt's caches are enough."""
     host = Host(lab, tmp_path, monkeypatch, containers={"129": CONTAINERS["129"]})
+    # 129's packages were installed by the `apt` front end, which removes the .debs after
+    # installing: staging fetches them into its cache (--download-only) to keep them
+    _clean_cache(host.ct_root("129"))
     done = host.stage()
     assert not done.get("failed"), done.get("msg")
+    old_debs = sorted("%s_%s%s_amd64.deb" % (p, OLD, REVISION) for p in CT_PACKAGES)
+    row = done["containers"][0]
+    assert row["kept_debs"] == old_debs and row["put_back"] == []
+    ct_keep = os.path.join(host.root, "var/lib/gpuhost-tuning/driver/containers/129/debs")
+    assert sorted(os.listdir(ct_keep)) == old_debs
+    fetched = [c["argv"] for c in host.calls("apt-get") if "--download-only" in c["argv"]]
+    assert len(fetched) == 1 and "--reinstall" in fetched[0], fetched
     keep = "/var/lib/gpuhost-tuning/driver/dkms/nvidia/%s" % OLD
     assert done["host"]["kept_build"] == {"name": "nvidia", "version": OLD,
                                           "kernels": sorted(host.kernels), "path": keep}
@@ -386,13 +407,20 @@ def test_back_out_is_the_same_run_with_the_old_version_no_build_no_network(
     offline = str(tmp_path / "offline")
     os.makedirs(offline)
     monkeypatch.setenv("GPUHOST_APT_REPO", offline)
+    # the container's apt still lists both versions (its last apt update) but can fetch
+    # nothing, and its cache was cleaned: only the kept .debs can put OLD back there
     with open(host.pct_file) as handle:
         data = json.load(handle)
-    data["apt_repo"] = offline
+    data["apt_offline"] = True
     _write(host.pct_file, json.dumps(data))
+    _clean_cache(host.ct_root("129"))
 
     back = host.stage(version=OLD)
     assert not back.get("failed"), back.get("msg")
+    assert back["containers"][0]["put_back"] == old_debs
+    # NEW's .debs were in no cache and nothing could fetch them: said, not refused
+    said = str(back.get("warnings"))
+    assert "129: the previous user space's" in said and "could not be kept" in said, said
     builds = [c for c in back["commands"] if c[1:2] == ["build"]]
     assert builds == [], builds
     assert back["host"]["restored"] == host.kernels

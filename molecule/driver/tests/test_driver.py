@@ -54,6 +54,12 @@ def test_the_previous_version_is_kept_for_a_back_out(host):
     assert host.file("%s/dkms/nvidia/%s" % (keep, OLD)).is_directory
     debs = host.check_output("ls %s/debs" % keep).split()
     assert "nvidia-kernel-dkms_%s-1_amd64.deb" % OLD in debs, debs
+    # container 130's previous user space, taken with pct pull (its cache had none: apt
+    # fetched them into it with --reinstall --download-only first)
+    kept = host.check_output("ls %s/containers/130/debs" % keep).split()
+    assert kept == ["%s_%s-1_amd64.deb" % (p, OLD)
+                    for p in ("libcuda1", "libnvidia-ml1", "nvidia-smi")], kept
+    assert not host.file("%s/containers/131" % keep).exists
 
 
 def test_no_reboot_and_the_rollout_names_the_driver(host):

@@ -24,15 +24,21 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostf
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.dkms import DkmsError
 from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import dkms_build as dkms_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stage_files import (
+    ARCHIVES,
     StageError,
     copy_atomic,
+    deb_names,
     keep_build,
+    keep_folder,
+    keep_part,
     keep_debs,
     kept_build,
+    kept_ct_debs,
     kept_run,
     last_lines,
     parse_df_free,
     parse_madison,
+    parse_query_files,
     parse_show_sizes,
     pick_versions,
     restore_build,
@@ -94,6 +100,7 @@ class Stager(object):
                                 "packages": [], "dkms": [], "kept": None,
                                 "kept_build": None},
                        "containers": [], "commands": []}
+        self.warnings = []
 
     # ---------------------------------------------------------------- helpers
 
@@ -366,12 +373,61 @@ class Stager(object):
             for plan in self.ct_plans:
                 self._put_back(plan)
 
+    def _keep_ct_debs(self, plan, apt):
+        """The container's previous packages' .debs kept on the host (kept_ct_debs) before
+        the install replaces them: pulled from its apt cache, fetched into it first
+        (--reinstall --download-only) where apt removed them (the ``apt`` front end does
+        after installing). One apt can no longer fetch is a warning, not a refusal."""
+        row = plan["row"]
+        vmid = row["vmid"]
+        prev = dict((n, v) for n, v in plan["previous"].items() if v)
+        _rc, out, _err = self._pct(vmid, ["dpkg-query", "-W", "-f",
+                                          "${Package} ${Version} ${Architecture}\n"]
+                                   + sorted(prev), check=False)
+        keep = host_path(self.root, kept_ct_debs(vmid))
+        todo = [n for n in parse_query_files(out, prev)
+                if not hostfs.isfile(os.path.join(keep, n))]
+        row["kept_debs"] = []
+        if not todo:
+            return
+        keep_folder(self.root, keep)
+        missing = [n for n in todo if not self._pull(vmid, n, keep)]
+        if missing:
+            self._pct(vmid, apt + ["--reinstall", "--download-only"]
+                      + ["%s=%s" % kv for kv in sorted(prev.items())],
+                      timeout=self.install_timeout, check=False)
+            missing = [n for n in missing if not self._pull(vmid, n, keep)]
+        row["kept_debs"] = [n for n in todo if n not in missing]
+        if missing:
+            self.warnings.append("%s: the previous user space's %s could not be kept (not "
+                                 "in its apt cache, and apt could not fetch it): its "
+                                 "back-out needs a repository that still has %s" % (
+                                     vmid, ", ".join(missing), row["from"]))
+
+    def _pull(self, vmid, name, keep):
+        """``pct pull`` one .deb of the container's cache into ``keep``, atomically."""
+        tmp = os.path.join(keep, ".%s.part" % name)
+        rc, _out, _err = self._run([self.p["pct"], "pull", vmid, "%s/%s" % (ARCHIVES, name),
+                                    tmp], timeout=self.install_timeout, check=False)
+        return keep_part(tmp, os.path.join(keep, name), rc == 0)
+
     def _stage_deb(self, plan):
         vmid = plan["row"]["vmid"]
         wanted = ["%s=%s" % kv for kv in sorted(plan["packages"].items())]
         apt = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y",
                "--allow-downgrades", "--no-install-recommends",
                "-o", "Dpkg::Options::=--force-confold"]
+        self._keep_ct_debs(plan, apt)
+        # a back-out: this version's kept .debs into the container's cache (apt installs
+        # them from there without a download)
+        keep = host_path(self.root, kept_ct_debs(vmid))
+        plan["row"]["put_back"] = []
+        for package, debver in sorted(plan["packages"].items()):
+            for name in deb_names(keep, package, debver):
+                self._run([self.p["pct"], "push", vmid, os.path.join(keep, name),
+                           "%s/%s" % (ARCHIVES, name), "--perms", "0644"],
+                          what="%s: pct push" % vmid)
+                plan["row"]["put_back"].append(name)
         rc, out, err = self._pct(vmid, apt + wanted, timeout=self.install_timeout,
                                  check=False)
         if rc == 0:
@@ -391,6 +447,12 @@ class Stager(object):
     def _stage_run(self, plan):
         vmid = plan["row"]["vmid"]
         keep = kept_run(self.version, self.run_info["arch"])
+        before = plan["row"]["from"]
+        if before and not hostfs.isfile(host_path(self.root, kept_run(
+                before, self.run_info["arch"]))):
+            self.warnings.append("%s: its previous user space came from NVIDIA's .run for "
+                                 "%s, which is not kept on the host: its back-out needs "
+                                 "that .run (run_file)" % (vmid, before))
         source = host_path(self.root, keep)
         if not hostfs.isfile(source):
             source = host_path(self.root, self.run_file)

@@ -137,9 +137,9 @@ def same_file(one, two):
                 return True
 
 
-def copy_atomic(root, source, dest, mode=0o700):
-    """Copy a (large) file into ``dest`` atomically: a temporary file beside it, renamed."""
-    folder = os.path.dirname(dest)
+def keep_folder(root, folder):
+    """Make ``folder`` (a host path under ``root``) for kept files; neither the part that
+    exists nor what is made may lead out of the root."""
     existing = folder
     while not os.path.lexists(existing):
         existing = os.path.dirname(existing)
@@ -148,6 +148,11 @@ def copy_atomic(root, source, dest, mode=0o700):
     if not os.path.isdir(folder):
         os.makedirs(folder, 0o755)
     hostfs.folder_in_root(root, folder, "the keep folder %s" % folder)
+
+
+def copy_atomic(root, source, dest, mode=0o700):
+    """Copy a (large) file into ``dest`` atomically: a temporary file beside it, renamed."""
+    keep_folder(root, os.path.dirname(dest))
     tmp = dest + ".tmp"
     with open(source, "rb") as src, open(tmp, "wb") as out:
         while True:
@@ -170,14 +175,7 @@ def copy_tree(root, source, dest):
     """Copy folder ``source`` to ``dest`` (both under ``root``; dest must not exist):
     files and symlinks as they are, into a temporary folder beside ``dest`` renamed into
     place, so a half copy never stands at ``dest``."""
-    parent = os.path.dirname(dest)
-    existing = parent
-    while not os.path.lexists(existing):
-        existing = os.path.dirname(existing)
-    hostfs.folder_in_root(root, existing, "the keep folder %s" % parent)
-    if not os.path.isdir(parent):
-        os.makedirs(parent, 0o755)
-    hostfs.folder_in_root(root, parent, "the keep folder %s" % parent)
+    keep_folder(root, os.path.dirname(dest))
     tmp = dest + ".tmp"
     if os.path.lexists(tmp):
         _remove_tree(tmp)
@@ -269,7 +267,7 @@ def restore_build(root, name, version, kernels):
 ARCHIVES = "/var/cache/apt/archives"
 
 
-def _deb_names(folder, package, debver):
+def deb_names(folder, package, debver):
     """``<package>_<version>_<arch>.deb`` in ``folder`` (apt writes an epoch's ``:`` as
     ``%3a``)."""
     want = "%s_%s_" % (package, debver.replace(":", "%3a"))
@@ -280,6 +278,41 @@ def _deb_names(folder, package, debver):
     return sorted(n for n in names if n.startswith(want) and n.endswith(".deb"))
 
 
+def deb_file(package, debver, arch):
+    """The name apt gives a downloaded ``.deb`` in its cache."""
+    return "%s_%s_%s.deb" % (package, debver.replace(":", "%3a"), arch)
+
+
+def kept_ct_debs(vmid):
+    """Where a container's previous packages' ``.deb`` files are kept on the host."""
+    return "%s/containers/%s/debs" % (KEEP_DIR, vmid)
+
+
+def parse_query_files(text, packages):
+    """``dpkg-query -W -f '${Package} ${Version} ${Architecture}\\n'`` lines -> the cache
+    file names of those of ``{package: debver}`` installed at that version."""
+    out = []
+    for line in (text or "").splitlines():
+        fields = line.split()
+        if len(fields) == 3 and packages.get(fields[0]) == fields[1]:
+            out.append(deb_file(*fields))
+    return sorted(out)
+
+
+def keep_part(part, dest, ok=True):
+    """A file pulled to ``part`` becomes ``dest`` when ``ok`` and it is a ``.deb`` (an ar
+    archive); otherwise it is removed. Returns whether it was kept."""
+    good = False
+    if ok and hostfs.isfile(part):
+        with open(part, "rb") as handle:
+            good = handle.read(8) == b"!<arch>\n"
+    if good:
+        os.rename(part, dest)
+    elif os.path.lexists(part):
+        os.unlink(part)
+    return good
+
+
 def keep_debs(root, packages, check_mode=False):
     """Copy the installed ``{package: debver}``'s .debs from apt's cache into
     KEEP_DIR/debs (apt may clean its cache; the back-out then needs no download).
@@ -288,7 +321,7 @@ def keep_debs(root, packages, check_mode=False):
     keep = host_path(root, KEEP_DIR + "/debs")
     done = []
     for package, debver in sorted(packages.items()):
-        for name in _deb_names(cache, package, debver or ""):
+        for name in deb_names(cache, package, debver or ""):
             if not os.path.isfile(os.path.join(keep, name)):
                 done.append(name)
                 if not check_mode:
@@ -304,9 +337,9 @@ def unkeep_debs(root, packages):
     keep = host_path(root, KEEP_DIR + "/debs")
     done = []
     for package, debver in sorted(packages.items()):
-        if _deb_names(cache, package, debver):
+        if deb_names(cache, package, debver):
             continue
-        for name in _deb_names(keep, package, debver):
+        for name in deb_names(keep, package, debver):
             copy_atomic(root, os.path.join(keep, name), os.path.join(cache, name), 0o644)
             done.append(name)
     return done

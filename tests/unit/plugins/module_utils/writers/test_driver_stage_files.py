@@ -62,3 +62,31 @@ def test_run_header(tmp_path):
     root, path = _write(tmp_path, "#!/bin/sh\n# Makeself 2.4\nlabel=\"Some tool\"\n")
     with pytest.raises(ds.StageError, match="makeself archive but not NVIDIA's driver"):
         ds.run_header(root, path, "590.48.01")
+
+
+def test_container_deb_files_from_dpkg_query():
+    # dpkg-query -W -f '${Package} ${Version} ${Architecture}\n' as dpkg 1.21 prints it; a
+    # package of another version or not installed (no line) is not the previous one's file
+    out = ("libcuda1 580.95.05-1 amd64\nnvidia-smi 580.95.05-1 amd64\n"
+           "nvidia-kernel-common 1:580.95.05-1 all\nlibnvidia-ml1 590.48.01-1 amd64\n")
+    wanted = {"libcuda1": "580.95.05-1", "nvidia-smi": "580.95.05-1",
+              "nvidia-kernel-common": "1:580.95.05-1", "libnvidia-ml1": "580.95.05-1",
+              "nvidia-persistenced": "580.95.05-1"}
+    assert ds.parse_query_files(out, wanted) == [
+        "libcuda1_580.95.05-1_amd64.deb", "nvidia-kernel-common_1%3a580.95.05-1_all.deb",
+        "nvidia-smi_580.95.05-1_amd64.deb"]
+    assert ds.kept_ct_debs(129) == "/var/lib/gpuhost-tuning/driver/containers/129/debs"
+
+
+def test_a_pulled_file_is_kept_only_when_it_is_a_deb(tmp_path):
+    part, dest = str(tmp_path / ".x.deb.part"), str(tmp_path / "x.deb")
+    (tmp_path / ".x.deb.part").write_bytes(b"!<arch>\ndebian-binary   ")
+    assert ds.keep_part(part, dest) is True
+    assert open(dest, "rb").read(8) == b"!<arch>\n" and not (tmp_path / ".x.deb.part").exists()
+    # an error page, or a pull that failed part way: removed, nothing at dest
+    (tmp_path / ".y.deb.part").write_bytes(b"<html>404</html>")
+    assert ds.keep_part(str(tmp_path / ".y.deb.part"), str(tmp_path / "y.deb")) is False
+    (tmp_path / ".z.deb.part").write_bytes(b"!<arch>\n")
+    assert ds.keep_part(str(tmp_path / ".z.deb.part"), str(tmp_path / "z.deb"), ok=False) \
+        is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.deb"]
