@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
-# molecule driver scenario, prepare: the host on the stand-in NVIDIA driver 580.95.05 and
-# its two GPU containers (see ../prepare.yml). Usage: driver-host.sh REPO OLD_KERNEL
+# A Proxmox-like host on the stand-in NVIDIA driver 580.95.05 and its two GPU containers,
+# for the VM lab's driver run (lab/driver-setup.yml) and molecule's driver scenario
+# (molecule/driver/prepare.yml). Usage:
+#   driver-host.sh REPO KERNEL DOUBLES STATE [load]
+# REPO: the stand-in packages (lab/driver-repo.py) as a local apt repository; KERNEL: the
+# kernel the real dkms builds 580.95.05 for; DOUBLES: the folder holding tests/doubles'
+# pct, apt-get and apt-cache; STATE: the pct double's state folder (/run in the lab, so
+# every container is stopped after a boot); `load`: the module loaded now and at every
+# boot, and the boot id noted (the lab's guest; no module loads in a container).
+# Containers as Proxmox keeps them (configs in /etc/pve/lxc, ZFS subvolumes under
+# /rpool/data, storage.cfg), behind the pct double: 130 with its own 580.95.05 user space
+# installed by dpkg, 131 bind-mounting the host's libraries. Safe to run again.
 set -euo pipefail
-repo=$1 kernel=$2 old=580.95.05
+repo=$1 kernel=$2 doubles=$3 state=$4 load=${5:-}
+old=580.95.05
 echo "deb [trusted=yes] file:$repo ./" >/etc/apt/sources.list.d/gpuhost-driver.list
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
@@ -12,10 +23,15 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
 cp "$repo"/*_$old-1_amd64.deb /var/cache/apt/archives/
 dkms add -m nvidia -v $old
 dkms install -m nvidia -v $old -k "$kernel"
-# Proxmox's storage and the containers (ZFS subvolumes as folders)
-install -d -m 0755 /etc/pve/lxc /var/lib/gpuhost-doubles
+if [ "$load" = load ]; then
+  printf 'nvidia\nnvidia-uvm\n' >/etc/modules-load.d/gpuhost-lab-nvidia.conf
+  modprobe -a nvidia nvidia-uvm
+  test "$(cat /sys/module/nvidia/version)" = "$old"
+fi
+install -d -m 0755 /etc/pve/lxc "$state"
 printf 'zfspool: local-zfs\n\tpool rpool/data\n\tcontent rootdir,images\n\tsparse 1\n' \
   >/etc/pve/storage.cfg
+rm -f /etc/pve/lxc/*.conf
 gpu='lxc.cgroup2.devices.allow: c 195:* rwm
 lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file
 lxc.mount.entry: /dev/nvidiactl dev/nvidiactl none bind,optional,create=file
@@ -24,6 +40,7 @@ lib=/usr/lib/x86_64-linux-gnu
 for ct in 130:vllm:deb 131:comfy:bind; do
   id=${ct%%:*}; rest=${ct#*:}; name=${rest%%:*}; how=${rest#*:}
   fs=/rpool/data/subvol-$id-disk-0
+  rm -rf "$fs"
   install -d "$fs/etc" "$fs/usr/bin" "$fs/var/lib/dpkg/info" "$fs/var/lib/dpkg/updates" \
     "$fs/var/cache/apt/archives" "/var/lib/lxc/$id"
   : >"$fs/var/lib/dpkg/status"
@@ -46,10 +63,14 @@ for ct in 130:vllm:deb 131:comfy:bind; do
       "$repo/nvidia-smi_$old-1_amd64.deb"
   fi
 done
-printf '%s\n' '#!/bin/sh' '# tests/doubles/pct (molecule driver scenario)' \
-  'exec /usr/local/lib/gpuhost-doubles/pct "$@"' >/usr/local/sbin/pct
+printf '%s\n' '#!/bin/sh' "# tests/doubles/pct (lab/driver-host.sh), state in $state" \
+  "GPUHOST_DOUBLES_STATE=$state exec $doubles/pct \"\$@\"" >/usr/local/sbin/pct
 chmod 0755 /usr/local/sbin/pct
 printf '{"apt_repo": "%s", "containers": {"130": {"status": "running"}, "131": {"status": "running"}}}\n' \
-  "$repo" >/var/lib/gpuhost-doubles/pct.json
+  "$repo" >"$state/pct.json"
+if [ "$load" = load ]; then
+  install -d -m 0755 /var/lib/gpuhost-lab
+  cat /proc/sys/kernel/random/boot_id >/var/lib/gpuhost-lab/boot-id-before
+fi
 pct list
 dkms status
