@@ -154,14 +154,7 @@ def copy_atomic(root, source, dest, mode=0o700):
     """Copy a (large) file into ``dest`` atomically: a temporary file beside it, renamed."""
     keep_folder(root, os.path.dirname(dest))
     tmp = dest + ".tmp"
-    with open(source, "rb") as src, open(tmp, "wb") as out:
-        while True:
-            chunk = src.read(1 << 20)
-            if not chunk:
-                break
-            out.write(chunk)
-        out.flush()
-        os.fsync(out.fileno())
+    _copy_bytes(source, tmp, sync=True)
     os.chmod(tmp, mode)
     os.rename(tmp, dest)
 
@@ -196,13 +189,21 @@ def copy_tree(root, source, dest):
     os.rename(tmp, dest)
 
 
-def _copy_file(source, dest):
+def _copy_bytes(source, dest, sync=False):
+    """``source``'s bytes into a new ``dest``, 1 MiB at a time (flushed to disk with sync)."""
     with open(source, "rb") as src, open(dest, "wb") as out:
         while True:
             chunk = src.read(1 << 20)
             if not chunk:
                 break
             out.write(chunk)
+        if sync:
+            out.flush()
+            os.fsync(out.fileno())
+
+
+def _copy_file(source, dest):
+    _copy_bytes(source, dest)
     os.chmod(dest, os.stat(source).st_mode & 0o7777)
 
 
