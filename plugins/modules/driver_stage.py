@@ -41,9 +41,10 @@ description:
     packages' C(.deb)s from apt's cache (C(debs/)), put back into the cache so apt
     installs them without a download; each C(installed-deb) container's previous
     packages' C(.deb)s (C(containers/<vmid>/debs/), taken from its apt cache with
-    C(pct pull) before its install), pushed into its cache by its back-out. A container
-    whose user space came from a C(.run) needs that C(.run) for its back-out (kept when
-    it was staged here; a warning says when it is not)."
+    C(pct pull) before its install, each under C(prlimit --fsize) at twice its installed
+    size and a MiB, so a container's file cannot fill the host), pushed into its cache by
+    its back-out. A container whose user space came from a C(.run) needs that C(.run)
+    for its back-out (kept when it was staged here; a warning says when it is not)."
 options:
   version:
     description:
@@ -347,22 +348,27 @@ def build_module():
     )
 
 
+ANY_ROOT = ("pct", "prlimit")
+
+
 def programs(module):
     """The programs staging runs; with a root other than / the host's must be given."""
     params = module.params
     live = params["root"] == "/"
-    wanted = {"dkms": "dkms", "pct": "pct"}
+    # pct acts on the containers and prlimit bounds a pull's size whatever the root: both
+    # are found on the PATH; the others act on the root, so another root must name them
+    wanted = {"dkms": "dkms", "pct": "pct", "prlimit": "prlimit"}
     if params["source"] == "apt":
         wanted.update(apt_get="apt-get", apt_cache="apt-cache")
     else:
         wanted["installer"] = "sh"
     out = {}
     for key, default in sorted(wanted.items()):
-        given = params.get(key) if key != "pct" else None
+        given = params.get(key) if key not in ANY_ROOT else None
         if given:
             out[key] = given
             continue
-        if not live and key != "pct":
+        if not live and key not in ANY_ROOT:
             module.fail_json(msg="driver_stage: root %s needs %s: a program that acts on "
                                  "that root (the real one acts on /); nothing was changed"
                                  % (params["root"], key), changed=False)

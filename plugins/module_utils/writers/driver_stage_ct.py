@@ -24,6 +24,7 @@ import os
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stage_files import (
     ARCHIVES,
+    QUERY_FORMAT,
     StageError,
     deb_names,
     keep_folder,
@@ -160,36 +161,39 @@ class ContainerStager(object):
         row = plan["row"]
         vmid = row["vmid"]
         prev = dict((n, v) for n, v in plan["previous"].items() if v)
-        _rc, out, _err = self._pct(vmid, ["dpkg-query", "-W", "-f",
-                                          "${Package} ${Version} ${Architecture}\n"]
+        _rc, out, _err = self._pct(vmid, ["dpkg-query", "-W", "-f", QUERY_FORMAT]
                                    + sorted(prev), check=False)
         keep = host_path(self.root, kept_ct_debs(vmid))
-        todo = [n for n in parse_query_files(out, prev)
-                if not hostfs.isfile(os.path.join(keep, n))]
+        caps = parse_query_files(out, prev)
+        todo = [n for n in sorted(caps) if not hostfs.isfile(os.path.join(keep, n))]
         row["kept_debs"] = []
         if not todo:
             return
         keep_folder(self.root, keep)
-        missing = [n for n in todo if not self._pull(vmid, n, keep)]
+        missing = [n for n in todo if not self._pull(vmid, n, keep, caps[n])]
         if missing:
             self._pct(vmid, apt + ["--reinstall", "--download-only"]
                       + ["%s=%s" % kv for kv in sorted(prev.items())],
                       timeout=self.install_timeout, check=False)
-            missing = [n for n in missing if not self._pull(vmid, n, keep)]
+            missing = [n for n in missing if not self._pull(vmid, n, keep, caps[n])]
         row["kept_debs"] = [n for n in todo if n not in missing]
         if missing:
             self.warnings.append("%s: the previous user space's %s could not be kept (not "
-                                 "in its apt cache, and apt could not fetch it): its "
-                                 "back-out needs a repository that still has %s" % (
+                                 "in its apt cache, and apt could not fetch it, or it is "
+                                 "larger than its installed size allows): its back-out "
+                                 "needs a repository that still has %s" % (
                                      vmid, ", ".join(missing), row["from"]))
 
-    def _pull(self, vmid, name, keep):
-        """``pct pull`` one .deb of the container's cache into ``keep``, atomically."""
+    def _pull(self, vmid, name, keep, cap):
+        """``pct pull`` one .deb of the container's cache into ``keep``, atomically, and at
+        most ``cap`` bytes (``prlimit --fsize``: a container's file that never ends, a FIFO
+        fed forever or a planted huge file stops at the cap, on the host's disk too)."""
         tmp = os.path.join(keep, ".%s.part" % name)
         if os.path.lexists(tmp):        # a left-over, or a link planted to lead elsewhere
             os.unlink(tmp)
-        rc, _out, _err = self._run([self.p["pct"], "pull", vmid, "%s/%s" % (ARCHIVES, name),
-                                    tmp], timeout=self.install_timeout, check=False)
+        rc, _out, _err = self._run([self.p["prlimit"], "--fsize=%d" % cap, self.p["pct"],
+                                    "pull", vmid, "%s/%s" % (ARCHIVES, name), tmp],
+                                   timeout=self.install_timeout, check=False)
         return keep_part(tmp, os.path.join(keep, name), rc == 0)
 
     def _stage_deb(self, plan):

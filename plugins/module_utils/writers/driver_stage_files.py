@@ -289,15 +289,32 @@ def kept_ct_debs(vmid):
     return "%s/containers/%s/debs" % (KEEP_DIR, vmid)
 
 
+# What dpkg-query prints per package for the keep: its cache file's name parts and its
+# Installed-Size (KiB), which bounds the size of a pulled .deb (deb_cap).
+QUERY_FORMAT = "${Package} ${Version} ${Architecture} ${Installed-Size}\n"
+# A .deb is its files compressed plus tar's and ar's headers: never twice the installed
+# size and a MiB; a package whose status has no Installed-Size gets DEB_CAP_UNKNOWN.
+DEB_CAP_SLACK = 1024 * 1024
+DEB_CAP_UNKNOWN = 1024 * 1024 * 1024
+
+
+def deb_cap(installed_kib):
+    """The most bytes a pulled ``.deb`` of that Installed-Size (KiB, or None) may have."""
+    if installed_kib is None:
+        return DEB_CAP_UNKNOWN
+    return 2 * 1024 * installed_kib + DEB_CAP_SLACK
+
+
 def parse_query_files(text, packages):
-    """``dpkg-query -W -f '${Package} ${Version} ${Architecture}\\n'`` lines -> the cache
-    file names of those of ``{package: debver}`` installed at that version."""
-    out = []
+    """``dpkg-query -W -f QUERY_FORMAT`` lines -> ``{cache file name: most bytes}`` for
+    those of ``{package: debver}`` installed at that version."""
+    out = {}
     for line in (text or "").splitlines():
         fields = line.split()
-        if len(fields) == 3 and packages.get(fields[0]) == fields[1]:
-            out.append(deb_file(*fields))
-    return sorted(out)
+        if len(fields) in (3, 4) and packages.get(fields[0]) == fields[1]:
+            size = fields[3] if len(fields) == 4 and fields[3].isdigit() else None
+            out[deb_file(*fields[:3])] = deb_cap(None if size is None else int(size))
+    return out
 
 
 def keep_part(part, dest, ok=True):

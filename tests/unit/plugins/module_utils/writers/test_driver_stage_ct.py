@@ -6,6 +6,7 @@ test_driver_upgrade.py."""
 
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -50,8 +51,8 @@ def host(tmp_path, monkeypatch):
     (ct / "var/lib/dpkg/info").mkdir(parents=True)
     (ct / "var/lib/dpkg/status").write_text("".join(
         "Package: %s\nStatus: install ok installed\nPriority: optional\nSection: libs\n"
-        "Maintainer: NVIDIA <nvidia@example.invalid>\nArchitecture: %s\nVersion: %s\n"
-        "Description: stand-in\n\n" % (name, arch, OLD)
+        "Installed-Size: 4\nMaintainer: NVIDIA <nvidia@example.invalid>\nArchitecture: %s\n"
+        "Version: %s\nDescription: stand-in\n\n" % (name, arch, OLD)
         for name, arch in (("libcuda1", "amd64"), ("nvidia-smi", "amd64"))))
     # libcuda1's .deb is in the container's cache; nvidia-smi's only in the repository
     _deb(str(ct / ARCHIVES / ("libcuda1_%s_amd64.deb" % OLD)), "cached")
@@ -60,7 +61,8 @@ def host(tmp_path, monkeypatch):
                        ("GPUHOST_DOUBLES_LOG", str(tmp_path / "calls.jsonl"))):
         monkeypatch.setenv(key, value)
     runner = Runner()
-    stager = Stager(runner, str(root), "590.48.01", "apt", {}, {"pct": DOUBLES + "/pct"})
+    stager = Stager(runner, str(root), "590.48.01", "apt", {},
+                    {"pct": DOUBLES + "/pct", "prlimit": shutil.which("prlimit")})
     return {"root": root, "ct": ct, "repo": repo, "runner": runner, "stager": stager}
 
 
@@ -113,3 +115,20 @@ def test_a_link_planted_where_a_pull_lands_is_removed_not_followed(host, tmp_pat
     host["stager"]._keep_ct_debs(_plan({"libcuda1": OLD}), APT)
     assert outside.read_text() == "mine\n"
     assert (keep / ("libcuda1_%s_amd64.deb" % OLD)).read_bytes().endswith(b"cached")
+
+
+def test_a_pull_stops_at_twice_the_installed_size_and_a_mib(host):
+    # a container's cache file far past its package's Installed-Size (4 KiB): the pull
+    # stops at 1 MiB + 8 KiB (prlimit --fsize), nothing of it is kept on the host
+    big = host["ct"] / ARCHIVES / ("libcuda1_%s_amd64.deb" % OLD)
+    with open(str(big), "wb") as handle:
+        handle.write(b"!<arch>\n")
+        handle.truncate(8 * 1024 * 1024)
+    plan = _plan({"libcuda1": OLD})
+    host["stager"]._keep_ct_debs(plan, APT)
+    assert plan["row"]["kept_debs"] == []
+    assert os.listdir(str(host["root"] / KEEP)) == []
+    pulls = [c for c in host["runner"].calls if "pull" in c]
+    assert pulls and all(c[1] == "--fsize=%d" % (1024 * 1024 + 8 * 1024) for c in pulls)
+    (warning,) = host["stager"].warnings
+    assert "larger than its installed size allows" in warning

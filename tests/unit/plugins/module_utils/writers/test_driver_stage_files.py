@@ -65,17 +65,34 @@ def test_run_header(tmp_path):
 
 
 def test_container_deb_files_from_dpkg_query():
-    # dpkg-query -W -f '${Package} ${Version} ${Architecture}\n' as dpkg 1.21 prints it; a
-    # package of another version or not installed (no line) is not the previous one's file
-    out = ("libcuda1 580.95.05-1 amd64\nnvidia-smi 580.95.05-1 amd64\n"
-           "nvidia-kernel-common 1:580.95.05-1 all\nlibnvidia-ml1 590.48.01-1 amd64\n")
+    # dpkg-query -W -f QUERY_FORMAT as dpkg 1.21 prints it; a package of another version or
+    # not installed (no line) is not the previous one's file; a status stanza without
+    # Installed-Size prints an empty field (the last line)
+    assert ds.QUERY_FORMAT == "${Package} ${Version} ${Architecture} ${Installed-Size}\n"
+    out = ("libcuda1 580.95.05-1 amd64 48213\nnvidia-smi 580.95.05-1 amd64 1650\n"
+           "nvidia-kernel-common 1:580.95.05-1 all 214\nlibnvidia-ml1 590.48.01-1 amd64 2210\n"
+           "nvidia-persistenced 580.95.05-1 amd64 \n")
     wanted = {"libcuda1": "580.95.05-1", "nvidia-smi": "580.95.05-1",
               "nvidia-kernel-common": "1:580.95.05-1", "libnvidia-ml1": "580.95.05-1",
               "nvidia-persistenced": "580.95.05-1"}
-    assert ds.parse_query_files(out, wanted) == [
-        "libcuda1_580.95.05-1_amd64.deb", "nvidia-kernel-common_1%3a580.95.05-1_all.deb",
-        "nvidia-smi_580.95.05-1_amd64.deb"]
+    mib = 1024 * 1024
+    assert ds.parse_query_files(out, wanted) == {
+        "libcuda1_580.95.05-1_amd64.deb": 2 * 48213 * 1024 + mib,
+        "nvidia-kernel-common_1%3a580.95.05-1_all.deb": 2 * 214 * 1024 + mib,
+        "nvidia-smi_580.95.05-1_amd64.deb": 2 * 1650 * 1024 + mib,
+        "nvidia-persistenced_580.95.05-1_amd64.deb": 1024 * mib}
     assert ds.kept_ct_debs(129) == "/var/lib/gpuhost-tuning/driver/containers/129/debs"
+
+
+def test_a_deb_is_capped_at_twice_its_installed_size_and_a_mib():
+    # Debian 12 non-free's Packages (2026-12-02), its 216 NVIDIA packages: no .deb over its
+    # Installed-Size (at most 0.9995 of it), so none over half its cap. The closest:
+    # nvidia-kernel-source 535.261.03-1, Installed-Size 43976, Size 45004248 (a tarball in
+    # it); libcuda1 535.261.03-1, Installed-Size 28906, Size 3002088
+    assert ds.deb_cap(43976) == 91111424 and 45004248 < ds.deb_cap(43976) // 2
+    assert 3002088 < ds.deb_cap(28906)
+    assert ds.deb_cap(0) == 1024 * 1024          # a meta package: its .deb is a few KiB
+    assert ds.deb_cap(None) == ds.DEB_CAP_UNKNOWN == 1 << 30
 
 
 def test_a_pulled_file_is_kept_only_when_it_is_a_deb(tmp_path):
