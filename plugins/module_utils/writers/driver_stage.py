@@ -26,6 +26,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stag
     ContainerStager,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stage_files import (
+    APT_INSTALL,
     StageError,
     copy_atomic,
     keep_build,
@@ -34,6 +35,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stag
     kept_run,
     parse_madison,
     pick_versions,
+    pinned,
     restore_build,
     run_header,
     same_file,
@@ -230,9 +232,7 @@ class Stager(ContainerStager):
         if self.check_mode:
             return
         unkeep_debs(self.root, todo)
-        self._run([self.p["apt_get"], "install", "-y", "--allow-downgrades",
-                   "--no-install-recommends", "-o", "Dpkg::Options::=--force-confold"]
-                  + ["%s=%s" % (n, v) for n, v in sorted(todo.items())],
+        self._run([self.p["apt_get"]] + APT_INSTALL + pinned(todo),
                   timeout=self.install_timeout, what="host: apt-get install")
 
     def _stage_host_run(self):

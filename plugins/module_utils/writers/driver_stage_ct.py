@@ -23,6 +23,7 @@ import os
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stage_files import (
+    APT_INSTALL,
     ARCHIVES,
     QUERY_FORMAT,
     StageError,
@@ -35,6 +36,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stag
     parse_df_free,
     parse_query_files,
     parse_show_sizes,
+    pinned,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import host_path
 
@@ -122,8 +124,7 @@ class ContainerStager(object):
             plan["previous"] = dict((p["name"], p.get("version")) for p in
                                     (ct.get("userspace") or {}).get("packages") or [])
             _rc, shown, _err = self._pct(vmid, ["apt-cache", "show", "--no-all-versions"]
-                                         + ["%s=%s" % kv for kv in sorted(
-                                             plan["packages"].items())])
+                                         + pinned(plan["packages"]))
             need = parse_show_sizes(shown) + MARGIN_KIB
         else:
             need = RUN_ROOM_FACTOR * (self.run_info["size"] + 1023) // 1024 + MARGIN_KIB
@@ -172,8 +173,7 @@ class ContainerStager(object):
         keep_folder(self.root, keep)
         missing = [n for n in todo if not self._pull(vmid, n, keep, caps[n])]
         if missing:
-            self._pct(vmid, apt + ["--reinstall", "--download-only"]
-                      + ["%s=%s" % kv for kv in sorted(prev.items())],
+            self._pct(vmid, apt + ["--reinstall", "--download-only"] + pinned(prev),
                       timeout=self.install_timeout, check=False)
             missing = [n for n in missing if not self._pull(vmid, n, keep, caps[n])]
         row["kept_debs"] = [n for n in todo if n not in missing]
@@ -198,10 +198,8 @@ class ContainerStager(object):
 
     def _stage_deb(self, plan):
         vmid = plan["row"]["vmid"]
-        wanted = ["%s=%s" % kv for kv in sorted(plan["packages"].items())]
-        apt = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y",
-               "--allow-downgrades", "--no-install-recommends",
-               "-o", "Dpkg::Options::=--force-confold"]
+        wanted = pinned(plan["packages"])
+        apt = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get"] + APT_INSTALL
         self._keep_ct_debs(plan, apt)
         # a back-out: this version's kept .debs into the container's cache (apt installs
         # them from there without a download)
@@ -218,7 +216,7 @@ class ContainerStager(object):
         if rc == 0:
             return
         why = last_lines(err or out)
-        back = ["%s=%s" % (n, v) for n, v in sorted(plan["previous"].items()) if v]
+        back = pinned(plan["previous"])
         brc, bout, berr = self._pct(vmid, apt + back, timeout=self.install_timeout,
                                     check=False)
         plan["row"]["action"] = "failed"

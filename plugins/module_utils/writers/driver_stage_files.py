@@ -266,6 +266,16 @@ def restore_build(root, name, version, kernels):
 
 
 ARCHIVES = "/var/cache/apt/archives"
+# apt-get's install of the driver's packages, on the host and in a container alike: a
+# back-out is a downgrade, nothing recommended comes along, changed config files are kept.
+APT_INSTALL = ["install", "-y", "--allow-downgrades", "--no-install-recommends",
+               "-o", "Dpkg::Options::=--force-confold"]
+
+
+def pinned(packages):
+    """``{package: debver}`` -> apt's ``package=debver`` arguments in name order; one
+    without a version is left out."""
+    return ["%s=%s" % (n, v) for n, v in sorted(packages.items()) if v]
 
 
 def deb_names(folder, package, debver):

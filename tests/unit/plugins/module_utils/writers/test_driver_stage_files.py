@@ -107,3 +107,10 @@ def test_a_pulled_file_is_kept_only_when_it_is_a_deb(tmp_path):
     assert ds.keep_part(str(tmp_path / ".z.deb.part"), str(tmp_path / "z.deb"), ok=False) \
         is False
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.deb"]
+
+
+def test_apt_pins_in_name_order_and_one_install_line_for_host_and_containers():
+    assert ds.pinned({"nvidia-smi": "590.48.01-1", "libcuda1": "1:590.48.01-1",
+                      "libnvidia-ml1": None}) == ["libcuda1=1:590.48.01-1",
+                                                  "nvidia-smi=590.48.01-1"]
+    assert ds.APT_INSTALL[:3] == ["install", "-y", "--allow-downgrades"]
