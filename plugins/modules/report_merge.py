@@ -24,17 +24,26 @@ description:
     M(gpuhost.tuning.rollout_report) (one C(<name>.json) and C(.md) per name, each host's row
     from the newest summary that lists it, in the slices' order)."
   - "Each host's newest report is used (by its C(collected_at); a later folder wins a tie).
-    What a slice's report added is taken off first (its fleet drift, judged within the
-    slice); the AER change a report carries is kept, else the host's next older report
-    among the folders (or the one already in O(dest)) is the previous report."
+    A date more than 5 minutes ahead of the controller's clock is not trusted: the file is
+    named in a warning with its date, every report dated in the past ranks above it, and
+    its file's modification time gives its age (unknown, so stale, when that is in the
+    future too). The same holds for a rollout summary's C(generated_at) and a tune report's
+    modification time. What a slice's report added is taken off first (its fleet drift,
+    judged within the slice); the AER change a report carries is kept, else the host's
+    next older report among the folders (or the one already in O(dest)) whose date is
+    trusted is the previous report."
   - "A host whose newest report is older than O(stale_hours) is listed with its age and the
     folder it came from in a section C(Stale hosts) of C(summary.md) and C(index.html),
     and in RV(stale)."
   - "Folders without host reports (a slice whose limit left it no host) add nothing; when no
-    folder has any, nothing is written and the task does not fail. C(<host>-tune.json),
-    C(<host>-reboot.json) and JSON that is no host report are passed over; a file that
-    looks like a host report but is unreadable, malformed, not a regular file or named for
-    another host is left out with a warning naming it."
+    folder has any, nothing is written and the task does not fail. Every C(*.json) is
+    read once and told apart by its content (an audit, tune, reboot or rollout document),
+    never by a suffix of its name, so any inventory host name is kept (C(lab-tune),
+    C(db-reboot)). Reboot reports and JSON that is no report are passed over; a file that
+    is unreadable, not a regular file, nested deeper than 64 levels, holds NaN or
+    Infinity, is malformed or is named for another host is left out with a warning naming
+    it. A rollout summary whose name is a fleet file's (C(summary.json)) or a merged host's
+    file is left out the same way."
   - "Runs on the controller, in the controller's own process (an action plugin); every file
     is read bounded (regular files only, at most 64 MiB) and written atomically, and only
     when its content changed."

@@ -15,7 +15,9 @@ version_added: "0.1.0"
 description:
   - "Writes C(<name>.md) and C(<name>.json) into O(dest) and returns console lines: each
     host of O(hosts) as C(done), C(stopped) (with the reason) or C(not reached) (no entry in
-    O(results): a batch the run never started, or a host that was unreachable)."
+    O(results): a batch the run never started, or a host that was unreachable). A result
+    with any other status is C(unknown), its raw status named in the row (C(raw_status))
+    and its reason: the run reached that host."
   - Meant to run once on the controller after each batch (C(run_once), C(delegate_to
     localhost)), so the files are right even when the run stops at a failed host.
   - Files are written atomically and only when their content changed.
@@ -29,7 +31,8 @@ options:
     required: true
   results:
     description: Host to C({status, reason}); C(status) is C(done) or C(stopped). Hosts missing
-      here (or with another status) are C(not reached).
+      here (or whose result has no status) are C(not reached); a result with another status
+      is C(unknown).
     type: dict
     required: true
   dest:
@@ -37,7 +40,10 @@ options:
     type: path
     required: true
   name:
-    description: Base name of the files.
+    description: Base name of the files. A plain file name; refused when its files would
+      replace or pose as the fleet files of the report folder (C(summary), C(index),
+      C(gpuhost), C(tune-summary), in any case) or a per-host report file of one of
+      O(hosts) (C(gpu01) would replace C(gpu01.json), C(gpu01-tune) its tune report).
     type: str
     default: rollout
   title:
@@ -72,12 +78,12 @@ hosts:
            {"host": "gpu02", "status": "stopped", "reason": "headers for kernel ... not found"},
            {"host": "gpu03", "status": "not reached", "reason": null}]
 counts:
-  description: Hosts per status.
+  description: Hosts per status; C(unknown) only when a host has that status.
   returned: always
   type: dict
   sample: {"done": 1, "stopped": 1, "not reached": 3}
 finished:
-  description: Whether every host has a result (nothing left not reached).
+  description: Whether every host has a result (nothing left not reached or unknown).
   returned: always
   type: bool
 lines:
@@ -115,7 +121,8 @@ def rules(p):
         no_control(key, p.get(key))
     if p.get("dest") in ("", None):
         fail("dest", p.get("dest"), "a folder path")
-    # the name is checked by rollout.report_run (a file name stem, no folder)
+    # the name is checked by rollout.report_run (a file name stem, no folder, not a fleet
+    # file's or a host file's: files.report_name_clash)
 
 
 def main():

@@ -12,6 +12,7 @@ import json
 import os
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.run import SCHEMA
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import bounded
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import base as fleet_base
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import run as fleet_run
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import (
@@ -67,7 +68,7 @@ def previous_documents(dest, hosts, warnings=None):
             text = read_report_text(path)
             if text is None:
                 continue
-            doc = json.loads(text)
+            doc = bounded.json_loads(text)
         except ValueError as exc:
             _ignored(warnings, path, "is not a readable JSON report (%s)" % exc)
             continue

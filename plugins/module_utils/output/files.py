@@ -19,6 +19,41 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs impor
 
 PREVIOUS_MAX = 64 << 20  # bytes of a previous <host>.json read at most
 
+# The file names the report modules write, declared once. A run's files beside the per-host
+# ones (audit_report and report_merge; report_merge's tune part):
+FLEET_FILES = ("summary.md", "index.html", "gpuhost.prom")
+TUNE_SUMMARY = "tune-summary.md"
+# each writer's per-host files: ``safe_name(host)`` + one of these
+HOST_FILES = {"audit": (".json",), "tune": ("-tune.md", "-tune.json"),
+              "reboot": ("-reboot.json", "-reboot.md")}
+# rollout_report's files: ``<name>`` + one of these
+ROLLOUT_SUFFIXES = (".md", ".json")
+
+
+def host_file(host, kind, suffix=0):
+    """The name of ``kind``'s (``HOST_FILES``) per-host file of ``host``."""
+    return safe_name(host) + HOST_FILES[kind][suffix]
+
+
+def report_name_clash(name, hosts=()):
+    """Why rollout files ``<name>.md`` / ``<name>.json`` cannot share a report folder with
+    the other reports, or None. A name is refused when it is the stem of a fleet file
+    (``summary``, ``index``, ``gpuhost``, ``tune-summary``: ``summary.md`` would be replaced,
+    and an ``index.md`` beside ``index.html`` reads as the fleet's) or when one of its files
+    is a per-host file of one of ``hosts`` (``gpu01`` would replace ``gpu01.json``);
+    compared case-insensitively (a case-insensitive folder holds one of the two)."""
+    fleet = FLEET_FILES + (TUNE_SUMMARY,)
+    mine = set((name + suffix).lower() for suffix in ROLLOUT_SUFFIXES)
+    if name.lower() in set(os.path.splitext(f)[0].lower() for f in fleet):
+        return "its files would replace or pose as the fleet files %s" % ", ".join(fleet)
+    for host in hosts:
+        for kind in sorted(HOST_FILES):
+            for suffix in HOST_FILES[kind]:
+                if (safe_name(host) + suffix).lower() in mine:
+                    return "its file %s%s is host %s's %s report" % (
+                        name, os.path.splitext(suffix)[1], host, kind)
+    return None
+
 
 def fstat_or_close(fd):
     try:

@@ -4,33 +4,49 @@
 """report_merge's tune and rollout part: the tune reports and rollout summaries of several
 folders (the slices of a sliced job) as one run over all their hosts writes them.
 
-- Tune: each host's newest ``<host>-tune.json`` (written last; a later folder wins a tie),
+- Tune: each host's newest ``<host>-tune.json`` (written last; a later folder wins a tie;
+  a modification time in the future ranks below every past one, with a warning),
   written again with its ``<host>-tune.md``, and ``tune-summary.md``: one row per host.
 - Rollout: per summary name (``rollout.json``, or the ``name`` rollout_report was given),
   each host's row from the newest summary that lists it (``generated_at``; a later folder
-  wins a tie), in the slices' rollout order, counted again.
+  wins a tie; a date in the future ranks below every past one, with a warning:
+  ``merge.trusted_time``), in the slices' rollout order, counted again.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import rollout
+import time
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import metrics, rollout
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.merge import trusted_time
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import TUNE_SUMMARY
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.tune import (
     tune_document,
     tune_files,
 )
 
-TUNE_SUMMARY = "tune-summary.md"
 
-
-def newest_tunes(entries):
-    """``{host: (document, path)}`` of ``{host: [(document, path, mtime, folder index)]}``."""
+def newest_tunes(entries, now_s=None, warnings=None):
+    """``{host: (document, path)}`` of ``{host: [(document, path, mtime, folder index)]}``
+    (a modification time in the future: ``merge.trusted_time``)."""
+    now_s = time.time() if now_s is None else now_s
+    warnings = [] if warnings is None else warnings
     out = {}
-    for host, found in entries.items():
-        doc, path, _mtime, _index = max(found, key=lambda e: (e[2], e[3]))
+    for host, found in sorted(entries.items()):
+        ranked = [(trusted_time(mtime, None, now_s, path, _utc(mtime), warnings), index, doc,
+                   path) for doc, path, mtime, index in found]
+        _rank, _index, doc, path = max(ranked, key=lambda e: (e[0], e[1]))
         out[host] = (doc, path)
     return out
+
+
+def _utc(seconds):
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(seconds))
+    except (ValueError, OverflowError, OSError):
+        return "%r (Unix time)" % seconds
 
 
 def _md(text):
@@ -56,28 +72,37 @@ def tune_summary(chosen, generated_at):
     return "\n".join(lines) + "\n", failed
 
 
-def tune_merge_files(entries, generated_at):
+def tune_merge_files(entries, generated_at, now_s=None, warnings=None):
     """``({filename: text}, {hosts: {host: from}, failed: [host]})`` of the tune part."""
-    chosen = newest_tunes(entries)
+    chosen = newest_tunes(entries, now_s, warnings)
     files = tune_files(dict((host, doc) for host, (doc, _path) in chosen.items()))
     files[TUNE_SUMMARY], failed = tune_summary(chosen, generated_at)
     return files, {"hosts": dict((h, path) for h, (_doc, path) in sorted(chosen.items())),
                    "failed": failed, "summary": TUNE_SUMMARY}
 
 
-def rollout_merge_files(entries, generated_at):
+def rollout_merge_files(entries, generated_at, now_s=None, warnings=None):
     """``({filename: text}, {name: counts})`` of ``{name: [(document, path, folder
     index)]}``: one summary per name over every folder's hosts."""
+    now_s = time.time() if now_s is None else now_s
+    warnings = [] if warnings is None else warnings
     files, counts = {}, {}
     for name in sorted(entries):
         found = entries[name]
-        ranked = sorted(found, key=lambda e: (str(e[0].get("generated_at") or ""), e[2]))
+        keyed = []
+        for entry in found:
+            doc, path, index = entry
+            when = doc.get("generated_at")
+            trust = trusted_time(metrics._epoch(when), None, now_s, path, when, warnings)[0]
+            keyed.append(((trust, str(when or ""), index), entry))
+        ranked = [entry for _key, entry in sorted(keyed, key=lambda k: k[0])]
         order, results = [], {}
         for doc, _path, _index in sorted(found, key=lambda e: e[2]):
             order += [row["host"] for row in doc["hosts"] if row["host"] not in order]
         for doc, _path, _index in ranked:          # newest last: its rows win
             for row in doc["hosts"]:
-                results[row["host"]] = {"status": row["status"], "reason": row.get("reason")}
+                results[row["host"]] = dict((key, row.get(key))
+                                            for key in ("status", "reason", "raw_status"))
         doc = rollout.summarize(order, results, ranked[-1][0]["title"])
         files.update(rollout.files(doc, name, generated_at))
         counts[name] = doc["counts"]

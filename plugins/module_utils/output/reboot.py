@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import json
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import safe_name
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import host_file
 
 
 def _text(value):
@@ -126,6 +126,6 @@ def _cuda_lines(doc):
 def reboot_files(host, doc):
     """``{name: text}`` of one host's reboot_verify report: ``<host>-reboot.json`` (the
     document, in its key order) and ``<host>-reboot.md``."""
-    name = safe_name(host)
-    return {"%s-reboot.json" % name: json.dumps(doc, indent=4, separators=(",", ": ")) + "\n",
-            "%s-reboot.md" % name: render_reboot_markdown(doc)}
+    return {host_file(host, "reboot", 0): json.dumps(doc, indent=4,
+                                                     separators=(",", ": ")) + "\n",
+            host_file(host, "reboot", 1): render_reboot_markdown(doc)}

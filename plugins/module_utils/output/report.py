@@ -29,21 +29,25 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.output.documents im
     report_documents,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import (  # noqa: F401
+    FLEET_FILES,
     ReportError,
     check_file_names,
+    host_file,
     now,
     safe_name,
     write_files,
     write_reports,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import merged
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import merge, merged
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.merge import (  # noqa: F401
     age_text,
     folder_documents,
+    folder_entries,
     folder_names,
     is_host_document,
     rollout_documents,
     stamp,
+    trusted_time,
     tune_documents,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.page import render_html
@@ -79,9 +83,6 @@ __all__ = [
 ]
 
 
-FLEET_FILES = ("summary.md", "index.html", "gpuhost.prom")
-
-
 def report_files(audits, generated_at=None, mrrs_size=4096, previous=None, warnings=None,
                  dest=None, fleet=True, stale=None, docs=None):
     """``{filename: text}`` for ``audits`` (host -> audit result): one JSON per host,
@@ -100,12 +101,13 @@ def report_files(audits, generated_at=None, mrrs_size=4096, previous=None, warni
         docs = report_documents(audits, previous, warnings, dest, fleet)
     files = {}
     for doc in docs:
-        files["%s.json" % safe_name(doc["host"])] = render_json(doc)
+        files[host_file(doc["host"], "audit")] = render_json(doc)
     if not fleet:
         return files
-    files["summary.md"] = render_markdown(docs, generated_at, stale)
-    files["index.html"] = render_html(docs, generated_at, mrrs_size, stale=stale)
-    files["gpuhost.prom"] = metrics.audit_text(judged_audits(audits, docs))
+    summary_md, index_html, prom = FLEET_FILES
+    files[summary_md] = render_markdown(docs, generated_at, stale)
+    files[index_html] = render_html(docs, generated_at, mrrs_size, stale=stale)
+    files[prom] = metrics.audit_text(judged_audits(audits, docs))
     return files
 
 
@@ -185,7 +187,7 @@ def audit_report_run(p, check_mode=False):
         summary[host] = entry
     per_host = dict((host, metrics.audit_text({host: audit})) for host, audit in audits.items())
     out = dict(changed=bool(written), files=paths, written=written,
-               index=os.path.join(p["dest"], "index.html"), summary=summary, metrics=per_host)
+               index=os.path.join(p["dest"], FLEET_FILES[1]), summary=summary, metrics=per_host)
     if warnings:
         out["warnings"] = warnings
     return out
@@ -207,7 +209,7 @@ def tune_report_run(p, check_mode=False):
                                    "gpuhost_tune_report_dir")
     tables, failed = {}, []
     for host in sorted(results):
-        tables[host] = files["%s-tune.md" % safe_name(host)].splitlines()
+        tables[host] = files[host_file(host, "tune")].splitlines()
         if tune_document(host, results[host])["failures"]:
             failed.append(host)
     return dict(changed=bool(written), files=paths, written=written, tables=tables,
@@ -237,16 +239,22 @@ def merge_run(p, check_mode=False, clock=time.time):
     the tune reports and rollout summaries in them (``output.merged``). Folders with no
     report (an empty slice) add nothing; none at all writes nothing and is no failure."""
     warnings = []
-    found, tunes, rollouts = {}, {}, {}
+    found, tunes, rollouts, read = {}, {}, {}, []
     for index, folder in enumerate(p["folders"]):
-        names = folder_names(folder)
-        for doc, path in folder_documents(folder, warnings, names):
-            found.setdefault(doc["host"], []).append((doc, path))
-        for doc, path, mtime in tune_documents(folder, warnings, names):
+        entries = folder_entries(folder, warnings)
+        read.append(entries)
+        for doc, path, mtime in folder_documents(folder, warnings, entries=entries):
+            found.setdefault(doc["host"], []).append((doc, path, mtime))
+        for doc, path, mtime in tune_documents(folder, warnings, entries=entries):
             tunes.setdefault(doc["host"], []).append((doc, path, mtime, index))
-        for name, doc, path in rollout_documents(folder, warnings, names):
+    # a rollout summary named like one of these hosts' files would replace it
+    merged_hosts = sorted(set(found) | set(tunes))
+    for index, folder in enumerate(p["folders"]):
+        for name, doc, path in rollout_documents(folder, warnings, entries=read[index],
+                                                 hosts=merged_hosts):
             rollouts.setdefault(name, []).append((doc, path, index))
     generated = p.get("generated_at") or now()
+    now_s = clock()
     if not (found or tunes or rollouts):
         out = dict(changed=False, files=[], written=[], hosts={}, stale=[],
                    index=None, msg="no host report in %s: nothing to merge, nothing written"
@@ -256,12 +264,13 @@ def merge_run(p, check_mode=False, clock=time.time):
         return out
     files, out = {}, dict(hosts={}, stale=[], index=None)
     if found:
-        files, out = _merge_audits(p, found, warnings, generated, clock)
+        files, out = _merge_audits(p, found, warnings, generated, now_s)
     if tunes:
-        more, out["tune"] = merged.tune_merge_files(tunes, generated)
+        more, out["tune"] = merged.tune_merge_files(tunes, generated, now_s, warnings)
         files.update(more)
     if rollouts:
-        more, out["rollout"] = merged.rollout_merge_files(rollouts, generated)
+        more, out["rollout"] = merged.rollout_merge_files(rollouts, generated, now_s,
+                                                          warnings)
         files.update(more)
     paths, written = write_reports("report_merge", p["dest"], files, check_mode,
                                    "gpuhost_merge_dest")
@@ -271,28 +280,37 @@ def merge_run(p, check_mode=False, clock=time.time):
     return out
 
 
-def _merge_audits(p, found, warnings, generated, clock):
-    """The audit part of :func:`merge_run`: ``(files, result keys)``."""
+def _merge_audits(p, found, warnings, generated, now_s):
+    """The audit part of :func:`merge_run`: ``(files, result keys)``. A host's newest
+    report is the one with the latest trusted ``collected_at`` (``merge.trusted_time``: one
+    dated in the future ranks below every report dated in the past, by its file's
+    modification time, which gives its age too)."""
     chosen, audits, previous, hosts, stale = {}, {}, {}, {}, []
-    now_s = clock()
     limit_s = p["stale_hours"] * 3600.0
     dest_previous = previous_documents(p["dest"], list(found), warnings)
     for host in sorted(found):
+        ranked = []
+        for doc, path, mtime in found[host]:
+            trusted, when = trusted_time(stamp(doc), mtime, now_s, path,
+                                         doc.get("collected_at"), warnings)
+            ranked.append(((trusted, when), doc, path))
         # stable sort: the last folder given wins a tie
-        entries = sorted(found[host], key=lambda entry: stamp(entry[0]))
-        doc, path = entries[-1]
+        ranked.sort(key=lambda entry: entry[0])
+        (trusted, when), doc, path = ranked[-1]
         chosen[host] = doc
         audits[host] = host_audit_of(doc)
         if doc.get("aer_change") is not None:
             previous[host] = doc  # its own comparison, passed on as it was
         else:
-            older = [d for d, _p in entries[:-1] if stamp(d) < stamp(doc)]
+            # the AER comparison only with an earlier report whose date is trusted
+            older = [d for (t, _w), d, _p in ranked[:-1] if t and stamp(d) < stamp(doc)]
             mine = dest_previous.get(host)
-            if mine is not None and stamp(mine) <= stamp(doc):
+            if (mine is not None and stamp(mine) <= stamp(doc)
+                    and stamp(mine) <= now_s + merge.CLOCK_SKEW_S):
                 older.append(mine)
             if older:
                 previous[host] = max(older, key=stamp)
-        age = now_s - stamp(doc) if stamp(doc) else None
+        age = max(0, now_s - when) if when else None
         is_stale = age is None or age > limit_s
         hosts[host] = {"from": path, "collected_at": doc.get("collected_at"),
                        "age_s": None if age is None else int(age), "stale": is_stale}
@@ -307,7 +325,7 @@ def _merge_audits(p, found, warnings, generated, clock):
         raise ReportError("report_merge: %s; nothing was written" % _merge_malformed(
             audits, hosts, generated, exc))
     return files, dict(hosts=hosts, stale=[row["host"] for row in stale],
-                       index=os.path.join(p["dest"], "index.html"))
+                       index=os.path.join(p["dest"], FLEET_FILES[1]))
 
 
 def _merge_malformed(audits, hosts, generated, exc):

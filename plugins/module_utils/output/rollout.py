@@ -6,7 +6,9 @@ why), which the run did not reach.
 
 A host is ``done`` or ``stopped`` when the run recorded a result for it; every other host
 of the play is ``not reached`` (a later batch that never started, because an earlier host
-stopped the run with ``max_fail_percentage``, or a host that was unreachable).
+stopped the run with ``max_fail_percentage``, or a host that was unreachable). A result
+whose status is none of these (a typo in a playbook, a newer writer) is ``unknown``, its
+raw status named in the row's ``raw_status`` and reason: the run did reach that host.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,6 +23,9 @@ import re
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output import files as report
 
 STATUSES = ("done", "stopped", "not reached")
+# a result the run recorded whose status is none of STATUSES; counted and shown only when
+# there is one (a summary without one is as it always was)
+UNKNOWN = "unknown"
 
 SERIAL_FORMS = ("a positive integer (2, or \"2\" from -e), a percentage from \"1%\" to "
                 "\"100%\", or a non-empty list of those ([1, \"25%\"]: one canary, then "
@@ -94,8 +99,12 @@ def summarize(hosts, results, title="rollout"):
             continue
         seen.add(host)
         result = results.get(host)
-        if not isinstance(result, dict) or result.get("status") not in ("done", "stopped"):
+        # no result, or one with no status (an unreachable host's): the run never got to it
+        if not isinstance(result, dict) or result.get("status") in (None, "not reached"):
             rows.append({"host": host, "status": "not reached", "reason": None})
+            continue
+        if result.get("status") not in ("done", "stopped"):
+            rows.append(_unknown(host, result))
             continue
         reason = result.get("reason")
         row = {"host": host, "status": result["status"],
@@ -106,14 +115,35 @@ def summarize(hosts, results, title="rollout"):
         rows.append(row)
     counts = dict((status, len([r for r in rows if r["status"] == status]))
                   for status in STATUSES)
+    unknown = len([r for r in rows if r["status"] == UNKNOWN])
+    if unknown:
+        counts[UNKNOWN] = unknown
     return {"title": title, "hosts": rows, "counts": counts,
-            "finished": counts["not reached"] == 0}
+            "finished": counts["not reached"] == 0 and not unknown}
+
+
+def _unknown(host, result):
+    """The row of a result whose status is none of done, stopped, not reached: ``unknown``,
+    with the raw status (kept as it came through a merge of summaries) and its reason."""
+    status = result.get("status")
+    raw = status
+    if status == UNKNOWN and result.get("raw_status") is not None:
+        raw = result["raw_status"]  # a merged summary's row: the status its run recorded
+    raw = raw if isinstance(raw, str) else repr(raw)
+    reason = result.get("reason")
+    if status != UNKNOWN or not reason:
+        said = "" if reason in (None, "") else ": %s" % reason
+        reason = "the run recorded status %r, which is none of done, stopped%s" % (raw, said)
+    return {"host": host, "status": UNKNOWN, "reason": str(reason), "raw_status": raw}
 
 
 def headline(doc):
     counts = doc["counts"]
-    return "%s: %d done, %d stopped, %d not reached" % (
+    text = "%s: %d done, %d stopped, %d not reached" % (
         doc["title"], counts["done"], counts["stopped"], counts["not reached"])
+    if counts.get(UNKNOWN):
+        text += ", %d unknown" % counts[UNKNOWN]
+    return text
 
 
 def lines(doc):
@@ -158,6 +188,9 @@ def render_markdown(doc, generated_at=None):
     if not doc["finished"]:
         out += ["", "Hosts not reached were left as they were: fix what stopped the run, then "
                 "run the same command again (hosts already done report nothing to change)."]
+    if doc["counts"].get(UNKNOWN):
+        out += ["", "Hosts with status unknown were reached, but their result is neither done "
+                "nor stopped: read that host's output before running again."]
     return "\n".join(out) + "\n"
 
 
@@ -176,6 +209,11 @@ def report_run(p, check_mode=False):
     if os.path.basename(p["name"]) != p["name"] or not p["name"].strip("."):
         raise report.ReportError("rollout_report: name %r must be a plain file name (no "
                                  "folder)" % p["name"])
+    clash = report.report_name_clash(p["name"], p["hosts"])
+    if clash:
+        raise report.ReportError("rollout_report: name %r cannot be used: %s; pick another "
+                                 "name (the default is rollout); nothing was written"
+                                 % (p["name"], clash))
     doc = summarize(p["hosts"], p["results"], p["title"])
     paths, written = report.write_reports(
         "rollout_report", p["dest"], files(doc, p["name"], p["generated_at"] or report.now()),

@@ -12,7 +12,7 @@ import json
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import (
     check_file_names,
-    safe_name,
+    host_file,
 )
 
 
@@ -77,7 +77,6 @@ def tune_files(results):
     files = {}
     for host in sorted(results):
         doc = tune_document(host, results[host])
-        files["%s-tune.md" % safe_name(host)] = render_tune_markdown(doc)
-        files["%s-tune.json" % safe_name(host)] = json.dumps(doc, indent=4,
-                                                             sort_keys=True) + "\n"
+        files[host_file(host, "tune", 0)] = render_tune_markdown(doc)
+        files[host_file(host, "tune", 1)] = json.dumps(doc, indent=4, sort_keys=True) + "\n"
     return files

@@ -23,3 +23,13 @@ def test_every_fact_of_the_audit_is_in_the_document_and_comes_back(tmp_path):
     # report_merge reads it back into the same audit result
     again = fleet_run.host_audit_of(doc)
     assert report.host_document("gpu01", again) == doc
+
+
+def test_a_previous_report_too_deep_or_with_nan_is_ignored_naming_it(tmp_path):
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.output import documents
+    (tmp_path / "a.json").write_text("[" * 200000)
+    (tmp_path / "b.json").write_text('{"host": "b", "facts": {}, "duration_s": NaN}')
+    warnings = []
+    assert documents.previous_documents(str(tmp_path), ["a", "b"], warnings) == {}
+    assert "a.json is not a readable JSON report (JSON nested 200000 deep" in warnings[0]
+    assert "b.json is not a readable JSON report (NaN is not a number" in warnings[1]

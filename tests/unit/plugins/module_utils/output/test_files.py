@@ -67,3 +67,25 @@ def test_read_report_text_none_missing_refuses_a_fifo_and_too_large(tmp_path, mo
     monkeypatch.setattr(files_mod, "PREVIOUS_MAX", 2)
     with pytest.raises(ValueError, match="is larger than 2 bytes"):
         files_mod.read_report_text(str(tmp_path / "ok.json"))
+
+
+@pytest.mark.parametrize("name, hosts, why", [
+    ("summary", [], "fleet files"), ("INDEX", [], "fleet files"),
+    ("gpuhost", [], "fleet files"), ("tune-summary", [], "fleet files"),
+    ("gpu01", ["gpu01"], "host gpu01's audit report"),
+    ("gpu01-tune", ["gpu01"], "host gpu01's tune report"),
+    ("gpu01-reboot", ["gpu01"], "host gpu01's reboot report"),
+    ("a_b-c14cddc033", ["a/b"], "host a/b's audit report")])
+def test_a_rollout_name_clashing_with_the_fleet_or_a_hosts_files_is_named(name, hosts, why):
+    assert why in files_mod.report_name_clash(name, hosts)
+
+
+@pytest.mark.parametrize("name", ["rollout", "driver-580", "summary2", "gpu01-tune.md"])
+def test_other_rollout_names_are_free(name):
+    assert files_mod.report_name_clash(name, ["gpu01", "gpu02"]) is None
+
+
+def test_host_files_are_the_writers_suffixes_after_the_safe_name():
+    assert [files_mod.host_file("a/b", "tune", i) for i in (0, 1)] == [
+        files_mod.safe_name("a/b") + "-tune.md", files_mod.safe_name("a/b") + "-tune.json"]
+    assert files_mod.host_file("lab-tune", "audit") == "lab-tune.json"

@@ -35,7 +35,7 @@ def test_folder_documents_keeps_host_reports_and_names_what_it_leaves_out(tmp_pa
     _write(tmp_path, "odd.json", dict(HOST_DOC, findings="none"))
     warnings = []
     found = merge.folder_documents(str(tmp_path), warnings)
-    assert [(d["host"], p) for d, p in found] == [("gpu01", str(tmp_path / "gpu01.json"))]
+    assert [(d["host"], p) for d, p, _mtime in found] == [("gpu01", str(tmp_path / "gpu01.json"))]
     assert len(warnings) == 3
     assert "broken.json is not a readable JSON report" in warnings[0]
     assert "gpu02.json names host 'gpu03', whose report is gpu03.json" in warnings[1]
@@ -65,3 +65,48 @@ def test_an_unlistable_folder_is_a_report_error(tmp_path):
 def test_stamp_is_the_collection_time_or_zero():
     assert merge.stamp({"collected_at": "2026-01-01T00:00:00Z"}) == 1767225600
     assert merge.stamp({}) == 0
+
+
+def test_documents_are_told_apart_by_content_not_by_a_suffix_of_their_name(tmp_path):
+    """Hosts named like another writer's files (``lab-tune``, ``db-reboot``) are kept; a
+    reboot report is passed over; a ``-tune.json`` that is no report at all is named."""
+    _write(tmp_path, "lab-tune.json", dict(HOST_DOC, host="lab-tune"))
+    _write(tmp_path, "db-reboot.json", dict(HOST_DOC, host="db-reboot"))
+    _write(tmp_path, "lab-tune-tune.json", dict(TUNE_DOC, host="lab-tune"))
+    _write(tmp_path, "db-reboot-reboot.json", {"host": "db-reboot", "before": {},
+                                               "after": {}, "reboot": {}})
+    _write(tmp_path, "gpu01-tune.json", {})
+    _write(tmp_path, "x-tune.json", ROLLOUT)           # a rollout summary named x-tune
+    warnings = []
+    entries = merge.folder_entries(str(tmp_path), warnings)
+    assert len(entries) == 6 and warnings == []
+    found = merge.folder_documents(str(tmp_path), warnings, entries=entries)
+    assert sorted(d["host"] for d, _p, _m in found) == ["db-reboot", "lab-tune"]
+    tunes = merge.tune_documents(str(tmp_path), warnings, entries=entries)
+    assert [d["host"] for d, _p, _m in tunes] == ["lab-tune"]
+    rollouts = merge.rollout_documents(str(tmp_path), warnings, entries=entries)
+    assert [name for name, _d, _p in rollouts] == ["x-tune"]
+    assert len(warnings) == 1 and "gpu01-tune.json is not a tune report" in warnings[0]
+
+
+def test_deep_or_nan_json_is_a_warning_naming_the_file(tmp_path):
+    _write(tmp_path, "deep.json", "[" * 200000)
+    _write(tmp_path, "nan.json", '{"host": "a", "facts": {}, "x": NaN}')
+    warnings = []
+    assert merge.folder_entries(str(tmp_path), warnings) == []
+    assert "deep.json is not a readable JSON report (JSON nested 200000 deep" in warnings[0]
+    assert "nan.json is not a readable JSON report (NaN is not a number" in warnings[1]
+
+
+@pytest.mark.parametrize("when, mtime, out, warned", [
+    (1000, 50, (True, 1000), False),
+    (1000 + merge.CLOCK_SKEW_S, 50, (True, 1300), False),       # within the skew
+    (1001 + merge.CLOCK_SKEW_S, 50, (False, 50), True),         # beyond: its file's time
+    (4102444800, 4102444800, (False, 0), True),                 # both in 2100
+    (0, 50, (False, 0), False), (None, 50, (False, 0), False)])  # no date at all
+def test_trusted_time_ranks_a_future_date_below_every_past_one(when, mtime, out, warned):
+    warnings = []
+    assert merge.trusted_time(when, mtime, 1000, "f.json", "2100", warnings) == out
+    assert bool(warnings) is warned
+    if warned:
+        assert warnings[0].startswith("f.json is dated 2100, more than 5 minutes ahead")

@@ -41,3 +41,20 @@ def test_rollout_merge_files_join_the_hosts_of_every_folder_newest_rows_winning(
     assert sorted(files) == ["rollout.json", "rollout.md"]
     # gpu01 failed in the older run and was done in the newer one: done twice, none failed
     assert counts == {"rollout": {"done": 2, "stopped": 0, "not reached": 0}}
+
+
+def test_a_tune_file_or_rollout_summary_dated_in_the_future_ranks_below_past_ones():
+    warnings = []
+    entries = {"gpu01": [(dict(TUNE, snapshot="past"), "a/gpu01-tune.json", 900, 0),
+                         (dict(TUNE, snapshot="2100"), "b/gpu01-tune.json", 4102444800, 1)]}
+    doc, path = merged.newest_tunes(entries, 1000, warnings)["gpu01"]
+    assert path == "a/gpu01-tune.json" and "b/gpu01-tune.json is dated 2100" in warnings[0]
+    past = {"title": "t", "generated_at": "2026-01-01 00:00:00Z", "counts": {},
+            "hosts": [{"host": "gpu01", "status": "done"}]}
+    future = dict(past, generated_at="2099-01-01 00:00:00Z",
+                  hosts=[{"host": "gpu01", "status": "stopped", "reason": "x"}])
+    _files, counts = merged.rollout_merge_files(
+        {"rollout": [(past, "a/rollout.json", 0), (future, "b/rollout.json", 1)]}, "now",
+        1767225600 + 86400, warnings)
+    assert counts["rollout"]["done"] == 1
+    assert "b/rollout.json is dated 2099-01-01 00:00:00Z" in warnings[1]

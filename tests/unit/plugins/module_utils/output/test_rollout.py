@@ -5,7 +5,7 @@ every host of the play in order, done, stopped or not reached, with the driver c
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import rollout
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import files, rollout
 
 
 @pytest.mark.parametrize("value,batches", [
@@ -64,3 +64,26 @@ def test_a_finished_rollout():
     doc = rollout.summarize(["a"], {"a": {"status": "done"}})
     assert doc["finished"] and rollout.headline(doc) == "rollout: 1 done, 0 stopped, 0 not " \
                                                         "reached"
+
+
+def test_a_result_with_an_unknown_status_is_unknown_naming_the_raw_status():
+    doc = rollout.summarize(["a", "b", "c"], {"a": {"status": "Done", "reason": "typo"},
+                                             "b": {"msg": "unreachable"}}, "t")
+    assert doc["hosts"][0] == {"host": "a", "status": "unknown", "raw_status": "Done",
+                               "reason": "the run recorded status 'Done', which is none of "
+                                         "done, stopped: typo"}
+    assert [r["status"] for r in doc["hosts"][1:]] == ["not reached", "not reached"]
+    assert doc["counts"] == {"done": 0, "stopped": 0, "not reached": 2, "unknown": 1}
+    assert doc["finished"] is False
+    assert rollout.headline(doc) == "t: 0 done, 0 stopped, 2 not reached, 1 unknown"
+    assert "| a | unknown | the run recorded status 'Done'" in rollout.render_markdown(doc)
+    # without one, the counts are as they always were
+    assert "unknown" not in rollout.summarize(["a"], {"a": {"status": "done"}})["counts"]
+
+
+def test_report_run_refuses_a_name_of_the_fleet_files_writing_nothing(tmp_path):
+    with pytest.raises(files.ReportError, match="name 'summary' cannot be used: its files "
+                                                "would replace or pose as the fleet files"):
+        rollout.report_run({"hosts": ["a"], "results": {}, "dest": str(tmp_path / "r"),
+                            "name": "summary", "title": "t", "generated_at": None})
+    assert not (tmp_path / "r").exists()
