@@ -42,9 +42,11 @@ description:
     installs them without a download; each C(installed-deb) container's previous
     packages' C(.deb)s (C(containers/<vmid>/debs/), taken from its apt cache with
     C(pct pull) before its install, each under C(prlimit --fsize) at twice its installed
-    size and a MiB, so a container's file cannot fill the host), pushed into its cache by
-    its back-out. A container whose user space came from a C(.run) needs that C(.run)
-    for its back-out (kept when it was staged here; a warning says when it is not)."
+    size and a MiB, never over 512 MiB nor over the free space of the host's keep folder
+    less 1 GiB, so neither a container's file nor its dpkg status can fill the host),
+    pushed into its cache by its back-out. A container whose user space came from a
+    C(.run) needs that C(.run) for its back-out (kept when it was staged here; a warning
+    says when it is not)."
 options:
   version:
     description:
@@ -128,6 +130,11 @@ notes:
     C(pct status), and C(df)/C(apt-cache) inside running containers); a stopped
     container is not started and is reported as C(would start to stage).
   - Never loads, unloads or reboots anything.
+  - Every file it writes is created new under a fresh temporary name
+    (C(O_CREAT|O_EXCL|O_NOFOLLOW); a folder by an exclusive C(mkdir)) and renamed into
+    place, so a link or FIFO planted at a temporary name is never followed or removed
+    through. A file it copies (apt's cached C(.deb)s, a kept build) that is a link or not
+    a regular file (a FIFO) is skipped with a warning naming it.
 seealso:
   - module: gpuhost.tuning.driver_state
   - module: gpuhost.tuning.dkms_build

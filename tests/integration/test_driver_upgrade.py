@@ -558,41 +558,46 @@ def test_host_from_the_run_installer(lab, tmp_path, monkeypatch):
     assert again["changed"] is False
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _play(host, reports, extra, check=False):
+    """ansible-playbook gpuhost.tuning.driver_upgrade on ``host``'s tree (no reboot: another
+    root), this checkout's collection, the doubles acting on the root."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "tests/output/pathlink"),
+               ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    variables = {
+        "ansible_python_interpreter": os.path.join(REPO, ".venv/bin/python"),
+        "gpuhost_root": host.root, "gpuhost_report_dir": reports,
+        "gpuhost_tree_commands": ["pct"],
+        "gpuhost_driver_version": NEW, "gpuhost_driver_next_kernel": NEXT,
+        "gpuhost_driver_dkms_executable": os.path.join(DOUBLES, "dkms-in-root"),
+        "gpuhost_driver_apt_get": os.path.join(DOUBLES, "apt-get"),
+        "gpuhost_driver_apt_cache": os.path.join(DOUBLES, "apt-cache"),
+        "gpuhost_reboot_verify_boot_config": False, "gpuhost_reboot_verify_vms": False,
+        "gpuhost_reboot_verify_containers": False, "gpuhost_reboot_verify_checks": [],
+        "gpuhost_reboot_verify_preflight_fail_on_critical": False,
+        "gpuhost_reboot_verify_report": False}
+    variables.update(extra)
+    return subprocess.run(
+        [os.path.join(REPO, ".venv/bin/ansible-playbook"), "-c", "local", "-i", "localhost,",
+         "gpuhost.tuning.driver_upgrade", "-e", json.dumps(variables)]
+        + (["--check"] if check else []),
+        env=env, capture_output=True, text=True, check=False, timeout=900)
+
+
 def test_playbook_stages_gates_and_summarizes(lab, tmp_path, monkeypatch):
     """ansible-playbook gpuhost.tuning.driver_upgrade on the host tree (no reboot: another
     root): staged, gated, the rollout summary naming the driver; a container left out stops
     the gate naming it."""
     host = Host(lab, tmp_path, monkeypatch, containers={"129": CONTAINERS["129"],
                                                         "131": CONTAINERS["131"]})
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(repo, "tests/output/pathlink"),
-               ANSIBLE_CONFIG=os.path.join(repo, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     reports = str(tmp_path / "reports")
-
-    def play(extra):
-        variables = {
-            "ansible_python_interpreter": os.path.join(repo, ".venv/bin/python"),
-            "gpuhost_root": host.root, "gpuhost_report_dir": reports,
-            "gpuhost_tree_commands": ["pct"],
-            "gpuhost_driver_version": NEW, "gpuhost_driver_next_kernel": NEXT,
-            "gpuhost_driver_dkms_executable": os.path.join(DOUBLES, "dkms-in-root"),
-            "gpuhost_driver_apt_get": os.path.join(DOUBLES, "apt-get"),
-            "gpuhost_driver_apt_cache": os.path.join(DOUBLES, "apt-cache"),
-            "gpuhost_reboot_verify_boot_config": False, "gpuhost_reboot_verify_vms": False,
-            "gpuhost_reboot_verify_containers": False, "gpuhost_reboot_verify_checks": [],
-            "gpuhost_reboot_verify_preflight_fail_on_critical": False,
-            "gpuhost_reboot_verify_report": False}
-        variables.update(extra)
-        return subprocess.run(
-            [os.path.join(repo, ".venv/bin/ansible-playbook"), "-c", "local", "-i",
-             "localhost,", "gpuhost.tuning.driver_upgrade", "-e", json.dumps(variables)],
-            env=env, capture_output=True, text=True, check=False, timeout=900)
-
-    left_out = play({"gpuhost_driver_containers": [131]})
+    left_out = _play(host, reports, {"gpuhost_driver_containers": [131]})
     assert left_out.returncode == 2, left_out.stdout[-3000:]
     assert ("not rebooting: driver gate for %s: 129: user space %s, target %s "
             "(installed-deb): stage it" % (NEW, OLD, NEW)) in left_out.stdout
-    done = play({})
+    done = _play(host, reports, {})
     assert done.returncode == 0, done.stdout[-3000:]
     with open(os.path.join(reports, "rollout.json")) as handle:
         doc = json.load(handle)
@@ -600,3 +605,47 @@ def test_playbook_stages_gates_and_summarizes(lab, tmp_path, monkeypatch):
     assert doc["hosts"][0]["status"] == "done"
     assert doc["hosts"][0]["driver"] == {"before": OLD, "after": None}
     assert host.state()["gate"]["ok"] is True
+
+
+def test_playbook_run_source_on_a_host_that_never_kept_a_run(lab, tmp_path, monkeypatch):
+    """Issue 36 item 6: ``-e gpuhost_driver_source=run -e gpuhost_driver_run_file=<the .run
+    on the controller>`` on a host without /var/lib/gpuhost-tuning/driver: ``--check`` says
+    what it would copy and changes nothing; the real run makes the folder, keeps the .run
+    and stages it; with that folder linked out of the root the play stops before writing,
+    the folder it leads to untouched."""
+    host = Host(lab, tmp_path, monkeypatch, host_method="run",
+                containers={"131": CONTAINERS["131"]})
+    keep = os.path.join(host.root, "var/lib/gpuhost-tuning/driver")
+    assert not os.path.lexists(keep)
+    reports = str(tmp_path / "reports")
+    # the next boot is the running kernel: the gate judges the .ko built for it (the stand-in
+    # NEXT kernel's build links to the same headers, so its .ko names the running kernel)
+    run = {"gpuhost_driver_source": "run", "gpuhost_driver_run_file": lab["runs"][NEW],
+           "gpuhost_driver_installer": "/bin/sh", "gpuhost_driver_next_kernel": lab["release"],
+           "gpuhost_driver_kernels": [lab["release"]]}
+    snap = digest(host.root)
+    checked = _play(host, reports, run, check=True)
+    assert checked.returncode == 0, checked.stdout[-3000:]
+    assert "check mode: would copy %s to %s/NVIDIA-Linux-x86_64-%s.run" % (
+        lab["runs"][NEW], keep, NEW) in " ".join(checked.stdout.split())
+    assert changed(snap, digest(host.root)) == []
+
+    done = _play(host, reports, run)
+    assert done.returncode == 0, done.stdout[-3000:]
+    kept = os.path.join(keep, "NVIDIA-Linux-x86_64-%s.run" % NEW)
+    with open(kept, "rb") as mine, open(lab["runs"][NEW], "rb") as theirs:
+        assert mine.read() == theirs.read()
+    assert os.stat(kept).st_mode & 0o777 == 0o700
+    assert host.state()["host"]["installed"]["version"] == NEW
+
+    # the keep folder linked out of the root: refused, the outside folder as it was
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "mine.txt").write_text("the operator's own\n")
+    os.rename(keep, keep + ".aside")
+    os.symlink(str(outside), keep)
+    before = digest(str(outside))
+    refused = _play(host, reports, run)
+    assert refused.returncode == 2, refused.stdout[-3000:]
+    assert "outside root %s" % host.root in " ".join(refused.stdout.split())
+    assert changed(before, digest(str(outside))) == []

@@ -28,6 +28,7 @@ import time
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (
     LockError,
     RootLock,
+    create_temp,
     folder_in_root,
     host_path,
 )
@@ -222,9 +223,10 @@ def acquire(root, holder, token=None, check_mode=False):
         current = read(root)
         if current is not None:
             raise LockError(describe(current, root))
-        temp = "%s.%d.tmp" % (path, os.getpid())
+        # a new file of a fresh name (create_temp: a name planted in run/ is never opened
+        # or removed), linked to the lock's name: os.link never replaces what is there
+        fd, temp = create_temp(run_dir, os.path.basename(path), 0o644, root=root)
         try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 os.write(fd, (json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
                 os.fsync(fd)

@@ -61,6 +61,11 @@ from .hostfs_root import (  # noqa: F401
 )
 from .hostfs_write import (  # noqa: F401
     atomic_write,
+    copy_fd,
+    create_temp,
+    open_source,
+    source_problem,
+    source_refused,
     unified_diff_dict,
     write_in_place,
 )
@@ -72,11 +77,11 @@ __all__ = (
     "LinkLoop", "LOG_LIMIT", "_mib", "_NOFOLLOW", "_note", "NotRegularFile", "OUTPUT_LIMIT",
     "problem", "READ_LIMIT", "recording", "_refuse", "_resolved", "_ROOTS", "session",
     "_stat_in_root", "_too_large", "TooLarge", "walk_in_root", "check_root", "folder_in_root",
-    "inside_root", "LOCK_PATH", "LockError", "PathError", "resolve_links", "RootLock",
-    "under_root", "atomic_write", "unified_diff_dict", "write_in_place", "open_read",
-    "read_lines", "listdir", "walk", "isdir", "isfile", "exists", "lexists", "islink",
-    "readlink", "realpath", "stat", "getsize", "read_text", "read_int", "read_bytes",
-    "numbered_entries",
+    "inside_root", "LOCK_PATH", "LockError", "PathError", "resolve_links", "RootLock", "under_root",
+    "atomic_write", "copy_fd", "create_temp", "open_source", "source_problem", "source_refused",
+    "unified_diff_dict", "write_in_place", "open_read", "read_lines", "listdir", "walk", "isdir",
+    "isfile", "exists", "lexists", "islink", "readlink", "realpath", "stat", "getsize", "read_text",
+    "read_int", "read_bytes", "numbered_entries",
 )
 
 

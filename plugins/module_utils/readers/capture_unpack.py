@@ -10,6 +10,12 @@ and every name or link that leaves the tree, naming each member, before anything
 written; ``unpack`` then writes the members itself (no tarfile extraction): files created
 new (``O_EXCL``, ``O_NOFOLLOW``), no set-id bits, links last.
 
+Nothing is read whole before it is bounded: tarfile reads a GNU long name or link (``L``,
+``K``) and a pax header (``x``, ``g``) whole before the member it describes is known, so
+every read tarfile makes of the decompressed stream goes through ``_BoundedStream``, which
+refuses one over MAX_HEADER_BYTES naming the header and its offset (a 3 MB ``.tar.gz``
+whose long name claimed 700 MiB was a MemoryError).
+
 An absolute link target means "from the host's root" in a host tree (the readers resolve it
 inside the root, ``hostfs.walk_in_root``); it is written as the relative link that means the
 same inside the folder, so nothing outside it is reached whoever follows it.
@@ -19,12 +25,21 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import bz2
+import gzip
+import io
+import lzma
 import os
 import posixpath
 import shutil
 import stat
 import tarfile
 import tempfile
+import zlib
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (
+    create_temp,
+)
 
 # A capture packs files over 4 MiB as a marker (capture.CAPTURE_MAX_FILE) and is a few MB
 # in all; these bound what a damaged or hostile tarball can make us decompress and write.
@@ -33,6 +48,17 @@ MAX_MEMBER_BYTES = 64 * 1024 * 1024
 MAX_TOTAL_BYTES = 1024 * 1024 * 1024
 MAX_NAMED = 20
 _LINK_HOPS = 40
+# The most bytes tarfile may read at once from the decompressed stream: a GNU long name or
+# link, or a pax header, is read whole (a path is at most 4 KiB; the pax headers of
+# host_capture's PAX_FORMAT hold a long name and a link target), and _write reads a member's
+# content in chunks of this size.
+MAX_HEADER_BYTES = 1024 * 1024
+_BLOCK = 512
+_HEADER_KINDS = {b"L": "a GNU long name", b"K": "a GNU long link name",
+                 b"x": "a pax extended header", b"X": "a pax extended header",
+                 b"g": "a pax global header"}
+# what a damaged stream raises besides tarfile's own errors (gzip's BadGzipFile is an OSError)
+_DAMAGED = (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError)
 
 
 class UnpackError(ValueError):
@@ -160,19 +186,89 @@ def _relink(name, target):
     return posixpath.relpath(target.lstrip("/") or ".", posixpath.dirname(name) or ".")
 
 
+class _BoundedStream(io.RawIOBase):
+    """The decompressed tar stream as tarfile reads it: a read of more than
+    MAX_HEADER_BYTES at once (a long name, long link or pax header claiming more: tarfile
+    would read it whole) raises UnpackError naming the header, before anything is read."""
+
+    def __init__(self, stream, path):
+        io.RawIOBase.__init__(self)
+        self._stream = stream
+        self._path = path
+        self._kind = b""
+        self.name = path
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def seek(self, offset, whence=os.SEEK_SET):
+        return self._stream.seek(offset, whence)
+
+    def tell(self):
+        return self._stream.tell()
+
+    def read(self, size=-1):
+        if size is None or size < 0 or size > MAX_HEADER_BYTES:
+            raise UnpackError(
+                "capture %s: %s at byte %d of the tar stream claims %s, over the %d KiB a "
+                "header can be: refused before reading it, nothing was written (a capture "
+                "names short paths; make a new one with playbook gpuhost.tuning.capture)" % (
+                    self._path, _HEADER_KINDS.get(self._kind, "a member header"),
+                    self._stream.tell() - _BLOCK, "the rest of the stream" if size is None
+                    or size < 0 else "%d bytes" % size, MAX_HEADER_BYTES // 1024))
+        data = self._stream.read(size)
+        if size == _BLOCK and len(data) == _BLOCK:
+            self._kind = data[156:157]  # a header's type flag: what a long read would be
+        return data
+
+    def readinto(self, buffer):
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self):
+        if not self.closed:
+            self._stream.close()
+        io.RawIOBase.close(self)
+
+
+def _decompressed(handle):
+    """The tar stream of file object ``handle``: gzip (host_capture's), bzip2, xz or none,
+    told by the first bytes as tarfile's ``r:*`` tells them."""
+    magic = handle.read(6)
+    handle.seek(0)
+    if magic[:2] == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=handle, mode="rb")
+    if magic[:3] == b"BZh":
+        return bz2.BZ2File(handle)
+    if magic == b"\xfd7zXZ\x00":
+        return lzma.LZMAFile(handle)
+    return handle
+
+
 def open_tarball(path):
     """Open the capture at ``path``: a regular file (never a FIFO or a device: opening one
-    would block or read without end); UnpackError otherwise."""
+    would block or read without end); UnpackError otherwise. Its tar stream is read through
+    ``_BoundedStream``."""
     try:
-        st = os.stat(path)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) |
+                     getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise UnpackError("capture %s: %s" % (path, exc.strerror or exc))
-    if not stat.S_ISREG(st.st_mode):
-        raise UnpackError("capture %s is not a regular file: give the tarball that "
-                          "playbook gpuhost.tuning.capture wrote" % path)
+    handle = os.fdopen(fd, "rb")
     try:
-        return tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError, EOFError) as exc:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnpackError("capture %s is not a regular file: give the tarball that "
+                              "playbook gpuhost.tuning.capture wrote" % path)
+        return tarfile.open(fileobj=_BoundedStream(_decompressed(handle), path), mode="r:")
+    except UnpackError:
+        handle.close()
+        raise
+    except _DAMAGED + (ValueError,) as exc:
+        handle.close()
         raise UnpackError("capture %s is not a tarball (%s): give the .tar.gz that playbook "
                           "gpuhost.tuning.capture wrote" % (path, exc))
 
@@ -186,7 +282,9 @@ def unpack(path, dest=None):
     with open_tarball(path) as tar:
         try:
             members = check(tar)
-        except (tarfile.TarError, EOFError, OSError) as exc:
+        except UnpackError:
+            raise
+        except _DAMAGED + (ValueError,) as exc:  # ValueError: a pax number of 5,000 digits
             raise UnpackError("capture %s is damaged (%s): nothing was written" % (path, exc))
         made = None
         if dest is None:
@@ -202,7 +300,7 @@ def unpack(path, dest=None):
         except BaseException as exc:
             if made is not None:
                 shutil.rmtree(made, ignore_errors=True)
-            if isinstance(exc, (tarfile.TarError, EOFError, OSError)):
+            if isinstance(exc, _DAMAGED) and not isinstance(exc, UnpackError):
                 raise UnpackError("capture %s could not be unpacked into %s (%s): what was "
                                   "written is removed" % (path, dest, exc))
             raise
@@ -230,12 +328,13 @@ def _write(tar, members, dest):
             links.append((full, _relink(name, member.linkname)))
         else:
             source = tar.extractfile(member)
-            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                         (member.mode & 0o777) | 0o600)
+            # created new, never through what is there (hostfs' create_temp, the name itself)
+            fd, _full = create_temp(parent, os.path.basename(full),
+                                    (member.mode & 0o777) | 0o600, unique=False)
             with os.fdopen(fd, "wb") as handle:
                 left = member.size
                 while left > 0:
-                    chunk = source.read(min(left, 1 << 20))
+                    chunk = source.read(min(left, MAX_HEADER_BYTES))
                     if not chunk:
                         break
                     handle.write(chunk)

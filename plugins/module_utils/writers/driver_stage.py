@@ -162,7 +162,8 @@ class Stager(ContainerStager):
                 continue
             kernels = sorted(k for k in hostfs.listdir(tree)
                              if k not in ("source", "build") and hostfs.isdir(tree + "/" + k))
-            kept = keep_build(self.root, name, prev, kernels, check_mode=self.check_mode)
+            kept = keep_build(self.root, name, prev, kernels, check_mode=self.check_mode,
+                              warnings=self.warnings)
             host["kept_build"] = {"name": name, "version": prev, "kernels": kept,
                                   "path": kept_build(name, prev)}
             if kept:
@@ -192,7 +193,8 @@ class Stager(ContainerStager):
             if added:
                 host["changed"] = True
             if not self.check_mode:
-                host["restored"] = restore_build(self.root, name, self.version, self.kernels)
+                host["restored"] = restore_build(self.root, name, self.version, self.kernels,
+                                                 warnings=self.warnings)
             for release in self.kernels:
                 if added and self.check_mode:
                     host["dkms"].append({"kernel": release, "state_before": None,
@@ -228,10 +230,10 @@ class Stager(ContainerStager):
             return
         host["changed"] = True
         host["kept_debs"] = keep_debs(self.root, dict((n, v) for n, v in have.items() if v),
-                                      check_mode=self.check_mode)
+                                      check_mode=self.check_mode, warnings=self.warnings)
         if self.check_mode:
             return
-        unkeep_debs(self.root, todo)
+        unkeep_debs(self.root, todo, warnings=self.warnings)
         self._run([self.p["apt_get"]] + APT_INSTALL + pinned(todo),
                   timeout=self.install_timeout, what="host: apt-get install")
 
@@ -241,11 +243,21 @@ class Stager(ContainerStager):
         keep = kept_run(self.version, self.run_info["arch"])
         host["kept"] = keep
         full = host_path(self.root, keep)
-        if not (hostfs.isfile(full) and hostfs.getsize(full) == self.run_info["size"]
-                and same_file(host_path(self.root, self.run_file), full)):
+        # the operator's run_file may be a link inside the root (run_header read it so):
+        # copied from where it leads there, never through a link or from a FIFO
+        source = hostfs.realpath(host_path(self.root, self.run_file))
+        try:
+            same = hostfs.isfile(full) and hostfs.getsize(full) == self.run_info["size"] \
+                and same_file(source, full)
+        except hostfs.NotRegularFile:
+            same = False    # a link or FIFO at the kept name: replaced (the rename), not read
+        if not same:
             host["changed"] = True
             if not self.check_mode:
-                copy_atomic(self.root, host_path(self.root, self.run_file), full)
+                try:
+                    copy_atomic(self.root, source, full)
+                except hostfs.NotRegularFile as exc:
+                    raise StageError("host: the .run is not kept: %s" % exc)
         if installed.get("method") == "run" and installed.get("version") == self.version:
             return
         host["changed"] = True
@@ -256,17 +268,25 @@ class Stager(ContainerStager):
                   timeout=self.install_timeout, what="host: NVIDIA installer")
 
     def stage(self):
+        """Plan, then stage the host and the containers; a path that leads out of the root
+        (a keep folder linked elsewhere) is a StageError naming it."""
+        try:
+            return self._stage()
+        except hostfs.PathError as exc:
+            raise StageError("%s (nothing was written there)" % exc)
+
+    def _stage(self):
         self.plan_host()
         self.ct_plans = []
         try:
             self.plan_containers()
-        except StageError:
+        except (StageError, hostfs.PathError):
             for plan in self.ct_plans:
                 self._put_back(plan)
             raise
         try:
             self.stage_host()
-        except StageError:
+        except (StageError, hostfs.PathError):
             for plan in self.ct_plans:
                 self._put_back(plan)
             raise

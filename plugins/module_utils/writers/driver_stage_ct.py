@@ -25,6 +25,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostf
 from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stage_files import (
     APT_INSTALL,
     ARCHIVES,
+    HOST_FREE_MARGIN,
     QUERY_FORMAT,
     StageError,
     deb_names,
@@ -37,6 +38,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stag
     parse_query_files,
     parse_show_sizes,
     pinned,
+    pull_cap,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import host_path
 
@@ -187,14 +189,29 @@ class ContainerStager(object):
     def _pull(self, vmid, name, keep, cap):
         """``pct pull`` one .deb of the container's cache into ``keep``, atomically, and at
         most ``cap`` bytes (``prlimit --fsize``: a container's file that never ends, a FIFO
-        fed forever or a planted huge file stops at the cap, on the host's disk too)."""
-        tmp = os.path.join(keep, ".%s.part" % name)
-        if os.path.lexists(tmp):        # a left-over, or a link planted to lead elsewhere
-            os.unlink(tmp)
-        rc, _out, _err = self._run([self.p["prlimit"], "--fsize=%d" % cap, self.p["pct"],
-                                    "pull", vmid, "%s/%s" % (ARCHIVES, name), tmp],
-                                   timeout=self.install_timeout, check=False)
-        return keep_part(tmp, os.path.join(keep, name), rc == 0)
+        fed forever or a planted huge file stops at the cap, on the host's disk too). The
+        cap is the container's figure (deb_cap, itself at most DEB_CAP_CEILING) and never
+        more than the keep folder's free space less a margin (pull_cap: the host's own
+        figure). The pull writes into a new private folder (``hostfs.create_temp``), so
+        ``pct pull``'s own exclusive create succeeds and no name planted in ``keep`` is
+        ever written through."""
+        room = pull_cap(keep, cap)
+        if room <= 0:
+            self.warnings.append("%s: %s not kept: the host's filesystem of %s has less than "
+                                 "%d MiB free (free space, then run again)" % (
+                                     vmid, name, keep, HOST_FREE_MARGIN >> 20))
+            return False
+        _none, folder = hostfs.create_temp(keep, name, 0o700, root=self.root, directory=True)
+        part = os.path.join(folder, name)
+        try:
+            rc, _out, _err = self._run([self.p["prlimit"], "--fsize=%d" % room, self.p["pct"],
+                                        "pull", vmid, "%s/%s" % (ARCHIVES, name), part],
+                                       timeout=self.install_timeout, check=False)
+            return keep_part(part, os.path.join(keep, name), rc == 0)
+        finally:
+            if os.path.lexists(part):
+                os.unlink(part)
+            os.rmdir(folder)
 
     def _stage_deb(self, plan):
         vmid = plan["row"]["vmid"]
@@ -207,6 +224,12 @@ class ContainerStager(object):
         plan["row"]["put_back"] = []
         for package, debver in sorted(plan["packages"].items()):
             for name in deb_names(keep, package, debver):
+                # pct push opens the host's file following links: only a regular file
+                why = hostfs.source_problem(os.path.join(keep, name))
+                if why is not None:
+                    self.warnings.append("%s: %s" % (vmid, hostfs.source_refused(
+                        os.path.join(keep, name), why, "not pushed into its apt cache")))
+                    continue
                 self._run([self.p["pct"], "push", vmid, os.path.join(keep, name),
                            "%s/%s" % (ARCHIVES, name), "--perms", "0644"],
                           what="%s: pct push" % vmid)
@@ -236,9 +259,11 @@ class ContainerStager(object):
             self.warnings.append("%s: its previous user space came from NVIDIA's .run for "
                                  "%s, which is not kept on the host: its back-out needs "
                                  "that .run (run_file)" % (vmid, before))
+        # pct push opens the host's file following links: the kept .run only when it is a
+        # regular file, else the run_file resolved inside the root (run_header read it so)
         source = host_path(self.root, keep)
-        if not hostfs.isfile(source):
-            source = host_path(self.root, self.run_file)
+        if not hostfs.isfile(source) or hostfs.source_problem(source) is not None:
+            source = hostfs.realpath(host_path(self.root, self.run_file))
         inside = "%s/%s" % (CT_RUN_DIR, os.path.basename(keep))
         self._run([self.p["pct"], "push", vmid, source, inside, "--perms", "0700"],
                   what="%s: pct push" % vmid)

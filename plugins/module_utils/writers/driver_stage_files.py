@@ -4,6 +4,12 @@
 """What staging an NVIDIA driver (driver_stage.py) reads and writes besides the commands it
 runs: apt's and df's output parsed, the ``.run``'s makeself header checked without running
 it, the folder staged files are kept in for a back-out, and bounded, atomic file copies.
+
+Every file staging writes is created new (``hostfs.create_temp``: ``O_CREAT|O_EXCL|
+O_NOFOLLOW`` under a fresh name, a folder by an exclusive ``mkdir``) and renamed into place,
+so a link, FIFO or file planted at a temporary name is never followed, truncated or removed
+through. Every file it copies is opened by ``hostfs.open_source``: never through a link as
+its last name, never waiting on a FIFO, a regular file or skipped with a warning naming it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,6 +19,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import bounded
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.driver_state import (
     upstream_version,
@@ -69,9 +76,9 @@ def parse_show_sizes(text):
     total = 0
     for line in (text or "").splitlines():
         if line.startswith("Installed-Size:"):
-            total += int(line.split(":", 1)[1].strip() or 0)
+            total += bounded.int_of(line.split(":", 1)[1], 0)
         elif line.startswith("Size:"):
-            total += (int(line.split(":", 1)[1].strip() or 0) + 1023) // 1024
+            total += (bounded.int_of(line.split(":", 1)[1], 0) + 1023) // 1024
     return total
 
 
@@ -81,10 +88,7 @@ def parse_df_free(text):
     if len(lines) < 2:
         return None
     fields = lines[-1].split()
-    try:
-        return int(fields[3])
-    except (IndexError, ValueError):
-        return None
+    return bounded.int_of(fields[3]) if len(fields) > 3 else None
 
 
 def run_header(root, path, version):
@@ -127,8 +131,9 @@ def last_lines(text, count=3):
 
 
 def same_file(one, two):
-    """Byte-equal, compared in bounded chunks."""
-    with open(one, "rb") as a, open(two, "rb") as b:
+    """Byte-equal, compared in bounded chunks (each opened by ``hostfs.open_source``)."""
+    with os.fdopen(hostfs.open_source(one)[0], "rb") as a, \
+            os.fdopen(hostfs.open_source(two)[0], "rb") as b:
         while True:
             x, y = a.read(1 << 20), b.read(1 << 20)
             if x != y:
@@ -151,12 +156,26 @@ def keep_folder(root, folder):
 
 
 def copy_atomic(root, source, dest, mode=0o700):
-    """Copy a (large) file into ``dest`` atomically: a temporary file beside it, renamed."""
-    keep_folder(root, os.path.dirname(dest))
-    tmp = dest + ".tmp"
-    _copy_bytes(source, tmp, sync=True)
-    os.chmod(tmp, mode)
-    os.rename(tmp, dest)
+    """Copy a (large) file into ``dest`` atomically: a new temporary file beside it
+    (``hostfs.create_temp``), renamed over ``dest``. ``source`` is opened by ``open_source``
+    (hostfs.NotRegularFile when it is no regular file: nothing is written)."""
+    folder = os.path.dirname(dest)
+    keep_folder(root, folder)
+    src, _st = hostfs.open_source(source)
+    try:
+        fd, tmp = hostfs.create_temp(folder, os.path.basename(dest), 0o600, root=root)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                hostfs.copy_fd(src, out)
+                out.flush()
+                os.fsync(out.fileno())
+                os.fchmod(out.fileno(), mode)
+            os.rename(tmp, dest)
+        except BaseException:
+            _unlink(tmp)
+            raise
+    finally:
+        os.close(src)
 
 
 def kept_build(name, version):
@@ -164,50 +183,71 @@ def kept_build(name, version):
     return "%s/dkms/%s/%s" % (KEEP_DIR, name, version)
 
 
-def copy_tree(root, source, dest):
-    """Copy folder ``source`` to ``dest`` (both under ``root``; dest must not exist):
-    files and symlinks as they are, into a temporary folder beside ``dest`` renamed into
-    place, so a half copy never stands at ``dest``."""
-    keep_folder(root, os.path.dirname(dest))
-    tmp = dest + ".tmp"
-    if os.path.lexists(tmp):
+def copy_tree(root, source, dest, warnings=None):
+    """Copy folder ``source`` to ``dest`` (both under ``root``; nothing may be at dest):
+    files and symlinks as they are, into a new temporary folder beside ``dest``
+    (``hostfs.create_temp``: a fresh name, never one planted there) renamed into place, so
+    a half copy never stands at ``dest``. A source entry that is no regular file, link or
+    folder (a FIFO) is left out, a warning naming it added to ``warnings``."""
+    folder = os.path.dirname(dest)
+    keep_folder(root, folder)
+    real = hostfs.realpath(source)
+    if not os.path.isdir(real) or os.path.islink(real):
+        raise StageError("%s is not a folder inside root %s: not copied to %s" % (
+            source, root, dest))
+    if os.path.lexists(dest):
+        raise StageError("%s already exists: not copied over (remove it, or move it aside, "
+                         "and run again)" % dest)
+    _none, tmp = hostfs.create_temp(folder, os.path.basename(dest), 0o755, root=root,
+                                    directory=True)
+    try:
+        for top, dirs, files in os.walk(real):
+            rel = os.path.relpath(top, real)
+            out = os.path.normpath(os.path.join(tmp, rel))
+            if rel != ".":
+                os.mkdir(out, 0o755)
+            for name in list(dirs):
+                if os.path.islink(os.path.join(top, name)):
+                    dirs.remove(name)
+                    files.append(name)
+            for name in files:
+                _copy_entry(os.path.join(top, name), out, name, warnings)
+        os.rename(tmp, dest)
+    except BaseException:
         _remove_tree(tmp)
-    for folder, dirs, files in os.walk(source):
-        rel = os.path.relpath(folder, source)
-        out = os.path.normpath(os.path.join(tmp, rel))
-        os.makedirs(out, 0o755)
-        for name in list(dirs):
-            if os.path.islink(os.path.join(folder, name)):
-                dirs.remove(name)
-                files.append(name)
-        for name in files:
-            src = os.path.join(folder, name)
-            if os.path.islink(src):
-                os.symlink(os.readlink(src), os.path.join(out, name))
-            elif os.path.isfile(src):
-                _copy_file(src, os.path.join(out, name))
-    os.rename(tmp, dest)
+        raise
 
 
-def _copy_bytes(source, dest, sync=False):
-    """``source``'s bytes into a new ``dest``, 1 MiB at a time (flushed to disk with sync)."""
-    with open(source, "rb") as src, open(dest, "wb") as out:
-        while True:
-            chunk = src.read(1 << 20)
-            if not chunk:
-                break
-            out.write(chunk)
-        if sync:
-            out.flush()
-            os.fsync(out.fileno())
+def _copy_entry(src, out, name, warnings):
+    """One entry of copy_tree: a link as a link, a regular file as a new file of its mode."""
+    if os.path.islink(src):
+        os.symlink(os.readlink(src), os.path.join(out, name))
+        return
+    try:
+        fd, st = hostfs.open_source(src)
+    except hostfs.NotRegularFile as exc:
+        if warnings is not None:
+            warnings.append(str(exc))
+        return
+    try:
+        dest_fd, _path = hostfs.create_temp(out, name, 0o600, unique=False)
+        with os.fdopen(dest_fd, "wb") as handle:
+            hostfs.copy_fd(fd, handle)
+            os.fchmod(handle.fileno(), st.st_mode & 0o7777)
+    finally:
+        os.close(fd)
 
 
-def _copy_file(source, dest):
-    _copy_bytes(source, dest)
-    os.chmod(dest, os.stat(source).st_mode & 0o7777)
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _remove_tree(path):
+    """Remove a folder this module created (a temporary copy): links are removed as links,
+    never followed (os.walk does not enter a linked folder)."""
     for folder, dirs, files in os.walk(path, topdown=False):
         for name in files:
             os.unlink(os.path.join(folder, name))
@@ -220,7 +260,7 @@ def _remove_tree(path):
     os.rmdir(path)
 
 
-def keep_build(root, name, version, kernels, check_mode=False):
+def keep_build(root, name, version, kernels, check_mode=False, warnings=None):
     """Keep ``name``/``version``'s DKMS build for each of ``kernels`` (its
     /var/lib/dkms/<name>/<version>/<kernel> folder) and its source (/usr/src/<name>-
     <version>) under kept_build(), before an install whose package scripts remove them
@@ -236,15 +276,15 @@ def keep_build(root, name, version, kernels, check_mode=False):
             continue
         done.append(kernel)
         if not check_mode:
-            copy_tree(root, built, os.path.join(keep, kernel))
+            copy_tree(root, built, os.path.join(keep, kernel), warnings)
     source = host_path(root, "/usr/src/%s-%s" % (name, version))
     if done and not check_mode and not os.path.isdir(os.path.join(keep, "source")) \
             and hostfs.isfile(os.path.join(source, "dkms.conf")):
-        copy_tree(root, source, os.path.join(keep, "source"))
+        copy_tree(root, source, os.path.join(keep, "source"), warnings)
     return done
 
 
-def restore_build(root, name, version, kernels):
+def restore_build(root, name, version, kernels, warnings=None):
     """Put a kept build back (keep_build): the source when /usr/src lacks it, and each
     kernel's built folder dkms does not have, so dkms sees the version built and only
     installs it. Returns the kernels put back."""
@@ -254,13 +294,13 @@ def restore_build(root, name, version, kernels):
     source = host_path(root, "/usr/src/%s-%s" % (name, version))
     if not hostfs.isfile(os.path.join(source, "dkms.conf")) and \
             os.path.isdir(os.path.join(keep, "source")) and not os.path.lexists(source):
-        copy_tree(root, os.path.join(keep, "source"), source)
+        copy_tree(root, os.path.join(keep, "source"), source, warnings)
     done = []
     tree = host_path(root, "/var/lib/dkms/%s/%s" % (name, version))
     for kernel in kernels:
         if os.path.isdir(os.path.join(keep, kernel)) and \
                 not os.path.lexists(os.path.join(tree, kernel)):
-            copy_tree(root, os.path.join(keep, kernel), os.path.join(tree, kernel))
+            copy_tree(root, os.path.join(keep, kernel), os.path.join(tree, kernel), warnings)
             done.append(kernel)
     return done
 
@@ -303,37 +343,70 @@ def kept_ct_debs(vmid):
 # Installed-Size (KiB), which bounds the size of a pulled .deb (deb_cap).
 QUERY_FORMAT = "${Package} ${Version} ${Architecture} ${Installed-Size}\n"
 # A .deb is its files compressed plus tar's and ar's headers: never twice the installed
-# size and a MiB; a package whose status has no Installed-Size gets DEB_CAP_UNKNOWN.
+# size and a MiB. That figure comes from the container's own dpkg status, a tenant's file
+# (``Installed-Size: 1099511627776`` asked for 2 PiB): it is never more than
+# DEB_CAP_CEILING, which is also the cap of a package whose status has no Installed-Size.
+# The ceiling, from data: Debian 12 non-free's 216 NVIDIA packages (2026-12-02) are at most
+# 45,004,248 bytes (nvidia-kernel-source 535.261.03-1), the driver's user-space .debs (libcuda1,
+# libnvidia-ml1, nvidia-smi, ...) a few MB each; 512 MiB is over ten times the largest, room
+# for a later driver's growth, and still a bounded cost to the host's disk per package.
 DEB_CAP_SLACK = 1024 * 1024
-DEB_CAP_UNKNOWN = 1024 * 1024 * 1024
+DEB_CAP_CEILING = 512 * 1024 * 1024
+DEB_CAP_UNKNOWN = DEB_CAP_CEILING
+# Free space a pull leaves on the filesystem of the host's keep folder, whatever the cap
+# says: the host's root filesystem also holds /var/log, apt's cache and the DKMS builds.
+HOST_FREE_MARGIN = 1024 * 1024 * 1024
 
 
 def deb_cap(installed_kib):
-    """The most bytes a pulled ``.deb`` of that Installed-Size (KiB, or None) may have."""
+    """The most bytes a pulled ``.deb`` of that Installed-Size (KiB, or None) may have:
+    twice that and a MiB, never over DEB_CAP_CEILING."""
     if installed_kib is None:
         return DEB_CAP_UNKNOWN
-    return 2 * 1024 * installed_kib + DEB_CAP_SLACK
+    return min(2 * 1024 * installed_kib + DEB_CAP_SLACK, DEB_CAP_CEILING)
+
+
+def free_bytes(folder):
+    """Bytes free to an unprivileged writer on the filesystem of ``folder`` (statvfs: the
+    host's own figure, never a tenant's)."""
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
+
+
+def pull_cap(folder, cap):
+    """The most bytes one pull into ``folder`` may write: ``cap`` (deb_cap), and never more
+    than the filesystem's free space less HOST_FREE_MARGIN (0: no room, do not pull)."""
+    return max(0, min(cap, free_bytes(folder) - HOST_FREE_MARGIN))
 
 
 def parse_query_files(text, packages):
     """``dpkg-query -W -f QUERY_FORMAT`` lines -> ``{cache file name: most bytes}`` for
-    those of ``{package: debver}`` installed at that version."""
+    those of ``{package: debver}`` installed at that version (the container's figures read
+    bounded: a number of more than 20 digits, or not ASCII digits, counts as none)."""
     out = {}
     for line in (text or "").splitlines():
         fields = line.split()
         if len(fields) in (3, 4) and packages.get(fields[0]) == fields[1]:
-            size = fields[3] if len(fields) == 4 and fields[3].isdigit() else None
-            out[deb_file(*fields[:3])] = deb_cap(None if size is None else int(size))
+            size = bounded.int_of(fields[3]) if len(fields) == 4 else None
+            if size is not None and size < 0:
+                size = None
+            out[deb_file(*fields[:3])] = deb_cap(size)
     return out
 
 
 def keep_part(part, dest, ok=True):
     """A file pulled to ``part`` becomes ``dest`` when ``ok`` and it is a ``.deb`` (an ar
-    archive); otherwise it is removed. Returns whether it was kept."""
+    archive, read by ``open_source``: a regular file); otherwise it is removed (a link
+    itself, never what it leads to). Returns whether it was kept."""
     good = False
-    if ok and hostfs.isfile(part):
-        with open(part, "rb") as handle:
-            good = handle.read(8) == b"!<arch>\n"
+    if ok:
+        try:
+            fd, _st = hostfs.open_source(part)
+        except OSError:
+            fd = None
+        if fd is not None:
+            with os.fdopen(fd, "rb") as handle:
+                good = handle.read(8) == b"!<arch>\n"
     if good:
         os.rename(part, dest)
     elif os.path.lexists(part):
@@ -341,33 +414,48 @@ def keep_part(part, dest, ok=True):
     return good
 
 
-def keep_debs(root, packages, check_mode=False):
+def keep_debs(root, packages, check_mode=False, warnings=None):
     """Copy the installed ``{package: debver}``'s .debs from apt's cache into
     KEEP_DIR/debs (apt may clean its cache; the back-out then needs no download).
-    Returns the file names newly kept."""
+    A cached name that is no regular file (a link, a FIFO) is not kept, a warning naming
+    it added to ``warnings``. Returns the file names newly kept."""
     cache = host_path(root, ARCHIVES)
     keep = host_path(root, KEEP_DIR + "/debs")
-    done = []
-    for package, debver in sorted(packages.items()):
-        for name in deb_names(cache, package, debver or ""):
-            if not os.path.isfile(os.path.join(keep, name)):
-                done.append(name)
-                if not check_mode:
-                    copy_atomic(root, os.path.join(cache, name), os.path.join(keep, name),
-                                0o644)
-    return done
+    return _copy_debs(root, packages, cache, keep, check_mode, warnings, "not kept")
 
 
-def unkeep_debs(root, packages):
-    """Put kept .debs (keep_debs) of ``{package: debver}`` back into apt's cache where it
-    lacks them, so apt installs them without a download. Returns the names put back."""
-    cache = host_path(root, ARCHIVES)
-    keep = host_path(root, KEEP_DIR + "/debs")
+def _copy_debs(root, packages, source, dest, check_mode, warnings, what, only_missing=False):
     done = []
     for package, debver in sorted(packages.items()):
-        if deb_names(cache, package, debver):
+        if only_missing and deb_names(dest, package, debver or ""):
             continue
-        for name in deb_names(keep, package, debver):
-            copy_atomic(root, os.path.join(keep, name), os.path.join(cache, name), 0o644)
+        for name in deb_names(source, package, debver or ""):
+            if os.path.isfile(os.path.join(dest, name)):
+                continue
+            path = os.path.join(source, name)
+            try:
+                why = hostfs.source_problem(path)
+            except FileNotFoundError:
+                continue  # gone since it was listed
+            if why is None and not check_mode:
+                try:
+                    copy_atomic(root, path, os.path.join(dest, name), 0o644)
+                except hostfs.NotRegularFile as exc:  # replaced since it was looked at
+                    why = str(exc)
+            if why is not None:
+                if warnings is not None:
+                    warnings.append(why if why.startswith(path) else
+                                    hostfs.source_refused(path, why, what))
+                continue
             done.append(name)
     return done
+
+
+def unkeep_debs(root, packages, warnings=None):
+    """Put kept .debs (keep_debs) of ``{package: debver}`` back into apt's cache where it
+    lacks them, so apt installs them without a download. A kept name that is no regular
+    file is left out, with a warning. Returns the names put back."""
+    cache = host_path(root, ARCHIVES)
+    keep = host_path(root, KEEP_DIR + "/debs")
+    return _copy_debs(root, packages, keep, cache, False, warnings, "not put back",
+                      only_missing=True)

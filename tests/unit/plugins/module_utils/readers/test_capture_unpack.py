@@ -106,3 +106,57 @@ def test_a_fifo_or_a_non_tarball_is_refused_at_the_door(tmp_path):
         unpack.unpack(str(text))
     with pytest.raises(unpack.UnpackError, match="capture .*none"):
         unpack.unpack(str(tmp_path / "none"))
+
+
+@pytest.mark.parametrize("fmt,mode", [(tarfile.GNU_FORMAT, "w:gz"), (tarfile.PAX_FORMAT, "w:gz"),
+                                      (tarfile.PAX_FORMAT, "w:bz2"), (tarfile.PAX_FORMAT, "w:xz"),
+                                      (tarfile.PAX_FORMAT, "w")])
+def test_long_names_and_links_within_the_header_cap_unpack(tmp_path, fmt, mode):
+    # GNU tar's long name/link headers ('L', 'K') and pax records (host_capture writes
+    # PAX_FORMAT): a 300-character path and link target are well under MAX_HEADER_BYTES
+    deep = "/".join(["d" * 60] * 4)
+    path = str(tmp_path / "c.tar")
+    with tarfile.open(path, mode, format=fmt) as tar:
+        for folder in ["/".join(["d" * 60] * n) for n in range(1, 5)]:
+            info = tarfile.TarInfo(folder)
+            info.type = tarfile.DIRTYPE
+            tar.addfile(info)
+        info = tarfile.TarInfo(deep + "/" + "f" * 100)
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"abc"))
+        link = tarfile.TarInfo("l" * 120)
+        link.type, link.linkname = tarfile.SYMTYPE, deep + "/" + "f" * 100
+        tar.addfile(link)
+    dest, count = unpack.unpack(path, str(tmp_path / "root"))
+    assert count == 6
+    with open(os.path.join(dest, "l" * 120), "rb") as handle:
+        assert handle.read() == b"abc"
+
+
+def test_a_header_over_the_cap_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(unpack, "MAX_HEADER_BYTES", 1024)
+    path = str(tmp_path / "c.tar.gz")
+    with tarfile.open(path, "w:gz", format=tarfile.GNU_FORMAT) as tar:
+        info = tarfile.TarInfo("etc")
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+        info = tarfile.TarInfo("etc/" + "n" * 1100)
+        tar.addfile(info, io.BytesIO(b""))
+    with pytest.raises(unpack.UnpackError, match=r"a GNU long name at byte 512 of the tar "
+                                                 r"stream claims 1536 bytes, over the 1 KiB"):
+        unpack.unpack(path, str(tmp_path / "root"))
+    assert not os.path.exists(str(tmp_path / "root"))
+
+
+def test_a_pax_number_of_5000_digits_is_a_damaged_capture_not_a_crash(tmp_path):
+    # "%d path=..." with a 5,000-digit length: Python's int() refuses it (ValueError)
+    record = b"9" * 5000 + b" path=x\n"
+    header = tarfile.TarInfo("././@PaxHeader")
+    header.type, header.size = tarfile.XHDTYPE, len(record)
+    block = header.tobuf(tarfile.USTAR_FORMAT)
+    data = block + record + b"\0" * (-len(record) % 512) + tarfile.TarInfo("x").tobuf() + \
+        b"\0" * 1024
+    path = tmp_path / "c.tar"
+    path.write_bytes(data)
+    with pytest.raises(unpack.UnpackError, match="is (damaged|not a tarball)"):
+        unpack.unpack(str(path), str(tmp_path / "root"))

@@ -106,7 +106,7 @@ def test_one_apt_cannot_fetch_is_a_warning_and_nothing_half_kept(host):
     assert "a repository that still has 580.95.05" in warning
 
 
-def test_a_link_planted_where_a_pull_lands_is_removed_not_followed(host, tmp_path):
+def test_a_link_planted_where_a_pull_once_landed_is_never_followed(host, tmp_path):
     keep = host["root"] / KEEP
     keep.mkdir(parents=True)
     outside = tmp_path / "outside"
@@ -115,6 +115,9 @@ def test_a_link_planted_where_a_pull_lands_is_removed_not_followed(host, tmp_pat
     host["stager"]._keep_ct_debs(_plan({"libcuda1": OLD}), APT)
     assert outside.read_text() == "mine\n"
     assert (keep / ("libcuda1_%s_amd64.deb" % OLD)).read_bytes().endswith(b"cached")
+    # the pull went into a new private folder, removed after: the planted name left alone
+    assert sorted(os.listdir(str(keep))) == [".libcuda1_%s_amd64.deb.part" % OLD,
+                                             "libcuda1_%s_amd64.deb" % OLD]
 
 
 def test_a_pull_stops_at_twice_the_installed_size_and_a_mib(host):

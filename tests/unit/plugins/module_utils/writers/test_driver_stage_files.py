@@ -2,6 +2,8 @@
 madison and show as apt 2.6 prints them, df -P as POSIX and coreutils print it, the
 makeself header fields of NVIDIA's NVIDIA-Linux-x86_64-<version>.run)."""
 
+import os
+
 import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
@@ -80,7 +82,7 @@ def test_container_deb_files_from_dpkg_query():
         "libcuda1_580.95.05-1_amd64.deb": 2 * 48213 * 1024 + mib,
         "nvidia-kernel-common_1%3a580.95.05-1_all.deb": 2 * 214 * 1024 + mib,
         "nvidia-smi_580.95.05-1_amd64.deb": 2 * 1650 * 1024 + mib,
-        "nvidia-persistenced_580.95.05-1_amd64.deb": 1024 * mib}
+        "nvidia-persistenced_580.95.05-1_amd64.deb": 512 * mib}
     assert ds.kept_ct_debs(129) == "/var/lib/gpuhost-tuning/driver/containers/129/debs"
 
 
@@ -92,7 +94,31 @@ def test_a_deb_is_capped_at_twice_its_installed_size_and_a_mib():
     assert ds.deb_cap(43976) == 91111424 and 45004248 < ds.deb_cap(43976) // 2
     assert 3002088 < ds.deb_cap(28906)
     assert ds.deb_cap(0) == 1024 * 1024          # a meta package: its .deb is a few KiB
-    assert ds.deb_cap(None) == ds.DEB_CAP_UNKNOWN == 1 << 30
+    assert ds.deb_cap(None) == ds.DEB_CAP_UNKNOWN == ds.DEB_CAP_CEILING == 512 << 20
+
+
+def test_the_cap_comes_from_the_host_never_from_the_tenant_alone(tmp_path, monkeypatch):
+    # a tenant's dpkg status claiming 1 TiB of KiB (2 PiB): the fixed ceiling; 5,000 digits or
+    # Arabic-Indic digits: no figure (the ceiling too), never a crash
+    out = ("libcuda1 580.95.05-1 amd64 1099511627776\nnvidia-smi 580.95.05-1 amd64 %s\n"
+           "libnvidia-ml1 580.95.05-1 amd64 \u0663\u0663\n" % ("9" * 5000))
+    wanted = {"libcuda1": "580.95.05-1", "nvidia-smi": "580.95.05-1",
+              "libnvidia-ml1": "580.95.05-1"}
+    assert set(ds.parse_query_files(out, wanted).values()) == {ds.DEB_CAP_CEILING}
+    # and never more than the keep folder's free space less the margin (statvfs, the host's)
+    monkeypatch.setattr(ds, "free_bytes", lambda folder: ds.HOST_FREE_MARGIN + 5 * 1024 * 1024)
+    assert ds.pull_cap(str(tmp_path), ds.DEB_CAP_CEILING) == 5 * 1024 * 1024
+    monkeypatch.setattr(ds, "free_bytes", lambda folder: 10)
+    assert ds.pull_cap(str(tmp_path), ds.DEB_CAP_CEILING) == 0
+    monkeypatch.undo()
+    st = os.statvfs(str(tmp_path))
+    assert ds.free_bytes(str(tmp_path)) == st.f_bavail * st.f_frsize
+
+
+def test_sizes_of_a_tenant_apt_are_read_bounded():
+    show = "Installed-Size: %s\nSize: 12\nInstalled-Size: 100\n" % ("1" * 5000)
+    assert ds.parse_show_sizes(show) == 1 + 100
+    assert ds.parse_df_free("h\nfs 1 2 %s 1%% /\n" % ("7" * 5000)) is None
 
 
 def test_a_pulled_file_is_kept_only_when_it_is_a_deb(tmp_path):
