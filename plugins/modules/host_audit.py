@@ -495,7 +495,8 @@ audit:
         - Section C(files) names a host file that was not read, with what it is (a FIFO, a
           socket, a device where a regular file belongs, or a file over the cap of its
           read); C(kernel_log) says what a bounded kernel-log read left out (lines over
-          64 KiB, the bytes before a log's newest 256 MiB) and how many lines were skipped
+          64 KiB, what lies beyond 32 MiB of kern.log and its rotations read newest first,
+          journal messages beyond the newest 50,000) and how many lines were skipped
           because their time stamp could not be read (the other lines still count).
       type: list
       elements: dict

@@ -278,7 +278,8 @@ def test_kernel_log_linked_to_an_endless_device_stays_small(tmp_path, log, targe
 
 def test_a_3_gb_single_line_kernel_log_stays_small_and_its_newest_xid_counts(tmp_path):
     """What an unclean shutdown leaves: gigabytes of NULs and no newline. The audit reads
-    the log's newest 256 MiB in chunks, names the cut, and still finds the XID after it."""
+    the log's newest 32 MiB (the budget of all its rotations) in chunks, names the cut,
+    and still finds the XID after it."""
     from fixtures import nvhealth
     root, health = _kern_log_tree(tmp_path)
     log = os.path.join(root, "var/log/kern.log")
@@ -289,7 +290,7 @@ def test_a_3_gb_single_line_kernel_log_stays_small_and_its_newest_xid_counts(tmp
                      .encode())
     report = _memory_audit(root)
     assert ["gpu_xid_events", health["xid79"]] in report["findings"]
-    assert any("/var/log/kern.log: read only its last 256 MiB (its cap)" in e
+    assert any("/var/log/kern.log: read only its last 32 MiB (its cap)" in e
                for e in report["errors"])
 
 

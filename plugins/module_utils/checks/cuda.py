@@ -38,11 +38,20 @@ def _where(result):
 @check("cuda_init_failed", gpu_driver.COLUMN, severity="critical", order=56)
 def cuda_init_failed(facts, wanted):
     """Critical: CUDA does not initialise on the host or in a running GPU container (the
-    probe failed, did not return in its time limit, or was killed by a signal)."""
+    probe failed, did not return in its time limit, or was killed by a signal), or it
+    initialises but sees none of the GPUs there (a result given to the audit is judged
+    against the tree's own GPUs too)."""
     for res in facts.get("cuda") or []:
         # The module's failure message: present exactly when the probe failed (the role
         # registers the results with failed_when false).
         if not res.get("msg"):
+            blind = _sees_none(facts, res)
+            if blind:
+                yield found(_where(res), blind, "cuInit 0 and a context on every GPU",
+                            "check that the GPUs' device nodes are there and allowed "
+                            "(ansible-playbook %s%s repairs them) and that nothing hides "
+                            "them (CUDA_VISIBLE_DEVICES)" % (PLAYBOOK_REBOOT,
+                                                             limit(wanted.get("host"))))
             continue
         init = res.get("init") or {}
         step = " (in step: %s)" % res["step"] if res.get("step") else ""
@@ -62,6 +71,28 @@ def cuda_init_failed(facts, wanted):
                        "checks CUDA in each" % (PLAYBOOK_REBOOT, limit(wanted.get("host"))))
         yield found(_where(res), current, "cuInit 0 and a context on every GPU", remedy,
                     detail=res.get("msg"))
+
+
+def _sees_none(facts, res):
+    """What a probe that initialised but saw no GPU says (None when it saw one, or when no
+    GPU is there to see): a result given to the audit (host_audit's ``cuda``) is judged
+    against the tree's own GPUs, not only against the probe's own error. The host's CUDA
+    should see every GPU the driver lists (``gpu_count.driver``; where that cannot be read,
+    those bound to nvidia and the host's, ``gpu_count.bus``: GPUs on vfio-pci are not the
+    driver's); a GPU container was probed because it has GPUs, so it should see one."""
+    if res.get("devices") or (res.get("init") or {}).get("code") not in (0, None):
+        return None
+    if res.get("init") is None:
+        return None
+    if res.get("vmid") is not None:
+        return "cuInit 0 but CUDA sees no GPU in the container (cuDeviceGetCount 0)"
+    count = facts.get("gpu_count") or {}
+    if count.get("driver"):
+        return "cuInit 0 but CUDA sees 0 of the %s GPUs the driver lists" % count["driver"]
+    if count.get("driver") is None and count.get("bus"):
+        return "cuInit 0 but CUDA sees 0 of the %s GPUs bound to nvidia on the bus" % (
+            count["bus"])
+    return None
 
 
 def _host_mark(dev, wanted):

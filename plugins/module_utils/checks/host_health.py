@@ -105,7 +105,9 @@ def host_fs_readonly(facts, wanted):
 
 @check("host_kernel_oops", COLUMN, severity="high", order=78)
 def host_kernel_oops(facts, wanted):
-    """Kernel oopses, BUGs and panics in the window: the kernel is in an unknown state."""
+    """Kernel oopses, BUGs and panics in the window: the kernel is in an unknown state. A
+    process's own trap or segfault (``traps: python3[41234] general protection fault
+    ip:...``) is none: the kernel survives it, the process's owner sees it (hostlog)."""
     entry = _events(facts, "oops")
     if entry.get("count"):
         yield found("kernel log", _current(entry, facts, "oopses or panics"), "none",

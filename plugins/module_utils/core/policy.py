@@ -26,6 +26,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import bounded
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import xid as xid_mod
 
 # Published pass marks, GB/s per direction. host_gbs: pinned host<->device copy, each way;
@@ -67,7 +68,8 @@ def _number(option, index, item, key, low, integer=False):
     if value is None:
         return None
     kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value < low:
+    # bounded.finite: NaN compares false with everything, so a rule given it never applied
+    if not bounded.finite(value) or not isinstance(value, kinds) or value < low:
         raise ValueError("%s[%d].%s must be %s %s or more, got %r"
                          % (option, index, key, "a whole number" if integer else "a number",
                             low, value))
@@ -106,6 +108,22 @@ def mark_acknowledged(findings, acknowledged):
                 break
         out.append(item)
     return out
+
+
+def gating(findings):
+    """The findings a gate judges: those the operator has not acknowledged (marked by
+    :func:`mark_acknowledged`). Role audit's gpuhost_audit_fail_on gate leaves out the same
+    ones (``rejectattr('acknowledged', 'defined')``); the node check (onhost/audit_program)
+    calls this."""
+    return [item for item in findings or [] if not item.get("acknowledged")]
+
+
+def check_options(wanted, known_ids=None):
+    """All three policy values of ``wanted`` checked (ValueError naming the entry): what
+    module host_audit's options and the node check's config both go through."""
+    check_acknowledged(wanted.get("acknowledged"), known_ids)
+    check_xid_policy(wanted.get("xid_policy"))
+    check_copy_rate_marks(wanted.get("copy_rate_marks"))
 
 
 def check_xid_policy(items):

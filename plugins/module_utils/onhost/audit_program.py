@@ -25,7 +25,7 @@ import os
 import sys
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import cmdout
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import bounded, cmdout, policy
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output import metrics
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
 from .hostfs import (
@@ -56,6 +56,10 @@ def make_config(host, textfile, wanted=None):
     if not str(textfile).endswith(".prom"):
         raise ConfigError("textfile %s: node_exporter's textfile collector reads only files "
                           "ending in .prom" % textfile)
+    if wanted is not None and not isinstance(wanted, dict):
+        raise ConfigError("wanted: expected a JSON object of wanted values (role common's "
+                          "__gpuhost_wanted), got %s; re-run the audit role with "
+                          "gpuhost_audit_timer: true" % type(wanted).__name__)
     wanted = dict((k, v) for k, v in (wanted or {}).items() if v is not None)
     wanted["host"] = host
     return {"host": host, "textfile": str(textfile), "wanted": wanted}
@@ -74,7 +78,9 @@ def load_config(path):
         data = read_bytes(path)     # a regular file only, bounded: never waits on a FIFO
         if data is None:
             raise IOError("no such file")
-        config = json.loads(data.decode("utf-8"))
+        # depth-bounded, NaN refused: a deep or NaN-carrying file is a clear error (exit 2),
+        # never a RecursionError traceback (exit 1: a finding to NHC and Slurm)
+        config = bounded.json_loads(data.decode("utf-8"))
     except (IOError, OSError, HostFileError) as exc:
         raise ConfigError("cannot read %s: %s (re-run the audit role with "
                           "gpuhost_audit_timer: true)" % (path, exc))
@@ -82,7 +88,24 @@ def load_config(path):
         raise ConfigError("%s is not valid JSON: %s" % (path, exc))
     if not isinstance(config, dict):
         raise ConfigError("%s: expected a JSON object" % path)
-    return make_config(config.get("host"), config.get("textfile"), config.get("wanted"))
+    try:
+        out = make_config(config.get("host"), config.get("textfile"), config.get("wanted"))
+    except ConfigError as exc:
+        raise ConfigError("%s: %s" % (path, exc))
+    check_wanted(out["wanted"], path)
+    return out
+
+
+def check_wanted(wanted, where):
+    """The config's wanted values checked as module host_audit checks its options: their
+    types (``merged_wanted``) and the operator policy (``policy.check_options``: known
+    finding ids, finite numbers). ConfigError names ``where`` and the entry."""
+    try:
+        merged = audit_mod.merged_wanted(wanted)
+        policy.check_options(merged, audit_mod.FINDING_ORDER)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError("%s: wanted: %s (re-run the audit role with gpuhost_audit_timer: "
+                          "true)" % (where, exc))
 
 
 def run(root, config, processes=None):
@@ -97,7 +120,7 @@ def run(root, config, processes=None):
         raise ConfigError("textfile folder %s does not exist (install node_exporter, or set "
                           "gpuhost_audit_textfile_dir to its --collector.textfile.directory)"
                           % os.path.dirname(config["textfile"]))
-    atomic_write(path, text, mode=0o644, preserve=False)
+    atomic_write(path, text, mode=0o644, preserve=False, root=root)
     return result
 
 
@@ -112,13 +135,20 @@ def _one_line(text):
 
 
 def check_line(findings, severity):
-    """``(exit status, line)`` of the node check: 0 and ``ok`` when no finding is at or
-    above ``severity``; else 1 and the worst of them (findings are ranked, the first is
-    the worst) with the count, cut to REASON_MAX characters."""
-    bad = [f for f in findings or [] if audit_mod.severity_at_least(f.get("severity"), severity)]
+    """``(exit status, line)`` of the node check: 0 and ``ok`` when no finding the operator
+    has not acknowledged is at or above ``severity``; else 1 and the worst of them
+    (findings are ranked, the first is the worst) with the count, cut to REASON_MAX
+    characters. The audit marked the acknowledged ones (``checks.run.audit`` through
+    ``policy.mark_acknowledged``, as for module host_audit); ``policy.gating`` leaves them
+    out here as role audit's gpuhost_audit_fail_on gate does."""
+    findings = findings or []
+    gating = policy.gating(findings)
+    bad = [f for f in gating if audit_mod.severity_at_least(f.get("severity"), severity)]
     if not bad:
-        return CHECK_OK, "%s: ok: nothing at or above %s (%d finding(s) below)" % (
-            TAG, severity, len(findings or []))
+        acked = len(findings) - len(gating)
+        return CHECK_OK, "%s: ok: nothing at or above %s (%d finding(s) below%s)" % (
+            TAG, severity, len(gating) - len(bad),
+            ", %d acknowledged" % acked if acked else "")
     worst = bad[0]
     line = "%s: %s %s %s: %s (want %s)" % (
         TAG, worst.get("severity"), worst.get("id"), _one_line(worst.get("subject")),
@@ -147,7 +177,8 @@ def node_check(root, config, severity, json_path=None, write_textfile=False, pro
             raise ConfigError("--json %s: its folder %s does not exist (create it, e.g. "
                               "/run/gpuhost-audit)" % (json_path, os.path.dirname(json_path)))
         doc = report.host_document(config["host"], result)
-        atomic_write(path, report.render_json(doc), mode=0o644, preserve=False)
+        # root=: a folder on the way that links out of the root is refused (PathError)
+        atomic_write(path, report.render_json(doc), mode=0o644, preserve=False, root=root)
     return check_line(result["findings"], severity)
 
 
@@ -156,8 +187,7 @@ def check_config(path, explicit):
     with the check only), the defaults and the host's own name. A config named on the
     command line must be readable."""
     if explicit or os.path.exists(path):
-        config = load_config(path)
-        return config
+        return load_config(path)
     host = os.uname()[1].split(".")[0] or "localhost"
     # the audit fills every wanted value it is not given with role common's defaults
     return {"host": host, "textfile": None, "wanted": {"host": host}}
@@ -193,12 +223,16 @@ def main(argv=None, processes=None):
             sys.stdout.write("%s: ERROR: the audit could not run: %s\n" % (
                 TAG, _one_line(exc)[:REASON_MAX]))
             return CHECK_ERROR
+        except Exception as exc:  # noqa: BLE001 - exit 1 is a finding: a crash must be 2
+            sys.stdout.write("%s: ERROR: the audit could not run: %s: %s (a bug: report "
+                             "it)\n" % (TAG, type(exc).__name__, _one_line(exc)[:120]))
+            return CHECK_ERROR
         sys.stdout.write(line + "\n")
         return status
     try:
         config = load_config(args.config or CONFIG_PATH)
         result = run(args.root, config, processes)
-    except (ConfigError, IOError, OSError) as exc:
+    except (ConfigError, IOError, OSError, ValueError) as exc:  # PathError: a ValueError
         sys.stderr.write("%s: FAILED: %s\n" % (TAG, exc))
         return 2
     sys.stdout.write("%s: %s; %s\n" % (TAG, audit_mod.headline(result["findings"]),

@@ -26,9 +26,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import argparse
-import json
 import sys
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import bounded
 from . import cpu as cpu_mod
 from . import (
     cpuidle_state as cpu_write,
@@ -51,7 +51,8 @@ class ConfigError(Exception):
 def load_config(path):
     try:
         with hostfs.open_read(path, "r") as handle:
-            config = json.load(handle)
+            # depth-bounded, no NaN: a deep file is a clear error, not a RecursionError
+            config = bounded.json_loads(handle.read())
     except (IOError, OSError) as exc:
         raise ConfigError("cannot read %s: %s (reinstall with the tune playbook)" % (path, exc))
     except ValueError as exc:

@@ -24,6 +24,7 @@ import re
 import signal
 import sys
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import bounded
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import cuda_child, cuda_driver
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.cuda_driver import (
     ASSUMED_GPUS,
@@ -186,6 +187,10 @@ def child_result(rc, out, err, library, what, limit, timed_out=False, vmid=None)
     result = None
     for line in reversed((out or "").strip().splitlines()):
         try:
+            # depth-bounded first: a container's output is tenant text (200,000 "[" were a
+            # RecursionError); a NaN rate stays readable, as before
+            if bounded.json_depth(line) > bounded.JSON_DEPTH:
+                continue
             result = json.loads(line)
         except ValueError:
             continue
@@ -240,8 +245,9 @@ def running_vmids(pct_list):
     out = set()
     for line in (pct_list or "").splitlines()[1:]:
         cols = line.split()
-        if len(cols) >= 2 and cols[0].isdigit() and cols[1] == "running":
-            out.add(int(cols[0]))
+        vmid = bounded.int_of(cols[0], digits=9) if cols else None
+        if len(cols) >= 2 and vmid is not None and vmid >= 0 and cols[1] == "running":
+            out.add(vmid)
     return out
 
 

@@ -17,8 +17,11 @@ accepts, so a capture stores exactly those. Message formats, from the kernel sou
   ``INFO: task jbd2/sda1-8:612 blocked for more than 120 seconds.`` (node-problem-detector
   ``TaskHung``);
 - ``oops``: ``Oops: 0002 [#1] PREEMPT SMP NOPTI``, ``BUG: unable to handle page fault``,
-  ``kernel BUG at mm/slub.c:...``, ``general protection fault``, ``Kernel panic - not
-  syncing: ...`` (node-problem-detector ``KernelOops``);
+  ``kernel BUG at mm/slub.c:...``, a kernel general protection fault (``general protection
+  fault, probably for non-canonical address 0x...: 0000 [#1] SMP``, since 6.10 ``Oops:
+  general protection fault, ...``), ``Kernel panic - not syncing: ...``
+  (node-problem-detector ``KernelOops``); a process's own fault (``traps: python3[41234]
+  general protection fault ip:...``, ``python3[41234]: segfault at ...``) is none;
 - ``oom``: mm/oom_kill.c ``Out of memory: Killed process 4242 (python3) total-vm:...`` or
   ``Memory cgroup out of memory: Killed process ...``, after its summary line
   ``oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=ns,mems_allowed=0-1,
@@ -48,6 +51,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import bounded
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import host_path
 
@@ -56,6 +60,16 @@ EDAC_MC = "/sys/devices/system/edac/mc"
 # Samples kept per class (the newest), each cut to this many characters.
 SAMPLES = 3
 SAMPLE_CHARS = 240
+# A kernel message is at most 1 KiB of text: the printk ring buffer keeps a record's text
+# in at most PRINTKRB_RECORD_MAX = 1024 bytes (kernel/printk/internal.h, 6.x; before,
+# LOG_LINE_MAX = 1024 less the 32-byte PREFIX_MAX in kernel/printk/printk.c), and that text
+# is what the journal and rsyslog store. The log adds its own prefix (ISO time, a host name
+# of at most 64 characters, "kernel: ", the uptime stamp): 256 characters are room enough.
+# A longer line is no message the kernel wrote whole: only its first LINE_CHARS characters
+# are read (matched, kept, sampled), so no pattern ever runs over more, whatever a file or
+# a tenant puts in the log (issue 36: three 63 KB lines were 8 s of matching), and the
+# newest kernlog.MAX_KEPT lines kept are at most 25 MB.
+LINE_CHARS = 1024 + 256
 
 # Cheap substrings first (every journal line is tested), then the exact patterns.
 _HINTS = ("Error]", "BUG", "LOCKUP", "blocked for more than", "Oops", "general protection",
@@ -66,47 +80,107 @@ _HINTS = ("Error]", "BUG", "LOCKUP", "blocked for more than", "Oops", "general p
 # XID filter alone (any() over the hints: 1.6 us).
 _HINT = re.compile("|".join(re.escape(h) for h in _HINTS))
 
+# Where the kernel's message starts: after the log's own prefix (the journal's and rsyslog's
+# "<time> <host> kernel: ", dmesg -T's "[Sun Feb 23 16:24:18 2025] ") and the kernel's
+# uptime stamp "[  812.345678] ". Every pattern below is matched there, once per line (never
+# searched along it): a message names a process or a device only after its own prefix, so a
+# process named "kernel BUG at " or "Oops: 0002 [#1" is no oops, and one match per line
+# keeps the cost linear in the line's length.
+_LOG_PREFIX = " kernel: "
+_DMESG_STAMP = re.compile(r"\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9]{1,2} [0-9:]{8} [0-9]{4}\] ")
+_UPTIME = re.compile(r"\[ {0,12}[0-9]{1,12}\.[0-9]{1,9}\] ")
+# A process's own fault, which the kernel reports and survives (the process gets SIGSEGV,
+# SIGILL...): arch/x86/kernel/traps.c show_signal(), pr_fmt "traps: ",
+# "%s[%d] %s%s ip:%lx sp:%lx error:%lx" (e.g. "traps: python3[41234] general protection
+# fault ip:7f0c1a2b3c4d sp:7ffd5e6f7a8b error:0 in libc.so.6[7f0c1a200000+195000]", "...
+# trap divide error ip:..."), and arch/x86/mm/fault.c show_signal_msg(), "%s[%d]: segfault
+# at %lx ip %px sp %px error %lx". No finding: the process's owner sees its crash; the
+# host is unharmed (a GPU fault under it is an XID, judged by gpu_xid); a tenant's crashing
+# program must not drain a node. The comm is at most 15 characters (TASK_COMM_LEN 16).
+_USER_FAULT = re.compile(r"(?:traps: )?.{1,15}?\[[0-9]{1,10}\](?:: segfault at [0-9a-f]{1,16} "
+                         r"ip | .{1,64}? ip:[0-9a-f]{1,16} sp:[0-9a-f]{1,16} error:)")
+
 _PATTERNS = (
     ("hardware_error", re.compile(
-        r"\[Hardware Error\]: (?:Hardware error from APEI|Machine check events logged|"
-        r"CPU \d+: Machine Check|Machine check:|event severity: (?P<sev>\w+))")),
-    ("lockup", re.compile(r"BUG: soft lockup - CPU#\d+ stuck for \d+s|"
-                          r"Watchdog detected hard LOCKUP on cpu \d+|"
-                          r"INFO: task .+:\d+ blocked for more than (?P<secs>\d+) seconds")),
-    ("oops", re.compile(r"Oops: [0-9a-fx]+ \[#\d+\]|BUG: unable to handle|kernel BUG at |"
-                        r"general protection fault|Kernel panic - not syncing")),
+        r"(?:[A-Za-z0-9_.-]{1,32}: )?(?:\{[0-9]{1,10}\})?\[Hardware Error\]: (?:Hardware "
+        r"error from APEI|Machine check events logged|CPU [0-9]{1,6}: Machine Check|"
+        r"Machine check:|event severity: (?P<sev>[A-Za-z]{1,20}))")),
+    # kernel/watchdog.c (pr_fmt "watchdog: ", "NMI watchdog: " before 4.x),
+    # kernel/hung_task.c "INFO: task %s:%d blocked for more than %ld seconds."
+    ("lockup", re.compile(r"(?:(?:NMI )?watchdog: )?BUG: soft lockup - CPU#[0-9]{1,6} stuck "
+                          r"for [0-9]{1,20}s|(?:(?:NMI )?watchdog: )?Watchdog detected hard "
+                          r"LOCKUP on cpu [0-9]{1,6}|INFO: task .{1,64}?:[0-9]{1,10} blocked "
+                          r"for more than (?P<secs>[0-9]{1,20}) seconds")),
+    # The kernel's own oopses: arch/x86/kernel/dumpstack.c __die_header() "Oops: %04lx
+    # [#%d]" and, since 6.10, "Oops: %s: %04lx [#%d]" ("Oops: general protection fault,
+    # probably for non-canonical address 0x...: 0000 [#1] PREEMPT SMP NOPTI"); before, a
+    # kernel general protection fault's header was "general protection fault: 0000 [#1]"
+    # or "general protection fault, probably for non-canonical address 0x...: 0000 [#1]";
+    # arch/x86/mm/fault.c "BUG: unable to handle page fault for address: ..." ("... kernel
+    # paging request at ..." before 4.20); "kernel BUG at %s:%u!"; "Kernel panic - not
+    # syncing: ...". A user process's "traps: ... general protection fault ip:..." is none
+    # of these (_USER_FAULT).
+    ("oops", re.compile(r"Oops: |general protection fault(?:, [^:]{1,120})?: [0-9a-f]{4} "
+                        r"\[#[0-9]{1,10}\]|BUG: unable to handle |kernel BUG at |"
+                        r"Kernel panic - not syncing")),
     ("oom", re.compile(r"(?:Out of memory|Memory cgroup out of memory): Killed process "
-                       r"(?P<pid>\d+) \((?P<task>[^)]*)\)")),
-    ("oom_context", re.compile(r"oom-kill:constraint=\w+.*?,task_memcg=(?P<memcg>[^,]*)"
-                               r",task=(?P<task>[^,]*),pid=\s*(?P<pid>\d+)")),
-    ("nvme", re.compile(r"(?P<dev>nvme\d+): .*(?:timeout, aborting|timeout, reset controller|"
-                        r"controller is down; will reset|Device not ready; aborting reset|"
-                        r"Removing after probe failure)")),
-    ("fs_readonly", re.compile(r"(?:(?:EXT4-fs|EXT3-fs) \((?P<dev>[^)]+)\): Remounting "
-                               r"filesystem read-only|BTRFS[^(]*\(device (?P<bdev>[^)]+)\)"
-                               r".*forced readonly|XFS \((?P<xdev>[^)]+)\): .*Shutting down "
-                               r"filesystem)")),
+                       r"(?P<pid>[0-9]{1,10}) \((?P<task>.{0,64}?)\)(?: |,|$)")),
+    ("oom_context", re.compile(r"oom-kill:constraint=[A-Za-z_]{1,40}.*?,task_memcg="
+                               r"(?P<memcg>[^,]{0,1024}),task=(?P<task>.{0,64}?),pid= {0,8}"
+                               r"(?P<pid>[0-9]{1,10})(?:,|$)")),
+    ("nvme", re.compile(r"(?:nvme )?(?P<dev>nvme[0-9]{1,6}): .*?(?:timeout, aborting|"
+                        r"timeout, reset controller|controller is down; will reset|"
+                        r"Device not ready; aborting reset|Removing after probe failure)")),
+    ("fs_readonly", re.compile(r"(?:(?:EXT4-fs|EXT3-fs) \((?P<dev>[^)]{1,64})\): Remounting "
+                               r"filesystem read-only|BTRFS[^(]{0,20}\(device "
+                               r"(?P<bdev>[^)]{1,64})\).*?forced readonly|XFS "
+                               r"\((?P<xdev>[^)]{1,64})\): .*?Shutting down filesystem)")),
     ("gpu_off_bus", re.compile(r"NVRM: GPU (?:at )?(?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:"
-                               r"[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)[: ].*"
+                               r"[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)[: ].*?"
                                r"fallen off the bus")),
-    ("boot", re.compile(r"kernel: (?:\[\s*\d+\.\d+\] )?Linux version (?P<release>\S+)")),
+    ("boot", re.compile(r"Linux version (?P<release>[^ ]{1,128})")),
 )
 _XID79 = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:"
                     r"[0-9a-fA-F]{1,2}(?:\.[0-7])?)\): 79\b")
-_CONTAINER = re.compile(r"^/lxc(?:/|\.payload\.|\.payload/)(?P<id>[^/]+)")
+_CONTAINER = re.compile(r"^/lxc(?:/|\.payload\.|\.payload/)(?P<id>[^/]{1,255})")
+
+
+def cut(line):
+    """``line`` as the audit reads it: at most LINE_CHARS characters."""
+    return line[:LINE_CHARS]
+
+
+def message_start(line):
+    """The index in ``line`` where the kernel's message starts (after the log's prefix and
+    the uptime stamp); 0 for a bare message."""
+    at = line.find(_LOG_PREFIX)
+    if at >= 0:
+        start = at + len(_LOG_PREFIX)
+    else:
+        stamp = _DMESG_STAMP.match(line)
+        start = stamp.end() if stamp else 0
+    uptime = _UPTIME.match(line, start)
+    return uptime.end() if uptime else start
 
 
 def classify(line):
     """``(kind, match)`` of a host-health, lost-GPU or boot line, else ``(None, None)``.
-    XID lines are kernlog's (an XID 79 is read there and by :func:`facts`)."""
+    XID lines are kernlog's (an XID 79 is read there and by :func:`facts`). Only the
+    line's first LINE_CHARS characters are read; each pattern is matched once, where the
+    kernel's message starts."""
+    line = cut(line)
     if "Xid" in line and "NVRM: Xid" in line:
         return None, None
     if not _HINT.search(line):
         return None, None
+    start = message_start(line)
+    if _USER_FAULT.match(line, start):
+        return None, None
     for kind, pattern in _PATTERNS:
-        match = pattern.search(line)
+        match = pattern.match(line, start)
         if match:
-            if kind == "lockup" and match.group("secs") and int(match.group("secs")) < 120:
+            if kind == "lockup" and match.group("secs") and \
+                    bounded.int_of(match.group("secs"), 0) < 120:
                 return None, None
             return kind, match
     return None, None
@@ -176,6 +250,7 @@ def summarize(lines, line_time, since, boot_time=None):
     pending = []
     context = {}
     for line in lines:
+        line = cut(line)
         kind, match = classify(line)
         xid = None
         if kind is None and "Xid" in line:
@@ -236,7 +311,7 @@ def summarize(lines, line_time, since, boot_time=None):
 
 
 def _mc_number(name):
-    return int(name[2:]) if re.match(r"^mc\d+$", name) else None
+    return bounded.int_of(name[2:]) if re.match(r"^mc[0-9]{1,6}$", name) else None
 
 
 def _read(path, number=False):
@@ -269,7 +344,7 @@ def edac(root):
                 "ce_count": _read(os.path.join(path, "ce_count"), True),
                 "ue_count": _read(os.path.join(path, "ue_count"), True),
                 "dimms": []}
-        for number, dimm in hostfs.numbered_entries(path, re.compile(r"^dimm(\d+)$")):
+        for number, dimm in hostfs.numbered_entries(path, re.compile(r"^dimm([0-9]{1,6})$")):
             ce = _read(os.path.join(dimm, "dimm_ce_count"), True)
             ue = _read(os.path.join(dimm, "dimm_ue_count"), True)
             if ce or ue:

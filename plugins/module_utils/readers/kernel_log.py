@@ -41,6 +41,7 @@ import os
 import re
 import time
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import bounded
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import host_health as hostlog
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import xid as xid_mod
@@ -52,16 +53,21 @@ DEFAULT_WINDOW_DAYS = 7
 KERN_LOG_DIR = "/var/log"
 _HEADER = "# gpuhost kernel log:"
 
+# Every number is at most bounded.INT's 20 ASCII digits and every repeat bounded, so each
+# pattern costs a bounded amount per place it is tried (linear in the line, which is cut
+# to hostlog.LINE_CHARS first); the message after the code is the rest of the line, taken
+# by slicing, never by a trailing ``.*$`` (which scanned to the end from every match).
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:"
-                  r"[0-9a-fA-F]{1,2}(?:\.[0-7])?)\): (?P<code>\d+)(?:,\s*(?P<rest>.*))?$")
-_SXID = re.compile(r"(?P<switch>nvidia-nvswitch\d+): SXid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{1,8}:"
-                   r"[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}(?:\.[0-7])?)\): (?P<code>\d+),\s*"
-                   r"(?P<severity>Fatal|Non-fatal)(?:,\s*(?P<rest>.*))?$")
-_ISO = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2})[T ](?P<clock>\d{2}:\d{2}:\d{2})(?:[.,]\d+)?"
-                  r"(?P<tz>Z|[+-]\d{2}:?\d{2})?\s")
-_SYSLOG = re.compile(r"^(?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s(?P<clock>\d{2}:\d{2}:\d{2})\s")
-_DMESG_T = re.compile(r"^\[(?:[A-Z][a-z]{2}) (?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2}) "
-                      r"(?P<clock>\d{2}:\d{2}:\d{2}) (?P<year>\d{4})\]\s")
+                  r"[0-9a-fA-F]{1,2}(?:\.[0-7])?)\): (?P<code>%s)(?P<end>,|$)" % bounded.INT)
+_SXID = re.compile(r"(?P<switch>nvidia-nvswitch[0-9]{1,6}): SXid \((?:PCI:)?(?P<pci>"
+                   r"[0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}(?:\.[0-7])?)\): "
+                   r"(?P<code>%s), {0,8}(?P<severity>Fatal|Non-fatal)(?P<end>,|$)" % bounded.INT)
+_ISO = re.compile(r"^(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<clock>[0-9]{2}:[0-9]{2}:"
+                  r"[0-9]{2})(?:[.,][0-9]{1,9})?(?P<tz>Z|[+-][0-9]{2}:?[0-9]{2})?\s")
+_SYSLOG = re.compile(r"^(?P<mon>[A-Z][a-z]{2}) {1,2}(?P<day>[0-9]{1,2})\s(?P<clock>[0-9]{2}:"
+                     r"[0-9]{2}:[0-9]{2})\s")
+_DMESG_T = re.compile(r"^\[(?:[A-Z][a-z]{2}) (?P<mon>[A-Z][a-z]{2}) {1,2}(?P<day>[0-9]{1,2}) "
+                      r"(?P<clock>[0-9]{2}:[0-9]{2}:[0-9]{2}) (?P<year>[0-9]{4})\]\s")
 _MONTHS = dict((name, index) for index, name in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1))
 _KEEP = ("NVRM: Xid", "SXid (")
@@ -122,49 +128,63 @@ def parse_line(line, year_hint=None):
     for an XID or SXID line, else None."""
     if "Xid" not in line:
         return None
-    match = _XID.search(line.rstrip())
+    line = hostlog.cut(line).rstrip()
+    match = _XID.search(line)
     if match:
         code = int(match.group("code"))
-        message = (match.group("rest") or "").strip()
+        message = line[match.end():].strip()
         klass, description = xid_mod.classify(code, message)
         return {"kind": "xid", "code": code, "address": _gpu_address(match.group("pci")),
                 "time": line_time(line, year_hint), "class": klass,
                 "description": description, "message": message[:300]}
-    match = _SXID.search(line.rstrip())
+    match = _SXID.search(line)
     if match:
         klass, description = xid_mod.classify_sxid(match.group("severity"))
         return {"kind": "sxid", "code": int(match.group("code")),
                 "address": _gpu_address(match.group("pci")), "time": line_time(line, year_hint),
                 "class": klass, "description": description,
                 "severity": match.group("severity"), "switch": match.group("switch"),
-                "message": (match.group("rest") or "").strip()[:300]}
+                "message": line[match.end():].strip()[:300]}
     return None
 
 
 # At most this many XID/SXID lines are kept (the newest): a log of nothing but XIDs must
 # not take the host's memory; a GPU that logged this many is reported either way.
 MAX_KEPT = 20000
-# The reading caps of one kern.log file: its newest LOG_LIMIT bytes, lines up to LINE_LIMIT.
-LOG_LIMIT = hostfs.LOG_LIMIT
+# The reading caps of kern.log: lines up to LINE_LIMIT bytes (longer ones skipped, never
+# held), and LOG_LIMIT bytes in all, over every rotation, the newest first. Reading costs
+# about 0.4 us a line however short (hostfs.read_lines), so the cap is in bytes of lines
+# the audit can afford: 32 MiB of empty lines (the worst, 33 million of them) are about
+# 15 s here, 32 MiB of journal lines about 0.4 s; a week of a host's kernel messages is
+# a few MiB (the kernel rate-limits its floods). At most KERN_LOG_FILES rotations are read.
+LOG_LIMIT = 32 << 20
 LINE_LIMIT = hostfs.LINE_LIMIT
+KERN_LOG_FILES = 32
+# No line shorter than this is an XID, SXID or host-health message ("Linux version " is
+# the shortest kept text): skipped before any test.
+_SHORTEST = 13
 # A line whose time stamp or address cannot be read is skipped (and counted): these are
 # what the parsers raise on one (``2026-13-45``, a month that is none).
 _BAD_LINE = (ValueError, KeyError, OverflowError, IndexError, TypeError)
 
 
-def keep(lines, notes=None):
-    """Only the XID and SXID lines and the host-health lines (``hostlog.wanted``), the newest
-    ``MAX_KEPT`` of them (``notes`` gets a line saying how many older ones were dropped)."""
-    kept = collections.deque(maxlen=MAX_KEPT)
+def keep(lines, notes=None, most=MAX_KEPT):
+    """Only the XID and SXID lines and the host-health lines (``hostlog.wanted``), each cut
+    to ``hostlog.LINE_CHARS``, the newest ``most`` of them (``notes`` gets a line saying
+    how many older ones were dropped)."""
+    kept = collections.deque(maxlen=most)
     seen = 0
     wanted = hostlog.wanted
     for line in lines:
+        if len(line) < _SHORTEST:
+            continue
+        line = hostlog.cut(line)  # a kernel message is at most ~1 KiB (hostlog.LINE_CHARS)
         if ("Xid" in line and any(k in line for k in _KEEP)) or wanted(line):
             kept.append(line.rstrip("\n"))
             seen += 1
-    if seen > MAX_KEPT and notes is not None:
+    if seen > most and notes is not None:
         notes.append("%d older XID/SXID/host-health lines dropped (only the newest %d are kept)"
-                     % (seen - MAX_KEPT, MAX_KEPT))
+                     % (seen - most, most))
     return list(kept)
 
 
@@ -194,8 +214,8 @@ def parse_header(text):
         key, _sep, value = item.partition("=")
         out[key] = value
     return {"source": out.get("source"), "read_at": _from_iso(out.get("read_at")),
-            "window_days": int(out["window_days"]) if out.get("window_days", "").isdigit()
-            else None, "detail": out.get("detail")}
+            "window_days": bounded.int_of(out.get("window_days"), digits=6),
+            "detail": out.get("detail")}
 
 
 # -----------------------------------------------------------------------------------------
@@ -212,7 +232,7 @@ def _kern_log_files(root, since):
         return []
     found = []
     for name in names:
-        if not re.match(r"^kern\.log(\.\d+)?(\.gz)?$", name):
+        if not re.match(r"^kern\.log(\.[0-9]{1,6})?(\.gz)?$", name):
             continue
         path = os.path.join(folder, name)
         try:
@@ -221,33 +241,85 @@ def _kern_log_files(root, since):
             continue
         if since is not None and mtime < since:
             continue
-        number = re.search(r"\.(\d+)", name[len("kern.log"):])
+        number = re.search(r"\.([0-9]{1,6})", name[len("kern.log"):])
         found.append((-(int(number.group(1)) if number else 0), path, mtime))
     return [(path, mtime) for _rank, path, mtime in sorted(found)]
 
 
+def _lines(text, skip_header=False):
+    """The lines of ``text`` one at a time, each cut to ``hostlog.LINE_CHARS`` (never a list
+    of them, nor a copy of the text: 16 MiB of empty lines would be 16 million list
+    entries, an io.StringIO four bytes a character); lines too short to be any kept
+    message are left out; ``skip_header``: the first line too."""
+    text = text or ""
+    end = len(text)
+    start = text.find("\n") + 1 if skip_header else 0
+    if skip_header and start == 0:
+        return
+    while start < end:
+        stop = text.find("\n", start)
+        if stop < 0:
+            stop = end
+        if stop - start > _SHORTEST:
+            yield text[start:min(stop, start + hostlog.LINE_CHARS)].rstrip("\r")
+        start = stop + 1
+
+
+def _counted(reader, seen):
+    """The reader's lines, their characters (and line ends) added to ``seen[0]``."""
+    for line in reader:
+        seen[0] += len(line) + 1
+        yield line
+
+
 def read_kern_log(root, since):
-    """``(kept lines with each file's year hint, files read)`` from kern.log*. Each file is
-    read bounded (``hostfs.read_lines``: a plain file's newest ``LOG_LIMIT`` bytes, lines
-    over ``LINE_LIMIT`` skipped); what was cut, and any line that cannot be read, is named
-    in the audit's errors. A file that cannot be read (not a regular file, a broken gzip)
-    is left out, the others still read."""
-    kept = []
+    """``(kept lines with each file's year hint, files read)`` from kern.log*. The files
+    are read bounded (``hostfs.read_lines``: lines over ``LINE_LIMIT`` skipped), the newest
+    first, ``LOG_LIMIT`` bytes in all (a plain file's newest bytes, a gzip's first), at most
+    ``KERN_LOG_FILES`` of them; what was cut, and any line that cannot be read, is named in
+    the audit's errors. A file that cannot be read (not a regular file, a broken gzip) is
+    left out, the others still read."""
+    read = []
     files = []
     base = os.path.abspath(root or "/")
-    for path, mtime in _kern_log_files(root, since):
+    budget = LOG_LIMIT
+    candidates = _kern_log_files(root, since)
+    if len(candidates) > KERN_LOG_FILES:
+        hostfs.problem("kernel_log", "%d kern.log rotations in the window: only the newest %d "
+                                     "read" % (len(candidates), KERN_LOG_FILES))
+    for path, mtime in reversed(candidates[-KERN_LOG_FILES:]):
+        name = "/" + os.path.relpath(path, base) if base != "/" else path
+        room = MAX_KEPT - sum(len(lines) for lines, _mtime in read)
+        if budget <= 0 or room <= 0:
+            hostfs.problem("kernel_log", "%s and older rotations not read (%s)" % (
+                name, "%d MiB of kern.log read in all" % (LOG_LIMIT >> 20) if budget <= 0
+                else "%d lines kept already" % MAX_KEPT))
+            break
         notes = []
+        seen = [0]
+        compressed = path.endswith(".gz")
         try:
-            with hostfs.read_lines(path, LOG_LIMIT, LINE_LIMIT, tail=True,
-                                   compressed=path.endswith(".gz")) as reader:
-                lines = keep(reader, notes)
+            with hostfs.read_lines(path, budget, LINE_LIMIT, tail=True,
+                                   compressed=compressed) as reader:
+                lines = keep(_counted(reader, seen) if compressed else reader, notes, room)
             notes[:0] = reader.notes()
         except (IOError, OSError, EOFError):
             continue
-        name = "/" + os.path.relpath(path, base) if base != "/" else path
+        if compressed:
+            budget = 0 if reader.unread is None else \
+                budget - seen[0] - reader.long_lines * LINE_LIMIT
+        else:
+            try:
+                budget -= min(budget, hostfs.stat(path).st_size)
+            except OSError:
+                budget = 0
         files.append(name)
         if notes:
             hostfs.problem("kernel_log", "%s: %s" % (name, "; ".join(notes)))
+        read.append((lines, mtime))
+    files.reverse()
+    kept = []
+    for lines, mtime in reversed(read):
         # Traditional syslog stamps carry no year: the file's own time gives it. Keep the
         # hint with the stored line by rewriting such stamps as ISO.
         bad, first = 0, None
@@ -266,22 +338,31 @@ def read_kern_log(root, since):
     return kept[-MAX_KEPT:], files
 
 
+# The newest this many kernel messages of the window are read from the journal (``-n``):
+# its output is held whole, so its size is bounded here (a record's text is at most 1 KiB:
+# 64 MB at most, a few MB on a host that logs the usual thousands of kernel messages a
+# week); when the window holds more, the audit's errors say so.
+JOURNAL_LINES = 50000
+
+
 def _journal(runner, window_days):
     tool = runner.which("journalctl")
     if not tool:
         return None, "journalctl not installed"
     rc, out, err = runner.run([tool, "_TRANSPORT=kernel", "--since", "%d days ago" % window_days,
-                               "-o", "short-iso-precise", "--no-pager", "-q"], check=False,
-                              timeout=QUERY_TIMEOUT_S)
+                               "-n", str(JOURNAL_LINES), "-o", "short-iso-precise",
+                               "--no-pager", "-q"], check=False, timeout=QUERY_TIMEOUT_S)
     if rc != 0:
         detail = (err or out or "").strip().splitlines()
         return None, "journalctl exited %s%s" % (rc, ": " + detail[-1] if detail else "")
-    lines = out.splitlines()
-    if not lines:
+    if not out.strip():
         # No kernel message at all (a container's journal, a journal not kept): not a
         # clean bill of health.
         return None, "the journal holds no kernel message of the last %d days" % window_days
-    return keep(lines), None
+    if out.count("\n") >= JOURNAL_LINES:
+        hostfs.problem("kernel_log", "the journal: only its newest %d kernel messages of the "
+                                     "last %d days read" % (JOURNAL_LINES, window_days))
+    return keep(_lines(out)), None
 
 
 def producer(window_days, now=None):
@@ -341,7 +422,7 @@ def facts(outputs, window_days=DEFAULT_WINDOW_DAYS, now=None, boot_time=None):
         return out
     events = []
     bad, first = 0, None
-    for line in text.splitlines()[1:] if head else text.splitlines():
+    for line in _lines(text, bool(head)):
         try:
             event = parse_line(line)
         except _BAD_LINE:  # one line never costs the section: skipped and counted
@@ -365,7 +446,7 @@ def boot_time(root):
         with hostfs.open_read(host_path(root, "/proc/stat"), "r") as handle:
             for line in handle:
                 if line.startswith("btime "):
-                    return int(line.split()[1])
+                    return bounded.int_of(line[len("btime "):])
     except (IOError, OSError, ValueError, IndexError):
         return None
     return None
@@ -392,8 +473,8 @@ def health_facts(root, outputs, window_days=DEFAULT_WINDOW_DAYS, now=None, boot_
         except _BAD_LINE:
             return None
 
-    lines = text.splitlines()[1:] if head else text.splitlines()
-    summary = hostlog.summarize(lines, when, read_at - window * 86400, boot_time)
+    summary = hostlog.summarize(_lines(text, bool(head)), when, read_at - window * 86400,
+                                boot_time)
     for entry in summary["events"].values():
         entry["first"] = iso(entry["first"])
         entry["last"] = iso(entry["last"])

@@ -29,6 +29,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import bounded
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.nvsmi import normalize_bus_id
 
 STATUS_NAME = "nvidia-smi-nvlink-s.txt"
@@ -36,10 +37,15 @@ ERRORS_NAME = "nvidia-smi-nvlink-e.txt"
 TIMEOUT_S = 30
 NVLINK_PARTS = re.compile(r"SXM|NVL|HBM3|H200|H20\b|B200|B300|GB200|GB300|GH200", re.I)
 
-_GPU = re.compile(r"^GPU\s+(\d+):\s*(.*?)\s*(?:\(UUID:\s*([^)]+)\))?\s*$")
-_LINK = re.compile(r"^\s*Link\s+(\d+):\s*(.*?)\s*$")
-_RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*GB/s$")
-_COUNTER = re.compile(r"^(.+?):\s*(\d+)$")
+# Numbers through bounded.INT (a longer one is no match: the line is skipped, never a
+# ValueError that cost the whole section, issue 36); lines are stripped before matching and
+# no pattern has two unbounded repeats that can take the same characters, so each is
+# linear in the line (nvidia-smi's lines are short; a planted capture's need not be).
+_GPU = re.compile(r"^GPU[ \t]{1,8}(%s):[ \t]{0,8}(.*)$" % bounded.INT)
+_UUID = re.compile(r"\(UUID:[ \t]{0,8}([^()]{1,128})\)$")
+_LINK = re.compile(r"^Link[ \t]{1,8}(%s):[ \t]{0,8}(.*)$" % bounded.INT)
+_RATE = re.compile(r"^([0-9]{1,12}(?:\.[0-9]{1,12})?)[ \t]{0,8}GB/s$")
+_COUNTER = re.compile(r"^(.{1,200}?):[ \t]{0,8}(%s)$" % bounded.INT)
 # Counters judged: every ``... Errors`` count and ``... failed ...`` events; BER and
 # "Effective" counts (after forward error correction, Blackwell) are left out.
 _JUDGED = re.compile(r"errors$|failed", re.I)
@@ -67,13 +73,18 @@ def _blocks(text):
     """``[(index, name, uuid, [(link, rest)])]`` of one output."""
     out = []
     for line in (text or "").splitlines():
-        gpu = _GPU.match(line.strip())
+        bare = line.strip()
+        gpu = _GPU.match(bare)
         if gpu and not line[:1].isspace():
-            out.append((int(gpu.group(1)), gpu.group(2), (gpu.group(3) or "").strip(), []))
+            name, uuid = gpu.group(2), ""
+            tail = _UUID.search(name)
+            if tail:
+                name, uuid = name[:tail.start()], tail.group(1)
+            out.append((int(gpu.group(1)), name.strip(), uuid.strip(), []))
             continue
-        link = _LINK.match(line)
+        link = _LINK.match(bare)
         if link and out:
-            out[-1][3].append((int(link.group(1)), link.group(2)))
+            out[-1][3].append((int(link.group(1)), link.group(2).strip()))
     return out
 
 

@@ -159,7 +159,10 @@ _RECOVERY = {
     "gpu reset required": "reset_gpu",
     "node reboot required": "reboot",
 }
-_RECOVERY_RE = re.compile(r"recovery action changed from .*? to 0x[0-9a-fA-F]+ \(([^)]*)\)")
+# Bounded repeats: the cost per place tried is bounded, so a line of many "recovery action
+# changed from" is linear to search (issue 36).
+_RECOVERY_RE = re.compile(r"recovery action changed from .{0,80}? to 0x[0-9a-fA-F]{1,16} "
+                          r"\(([^)]{0,80})\)")
 
 
 def classify(code, message=""):

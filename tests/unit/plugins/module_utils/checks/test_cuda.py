@@ -259,3 +259,13 @@ def test_the_audit_reports_a_slow_peer_copy_given_as_cuda_results(tmp_path):
     assert [f["subject"] for f in found] == ["0000:00:06.0 -> 0000:00:07.0",
                                              "0000:00:07.0 -> 0000:00:06.0"]
     assert set(f["severity"] for f in found) == {"high"}
+
+
+def test_a_probe_that_sees_no_gpu_is_cuda_init_failed(vm):
+    """A result given to the audit is judged against the tree's own GPUs: cuInit 0 but no
+    device while the driver lists the tree's GPU (issue 36)."""
+    blind = probe_ok(vm["gpu"])
+    blind["devices"] = []
+    found, = ids(audit(vm["root"], cuda=[blind]), "cuda_init_failed")
+    assert found["subject"] == "host"
+    assert found["current"].startswith("cuInit 0 but CUDA sees 0 of the ")

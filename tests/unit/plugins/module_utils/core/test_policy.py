@@ -208,3 +208,32 @@ def test_findings_are_new_or_seen_before_against_the_previous_report(tmp_path):
     # the same audit written again keeps its marks and changes nothing
     again = _reports(dest, second)
     assert again["written"] == []
+
+
+# ---- issue 36: one rule for both gates, finite numbers, every policy value checked ---------
+
+
+def test_gating_leaves_out_the_acknowledged_ones():
+    marked = policy.mark_acknowledged([{"id": "a", "subject": "x"}, {"id": "b", "subject": "y"}],
+                                      [{"id": "b"}])
+    assert policy.gating(marked) == [{"id": "a", "subject": "x"}]
+    assert policy.gating(None) == []
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_numbers_are_refused(value):
+    with pytest.raises(ValueError, match=r"xid_policy\[0\]\.window_hours"):
+        policy.check_xid_policy([{"xid": 13, "window_hours": value}])
+    with pytest.raises(ValueError, match=r"copy_rate_marks\[0\]\.peer_gbs"):
+        policy.check_copy_rate_marks([{"model": "H100", "peer_gbs": value}])
+
+
+def test_check_options_checks_all_three():
+    policy.check_options({"acknowledged": [{"id": "a"}], "xid_policy": [], "copy_rate_marks": []},
+                         ("a",))
+    with pytest.raises(ValueError, match="is no finding id"):
+        policy.check_options({"acknowledged": [{"id": "b"}]}, ("a",))
+    with pytest.raises(ValueError, match="xid_policy"):
+        policy.check_options({"xid_policy": [{"xid": 0}]})
+    with pytest.raises(ValueError, match="copy_rate_marks"):
+        policy.check_options({"copy_rate_marks": [{"model": "H100"}]})

@@ -150,3 +150,31 @@ def test_slurm_health_check_drains_the_node_with_the_reason(lib, seed, tmp_path)
 def test_slurm_health_check_leaves_a_healthy_node_alone(lib, tuned, tmp_path):
     proc, calls = _slurm(lib, tuned, tmp_path, GPUHOST_AUDIT_SEVERITY="high")
     assert proc.returncode == 0 and calls == []
+
+
+def test_check_line_leaves_out_acknowledged_findings():
+    """The node check gates as role audit's gpuhost_audit_fail_on does (issue 36)."""
+    acked = {"id": "dkms_missing_for_kernel", "severity": "critical", "subject": "6.8",
+             "acknowledged": True}
+    low = {"id": "x", "severity": "low", "subject": "y"}
+    status, line = audit_program.check_line([acked, low], "high")
+    assert status == audit_program.CHECK_OK
+    assert line == "gpuhost-audit: ok: nothing at or above high (1 finding(s) below, " \
+                   "1 acknowledged)"
+    status, line = audit_program.check_line([dict(acked, acknowledged=False), low], "high")
+    assert status == audit_program.CHECK_FOUND and "dkms_missing_for_kernel" in line
+
+
+@pytest.mark.parametrize("text, says", [
+    ('{"host": "h", "textfile": "/x/a.prom", "wanted": "a string"}', "wanted: expected a JSON"),
+    ("[" * 100000 + "]" * 100000, "nested 100000 deep"),
+    ('{"host": "h", "textfile": "/x/a.prom", "wanted": {"xid_policy": [{"xid": 13, '
+     '"window_hours": NaN}]}}', "NaN"),
+    ('{"host": "h", "textfile": "/x/a.prom", "wanted": {"acknowledged": [{"id": "nope"}]}}',
+     "is no finding id"),
+])
+def test_a_malformed_config_is_a_config_error(tmp_path, text, says):
+    path = tmp_path / "audit.json"
+    path.write_text(text)
+    with pytest.raises(audit_program.ConfigError, match=says):
+        audit_program.load_config(str(path))

@@ -154,3 +154,11 @@ def test_unit_has_the_ordering_and_runs_the_shipped_module():
         with open(here, "rb") as handle:
             assert files[prefix + name] == handle.read()
     assert prefix + "__init__.py" in files and "ansible_collections/__init__.py" in files
+
+
+def test_a_deeply_nested_config_is_a_config_error(tmp_path):
+    """bounded.json_loads: 100,000 "[" are a clear refusal, not a RecursionError."""
+    path = tmp_path / "boot.json"
+    path.write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(bootapply.ConfigError, match="nested 100000 deep"):
+        bootapply.load_config(str(path))

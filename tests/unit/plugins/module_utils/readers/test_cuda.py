@@ -218,3 +218,10 @@ def test_container_without_python3_says_so():
     assert res["vmid"] == 129
     assert res["error"].startswith("container 129 has no python3")
     assert cuda.failure_message(res).startswith("CUDA check failed on container 129: ")
+
+
+def test_a_deeply_nested_child_output_is_no_result():
+    """A container's output is tenant text: 100,000 "[" are skipped, not a RecursionError."""
+    deep = "[" * 100000 + "]" * 100000
+    result = cuda.child_result(1, deep + "\n", "", "libcuda.so.1", "host", 30)
+    assert result.get("error")

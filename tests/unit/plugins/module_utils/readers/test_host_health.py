@@ -60,3 +60,36 @@ def test_edac_counts_per_controller(tmp_path):
         ("mc0", 3, 1), ("mc1", 0, 0)]
     assert mcs[0]["dimms"] == [{"dimm": 0, "ce_count": 3, "ue_count": 1, "label": "P0_DIMM_A1"}]
     assert hostlog.edac(str(tmp_path / "nothing")) == []
+
+
+# ---- issue 36: a process's own fault is no oops; matched where the message starts --------
+
+
+@pytest.mark.parametrize("message", [
+    kernmsg.USER_GPF, kernmsg.USER_TRAP, kernmsg.USER_SEGFAULT,
+    kernmsg.user_segfault("kernel BUG at "), kernmsg.user_segfault("Oops: 0002 [#1"),
+])
+def test_a_process_fault_is_not_kept(message):
+    assert hostlog.classify(kernmsg.line(NOW, message)) == (None, None)
+
+
+@pytest.mark.parametrize("message", [kernmsg.KERNEL_GPF_OLD, kernmsg.KERNEL_GPF,
+                                     kernmsg.KERNEL_GPF_610, kernmsg.PAGE_FAULT])
+def test_the_kernels_general_protection_and_page_faults_are_oopses(message):
+    assert hostlog.classify(kernmsg.line(NOW, message))[0] == "oops"
+    assert hostlog.classify(message)[0] == "oops"  # a bare message, as a test gives it
+
+
+def test_message_start_after_each_log_prefix():
+    line = kernmsg.line(NOW, "[  812.345678] Oops: 0002 [#1]")
+    assert line[hostlog.message_start(line):] == "Oops: 0002 [#1]"
+    line = "[Sun Feb 23 16:24:18 2025] Oops: 0002 [#1]"
+    assert line[hostlog.message_start(line):] == "Oops: 0002 [#1]"
+    assert hostlog.message_start("Oops: 0002 [#1]") == 0
+
+
+def test_a_line_is_read_as_its_first_line_chars():
+    line = kernmsg.line(NOW, kernmsg.NVME_TIMEOUT)
+    assert hostlog.classify(line + " " * 100000)[0] == "nvme"
+    late = kernmsg.line(NOW, "x" * hostlog.LINE_CHARS + kernmsg.NVME_TIMEOUT)
+    assert hostlog.classify(late) == (None, None)

@@ -69,3 +69,65 @@ def test_live_journal_keeps_only_the_health_lines(tmp_path, monkeypatch):
     assert facts["events"]["oops"]["count"] == 1
     stored = outputs.captured()["/.gpuhost-capture/kernel-log.txt"].decode()
     assert stored.splitlines()[1:] == wanted
+
+
+# ---- issue 36: bounded numbers, cut lines, one byte budget over the rotations -------------
+
+
+def test_a_huge_code_is_no_event_and_the_line_after_it_still_is():
+    huge = kernmsg.line(time.time(), "NVRM: Xid (PCI:0000:01:00): %s, x" % ("7" * 5000))
+    assert kernlog.parse_line(huge) is None
+    event = kernlog.parse_line(kernmsg.line(time.time(), "NVRM: Xid (PCI:0000:01:00): 79, "
+                                                         "pid=1, GPU has fallen off the bus."))
+    assert (event["code"], event["message"]) == (79, "pid=1, GPU has fallen off the bus.")
+
+
+def test_keep_cuts_each_kept_line():
+    line = kernmsg.line(time.time(), kernmsg.NVME_TIMEOUT) + " x" * 50000
+    kept = kernlog.keep(["", "short", line])
+    assert [len(k) for k in kept] == [kernlog.hostlog.LINE_CHARS]
+
+
+def test_the_stored_lines_are_read_one_at_a_time():
+    text = "# header\n\n\nshort\n%s\r\n%s" % ("a" * 20, "b" * 5000)
+    assert list(kernlog._lines(text, True)) == ["a" * 20, "b" * kernlog.hostlog.LINE_CHARS]
+    assert list(kernlog._lines("# header only", True)) == []
+
+
+def test_kern_log_is_read_newest_first_within_one_budget(tmp_path, monkeypatch):
+    """LOG_LIMIT bytes over every rotation: the newest file first; an older one past the
+    budget is not read, and the audit's errors say so."""
+    monkeypatch.setattr(kernlog, "LOG_LIMIT", 4096)
+    now = time.time()
+    old = nvhealth.xid_line(now - 7200, "0000:01:00.0", 79)
+    new = nvhealth.xid_line(now - 60, "0000:02:00.0", 79)
+    nvhealth.write_kern_log(str(tmp_path), [old], name="kern.log.1", mtime=now - 3600,
+                            noise=False)
+    nvhealth.write_kern_log(str(tmp_path), ["\n" * 5000 + new], mtime=now - 30, noise=False)
+    lines, files = kernlog.read_kern_log(str(tmp_path), now - 86400)
+    assert lines == [new] and files == ["/var/log/kern.log"]
+    monkeypatch.setattr(kernlog, "LOG_LIMIT", 1 << 20)
+    lines, files = kernlog.read_kern_log(str(tmp_path), now - 86400)
+    assert lines == [old, new] and files == ["/var/log/kern.log.1", "/var/log/kern.log"]
+
+
+def test_the_journal_is_read_bounded_to_its_newest_messages(monkeypatch):
+    """``-n JOURNAL_LINES``: the journal's output is held whole, so it is bounded in lines;
+    a window holding more is named in the audit's errors."""
+    calls = []
+
+    class FakeRunner(object):
+        def which(self, name):
+            return "/usr/bin/" + name
+
+        def run(self, args, check=True, timeout=None):
+            calls.append(args)
+            return 0, "\n".join([kernmsg.line(time.time(), kernmsg.OOPS)] * 3) + "\n", ""
+
+    monkeypatch.setattr(kernlog, "JOURNAL_LINES", 3)
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
+    with hostfs.session() as errors:
+        lines, error = kernlog._journal(FakeRunner(), 7)
+    assert error is None and len(lines) == 3
+    assert calls[0][calls[0].index("-n") + 1] == "3"
+    assert any("only its newest 3 kernel messages" in m for _s, m in errors.problems)

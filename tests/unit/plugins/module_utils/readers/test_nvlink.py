@@ -118,3 +118,13 @@ def test_capture_keeps_both_outputs(tmp_path):
     again = audit.audit(dest, WANTED)
     assert _mine(again) == _mine(original) and len(_mine(again)) == 1
     assert os.path.isdir(dest)
+
+
+def test_a_number_over_20_digits_fails_only_its_line():
+    """bounded.INT: 5,000 digits were a ValueError (Python's int limit) for the section."""
+    huge = "9" * 5000
+    text = "\n".join(["GPU 0: NVIDIA H200 (UUID: GPU-0)", "\t Link 0: Replay Errors: %s" % huge,
+                      "\t Link 0: CRC Errors: 2", "\t Link %s: CRC Errors: 1" % huge])
+    assert nvlink.parse_errors(text) == [{"index": 0, "uuid": "GPU-0",
+                                          "counters": {0: {"CRC Errors": 2}}}]
+    assert nvlink.parse_status("GPU %s: H200 (UUID: GPU-9)\n\t Link 0: 26.562 GB/s" % huge) == []
