@@ -274,9 +274,7 @@ def policy_options(p):
     from ansible_collections.gpuhost.tuning.plugins.module_utils.core import policy
 
     try:
-        policy.check_acknowledged(p.get("acknowledged"), checks.finding_order())
-        policy.check_xid_policy(p.get("xid_policy"))
-        policy.check_copy_rate_marks(p.get("copy_rate_marks"))
+        policy.check_options(p, checks.finding_order())
     except ValueError as exc:
         raise ValidationError(str(exc))
 
