@@ -27,11 +27,16 @@ description:
     forward-compatibility libraries do not count unless the loader path selects them).
     The container is never started."
   - "With O(target_version), the gate: before the reboot the target must be installed by
-    DKMS for the next kernel, every GPU container must match it (installed at the target,
-    or the host's user space at the target through a bind mount or the hook) and fabric
-    manager must be at the target on NVSwitch hosts; after the boot the loaded module and
-    each container's user space must be the target. Each refusal names the container or
-    the host part, what it has and what it lacks. A refusal does not fail the task
+    DKMS for the next kernel and every module file that kernel would load must hold it
+    (the file modprobe picks by the kernel's C(modules.dep), else depmod's order with
+    C(updates/) first; its version is the ELF C(.modinfo) C(version=) string, C(.ko.xz)
+    read here, C(.ko.zst) by C(modinfo); an empty, unreadable or old file is a refusal
+    naming it with the C(dkms install --force) that fixes it), every GPU container must
+    match it and hold no NVIDIA library or driver package at another version (installed
+    at the target, or the host's user space at the target through a bind mount or the
+    hook) and fabric manager must be at the target on NVSwitch hosts; after the boot the
+    loaded module and each container's user space must be the target. Each refusal names
+    the container or the host part, what it has and what it lacks. A refusal does not fail the task
     (RV(gate.ok) is false); the role asserts."
 options:
   root:
@@ -61,7 +66,8 @@ options:
     type: list
     elements: int
 notes:
-  - Read-only; check mode runs the same. Every read is under O(root) and capped in size.
+  - Read-only; check mode runs the same. Every read is under O(root) and capped in size;
+    the one command is C(modinfo -F) on a C(.ko.zst) module (bounded in time).
 seealso:
   - module: gpuhost.tuning.kernel_state
   - module: gpuhost.tuning.dkms_build
@@ -103,6 +109,10 @@ host:
     - "C(dkms): the NVIDIA DKMS modules, each C({module, version, kernel, arch, state,
       modules}) (modules: the installed C(.ko) paths)."
     - "C(kernels): C({running, next}); C(fabricmanager): C({needed, version})."
+    - "C(next_modules): what the next kernel would load of its NVIDIA DKMS modules, each
+      C({module, path, source, version, vermagic, error}) - path the file modprobe picks,
+      source C(modules.dep) or C(search order), version and vermagic from its
+      C(.modinfo), error why it cannot be read (null when it reads)."
   returned: always
   type: dict
   sample: {"loaded": {"version": "580.95.05", "flavour": "open",
@@ -113,6 +123,10 @@ host:
                      "kernel": "6.14.11-5-bpo12-pve", "arch": "x86_64", "state": "installed",
                      "modules": ["/lib/modules/6.14.11-5-bpo12-pve/updates/dkms/nvidia.ko"]}],
            "kernels": {"running": "6.8.12-9-pve", "next": "6.14.11-5-bpo12-pve"},
+           "next_modules": [{"module": "nvidia", "source": "modules.dep",
+                             "path": "/lib/modules/6.14.11-5-bpo12-pve/updates/dkms/nvidia.ko",
+                             "version": "590.48.01", "vermagic": "6.14.11-5-bpo12-pve",
+                             "error": null}],
            "fabricmanager": {"needed": false, "version": null}}
 containers:
   description:
@@ -121,6 +135,13 @@ containers:
       userspace is C({method, version, packages, evidence}), method C(installed-deb),
       C(installed-run), C(bind-mount), C(hook), C(none) or C(unknown); python3 whether
       C(/usr/bin/python3) is in the root (null when unreadable)."
+    - "A root's own user space (installed-deb, installed-run, unknown) also has
+      C(libraries) - every NVIDIA library carrying the driver version as the loader finds
+      it, C([{name, version, path}]), CUDA's compat folders left out - and C(mixed), what
+      is at which version when those libraries and the driver packages in its dpkg
+      status disagree (empty when they agree)."
+    - "A root whose C(/etc/ld.so.conf) is over its caps (64 KiB a file, 64 files, 256
+      folders) is not readable, the reason naming the file."
   returned: always
   type: list
   elements: dict
@@ -159,6 +180,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     int_range,
     names,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import driver_records  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import driver_state as ds  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.lxc import LxcError  # noqa: E402
@@ -199,7 +221,7 @@ def _run(module):
     p = module.params
     try:
         state = ds.driver_state(p["root"], p["target_version"], p["next_kernel"], p["phase"],
-                                p["containers"])
+                                p["containers"], runner=Runner(module))
     except (ds.DriverStateError, LxcError, OSError) as exc:
         module.fail_json(msg="driver_state: %s" % exc, changed=False)
     module.exit_json(changed=False, **state)

@@ -18,7 +18,10 @@ libraries the loader would load. Read-only, through hostfs (bounded, inside the 
   Debian's private ``nvidia/current`` behind update-alternatives), links followed inside
   the root; the version is the final file's (``libcuda.so.590.48.01``). CUDA's
   forward-compatibility folder (``/usr/local/cuda-*/compat``) counts only when the loader
-  path lists it.
+  path lists it. ``nvidia_libraries`` lists every NVIDIA library carrying the driver
+  version the same way, and ``driver_packages`` every driver package of dpkg's status:
+  a root mixing versions (libcuda at 590.48.01, libnvidia-ml at 580.95.05) breaks
+  ``nvidia-smi`` with a version mismatch.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -66,7 +69,27 @@ PRIVATE_DIRS = ("/usr/lib/x86_64-linux-gnu/nvidia/current", "/usr/lib/nvidia/cur
 LD_SO_CONF = "/etc/ld.so.conf"
 LIBS = ("libcuda.so.1", "libnvidia-ml.so.1")
 _SO_VERSION = re.compile(r"\.so\.([0-9]+\.[0-9]+(?:\.[0-9]+)?)$")
-_INCLUDE_MAX = 64   # ld.so.conf files followed at most (includes of includes)
+# ld.so.conf's caps: a real one is a line or two, its ld.so.conf.d a handful of files of a
+# few lines each (Debian 12/13, Ubuntu 24.04: 1-3 files, under 10 folders in all); over a
+# cap the root's loader path is an error naming the file, never a slow pass.
+_INCLUDE_MAX = 64            # ld.so.conf files followed at most (includes of includes)
+LD_SO_CONF_BYTES = 64 << 10  # one ld.so.conf file
+LD_SO_CONF_DIRS = 256        # folders listed in all of them
+# Every NVIDIA user-space library that carries the driver version in its file name
+# (libcuda.so.590.48.01, libnvidia-ml.so.590.48.01, libnvidia-ptxjitcompiler, -nvvm,
+# -gpucomp, -cfg, -opencl, ...), found through its soname link or its versioned file;
+# libnvidia-egl-wayland.so.1.1.13, libnvidia-container.so.1.17.8 carry their own versions
+# and drop out by VERSION_RE.
+_NVIDIA_SO = re.compile(r"^(libcuda|libnvidia-[A-Za-z0-9_-]+)\.so\.([0-9.]+)$")
+# CUDA's forward-compatibility libraries are at their own driver version by design
+# (cuda-compat-*: /usr/local/cuda-13.0/compat), never mixed user space
+_COMPAT_DIR = re.compile(r"/cuda[^/]*/compat(/|$)|/cuda-compat")
+# Driver packages of separate version streams (Debian's nvidia-settings, -xconfig,
+# -modprobe and -persistenced follow their own uploads), not judged for mixing
+_OWN_VERSIONS = re.compile(r"^(nvidia-settings|nvidia-xconfig|nvidia-modprobe|"
+                           r"nvidia-persistenced|nvidia-support|nvidia-installer-cleanup|"
+                           r"nvidia-kernel-common|nvidia-container-.*|libnvidia-container.*)$")
+_DRIVER_PACKAGE = re.compile(r"^(libcuda|libnvidia-|nvidia-)")
 
 
 class DriverStateError(ValueError):
@@ -163,12 +186,25 @@ def listed(packages):
     return [{"name": p["name"], "version": p["version"]} for p in packages]
 
 
-def _conf_dirs(fs_root, path, seen, out):
-    """Folders ``path`` (an ld.so.conf inside the root) lists, includes followed."""
-    if path in seen or len(seen) >= _INCLUDE_MAX:
+def _over(fs_root, path, what):
+    return hostfs.HostFileError(host_path(fs_root, path), "%s: the loader path of this root "
+                                "is not read (a real ld.so.conf is a few lines); trim it"
+                                % what)
+
+
+def _conf_dirs(fs_root, path, seen, out, listed):
+    """Folders ``path`` (an ld.so.conf inside the root) lists, includes followed, each once
+    (``listed``: the set of ``out``); over a cap (LD_SO_CONF_BYTES a file, _INCLUDE_MAX
+    files, LD_SO_CONF_DIRS folders) a HostFileError naming the file."""
+    if path in seen:
         return
+    if len(seen) >= _INCLUDE_MAX:
+        raise _over(fs_root, path, "more than %d ld.so.conf files included" % _INCLUDE_MAX)
     seen.add(path)
-    text = read_text(host_path(fs_root, path))
+    try:
+        text = read_text(host_path(fs_root, path), limit=LD_SO_CONF_BYTES)
+    except hostfs.TooLarge:
+        raise _over(fs_root, path, "over %d KiB" % (LD_SO_CONF_BYTES >> 10))
     for line in (text or "").splitlines():
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -184,18 +220,27 @@ def _conf_dirs(fs_root, path, seen, out):
                 continue
             for entry in names:
                 if fnmatch.fnmatch(entry, name):
-                    _conf_dirs(fs_root, folder + "/" + entry, seen, out)
+                    _conf_dirs(fs_root, folder + "/" + entry, seen, out, listed)
         elif line.startswith("/"):
-            out.append(line.rstrip("/") or "/")
+            folder = line.rstrip("/") or "/"
+            if folder not in listed:
+                if len(out) >= LD_SO_CONF_DIRS:
+                    raise _over(fs_root, path, "more than %d folders listed"
+                                % LD_SO_CONF_DIRS)
+                listed.add(folder)
+                out.append(folder)
 
 
 def loader_dirs(fs_root):
-    """The folders the loader searches inside ``fs_root``: ``/etc/ld.so.conf``'s (includes
-    followed) first, then the default ones, then Debian's private NVIDIA folders."""
+    """The folders the loader searches inside ``fs_root``, each once: ``/etc/ld.so.conf``'s
+    (includes followed, under its caps) first, then the default ones, then Debian's private
+    NVIDIA folders."""
     out = []
-    _conf_dirs(fs_root, LD_SO_CONF, set(), out)
+    listed = set()
+    _conf_dirs(fs_root, LD_SO_CONF, set(), out, listed)
     for folder in list(LOADER_DIRS) + list(PRIVATE_DIRS):
-        if folder not in out:
+        if folder not in listed:
+            listed.add(folder)
             out.append(folder)
     return out
 
@@ -211,11 +256,80 @@ def resolved_version(fs_root, path):
     return so_version(os.path.basename(final)), final
 
 
-def libraries(fs_root):
+def nvidia_libraries(fs_root, dirs=None):
+    """``[{name, version, path}]``: every NVIDIA user-space library of ``fs_root`` that
+    carries the driver version, as the loader would load it - per library (``libcuda``,
+    ``libnvidia-ml``, ...) the first folder of the loader's search holding it, through its
+    soname link (``libnvidia-ml.so.1`` -> its file's version) else its versioned file
+    (``libnvidia-gpucomp.so.590.48.01``) when there is one version of it. CUDA's compat
+    folders are left out."""
+    seen = {}
+    for folder in dirs or loader_dirs(fs_root):
+        if _COMPAT_DIR.search(folder):
+            continue
+        try:
+            names = hostfs.listdir(host_path(fs_root, folder))
+        except OSError:
+            continue
+        here = {}
+        for name in names:
+            match = _NVIDIA_SO.match(name)
+            if not match or match.group(1) in seen:
+                continue
+            stem, suffix = match.groups()
+            path = folder.rstrip("/") + "/" + name
+            if VERSION_RE.match(suffix):
+                here.setdefault(stem, {"links": [], "files": []})["files"].append(
+                    (suffix, path))
+            elif suffix.isdigit():
+                version, final = resolved_version(fs_root, path)
+                if final and version:
+                    here.setdefault(stem, {"links": [], "files": []})["links"].append(
+                        (version, path))
+        for stem, found in here.items():
+            chosen = found["links"]
+            if not chosen and len(set(v for v, _p in found["files"])) == 1:
+                # loaded by its full name (DT_NEEDED of a library of its own version): one
+                # file is what the loader takes; several are leftovers no link selects
+                chosen = found["files"]
+            seen[stem] = sorted(set(chosen))
+    return [{"name": path.rsplit("/", 1)[-1], "version": version, "path": path}
+            for stem in sorted(seen) for version, path in seen[stem]]
+
+
+def driver_packages(packages):
+    """The installed packages of ``packages`` (``dpkg_packages``) that carry the NVIDIA
+    driver's version (libcuda1, libnvidia-ml1, libnvidia-compute-580, nvidia-utils-580,
+    ...): ``[{name, version, upstream}]``; those of their own version streams
+    (``_OWN_VERSIONS``) and any whose version is no driver version left out."""
+    out = []
+    for package in packages or []:
+        if not _DRIVER_PACKAGE.match(package["name"]) or _OWN_VERSIONS.match(package["name"]):
+            continue
+        upstream = upstream_version(package["version"])
+        if upstream:
+            out.append({"name": package["name"], "version": package["version"],
+                        "upstream": upstream})
+    return out
+
+
+def mixed_versions(libs, packages):
+    """``["libcuda.so.1 590.48.01 (<path>)", "package libnvidia-ml1 580.95.05-1", ...]``
+    when ``libs`` (``nvidia_libraries``) and ``packages`` (``driver_packages``) are not
+    all at one version, else ``[]``."""
+    versions = set(lib["version"] for lib in libs) | set(p["upstream"] for p in packages)
+    if len(versions) < 2:
+        return []
+    return (["%s %s (%s)" % (lib["name"], lib["version"], lib["path"]) for lib in libs]
+            + ["package %s %s" % (p["name"], p["version"]) for p in packages])
+
+
+def libraries(fs_root, dirs=None):
     """``{lib: (version, path as the loader finds it, final file)}`` for libcuda.so.1 and
-    libnvidia-ml.so.1: the first folder of the loader's search that holds each."""
+    libnvidia-ml.so.1: the first folder of the loader's search (``dirs``, default
+    ``loader_dirs``) that holds each."""
     found = {}
-    for folder in loader_dirs(fs_root):
+    for folder in dirs or loader_dirs(fs_root):
         for lib in LIBS:
             if lib in found:
                 continue

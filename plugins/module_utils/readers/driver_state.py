@@ -2,7 +2,8 @@
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The NVIDIA driver on a host and in its GPU containers, and the driver upgrade's gate
-(module driver_state). Read-only: files under a root, no command run.
+(module driver_state). Read-only: files under a root; no command run but ``modinfo`` for
+a ``.ko.zst`` module (``kmod_info``).
 
 Host
 - loaded module: ``/proc/driver/nvidia/version`` (``NVRM version: NVIDIA UNIX Open Kernel
@@ -12,6 +13,10 @@ Host
 - how it was installed: Debian's packages, NVIDIA's repository packages or the ``.run``
   (``driver_records``: dpkg's status and nvidia-installer's own records);
 - DKMS: ``dkms.tree_status`` (``/var/lib/dkms``), the NVIDIA module names only;
+- what the next kernel loads (``kmod_info``): the module file modprobe picks
+  (``modules.dep``, else depmod's order, ``updates`` first) and the version its ELF
+  ``.modinfo`` holds - dkms 3.0.10 can leave the old ``.ko`` where the tree says the new
+  one is installed, and only the file decides what boots;
 - kernels: the running one and the one that boots next (the audit's rule, ``facts``);
 - fabric manager: needed on NVSwitch hosts, its package version (``readers/fabric_manager.py``).
 
@@ -43,18 +48,23 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import kernels as kernel_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import kmod_info
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import lxc as lxc_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.driver_records import (
     check_version,
     dpkg_packages,
     DPKG_STATUS,
+    driver_packages,
     DriverStateError,
     KERNEL_PACKAGES,
     libraries,
     LIBS,
     listed,
+    loader_dirs,
     matching,
+    mixed_versions,
     NVIDIA_MAINTAINER,
+    nvidia_libraries,
     resolved_version,
     RUN_LOG,
     run_record,
@@ -145,6 +155,21 @@ def host_dkms(root):
             for e in dkms_mod.tree_status(root) if DKMS_NAMES.match(e["name"])]
 
 
+def next_modules(root, dkms, kernel, runner=None):
+    """What ``kernel`` (the one that boots next) would load of the NVIDIA DKMS modules
+    installed for it: ``kmod_info.picked`` for each module name (dkms.conf's, else the
+    installed files'), the file modprobe picks and the version it holds."""
+    names = []
+    for entry in dkms:
+        if entry["kernel"] != kernel or entry["state"] != "installed":
+            continue
+        conf = dkms_mod.read_conf(root, entry["module"], entry["version"], kernel)
+        found = [m["dest"] for m in conf["modules"]] if conf and conf.get("modules") else \
+            [kmod_info.module_name(p) for p in entry["modules"]]
+        names.extend(n for n in found if n and n not in names)
+    return kmod_info.picked(root, kernel, names, runner) if names else []
+
+
 def next_kernel(root):
     """The kernel that boots next, by the audit's rule (``facts.kernel_facts``)."""
     from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts as facts_mod
@@ -178,6 +203,10 @@ def _bound_sources(root, config):
             version, final = resolved_version(root, source.rstrip("/") + "/" + LIBS[0])
             if final:
                 out.append((source, version, [source.rstrip("/") + "/" + LIBS[0], final]))
+                # every other NVIDIA library of the bound folder, each at its version
+                for lib in nvidia_libraries(root, [source.rstrip("/") or "/"]):
+                    if lib["version"] != version:
+                        out.append((source, lib["version"], [lib["path"]]))
     return out
 
 
@@ -238,13 +267,16 @@ def _has_tree(path):
         return False
 
 
-def container_userspace(root, config, fs_root_path, host_user):
+def container_userspace(root, config, fs_root_path, host_user, host_libs=None):
     """``{method, version, packages, evidence}`` of one container (``fs_root_path``: its
-    root as a host path, None when unreadable; ``host_user``: ``host_userspace``)."""
+    root as a host path, None when unreadable; ``host_user``: ``host_userspace``;
+    ``host_libs``: the host's ``nvidia_libraries``, which the nvidia hook mounts)."""
     hooked, note = _hook(config)
     if hooked:
+        libs = host_libs or []
         return {"method": "hook", "version": host_user[0], "packages": [],
-                "evidence": [p for p in ("lxc.hook.mount", host_user[1]) if p]}
+                "evidence": [p for p in ("lxc.hook.mount", host_user[1]) if p],
+                "libraries": libs, "mixed": mixed_versions(libs, [])}
     found = _userspace_below(root, config, fs_root_path)
     if note:
         found["note"] = note
@@ -265,25 +297,29 @@ def _userspace_below(root, config, fs_root_path):
     if fs_root_path is None:
         return {"method": "unknown", "version": None, "packages": [], "evidence": []}
     fs_root = container_root(root, fs_root_path)
-    libs = libraries(fs_root)
+    dirs = loader_dirs(fs_root)
+    libs = libraries(fs_root, dirs)
     lib = libs.get(LIBS[0]) or libs.get(LIBS[1])
     lib_version = lib[0] if lib else None
     evidence = []
     if lib:
         evidence.extend(p for p in (lib[1], lib[2]) if p not in evidence)
     run = run_record(fs_root)
-    packages = matching(dpkg_packages(fs_root), USERSPACE_PACKAGES)
+    installed = dpkg_packages(fs_root)
+    packages = matching(installed, USERSPACE_PACKAGES)
+    every = {"libraries": nvidia_libraries(fs_root, dirs)}
+    every["mixed"] = mixed_versions(every["libraries"], driver_packages(installed))
     if run:
-        return {"method": "installed-run", "version": lib_version or run["version"],
-                "packages": [], "evidence": [RUN_LOG] + evidence}
+        return dict(every, method="installed-run", version=lib_version or run["version"],
+                    packages=[], evidence=[RUN_LOG] + evidence)
     if packages:
         versions = [upstream_version(p["version"]) for p in packages]
-        return {"method": "installed-deb",
-                "version": lib_version or next((v for v in versions if v), None),
-                "packages": listed(packages), "evidence": [DPKG_STATUS] + evidence}
+        return dict(every, method="installed-deb",
+                    version=lib_version or next((v for v in versions if v), None),
+                    packages=listed(packages), evidence=[DPKG_STATUS] + evidence)
     if lib:
-        return {"method": "unknown", "version": lib_version, "packages": [],
-                "evidence": evidence}
+        return dict(every, method="unknown", version=lib_version, packages=[],
+                    evidence=evidence)
     return {"method": "none", "version": None, "packages": [], "evidence": []}
 
 
@@ -313,15 +349,16 @@ def gpu_containers(root, config_dir, vmids=None):
 def containers_state(root, config_dir, vmids=None):
     """The ``containers`` list of the module's result."""
     stores = None
-    host_user = None
+    host_user = host_libs = None
     out = []
     for vmid, path, config in gpu_containers(root, config_dir, vmids):
         if stores is None:
             stores = drift_mod.storages(root)
             host_user = host_userspace(root)
+            host_libs = nvidia_libraries(root)
         fs_path, reason = root_of(root, vmid, config, stores)
         try:
-            userspace = container_userspace(root, config, fs_path, host_user)
+            userspace = container_userspace(root, config, fs_path, host_user, host_libs)
         except (IOError, OSError) as exc:  # a FIFO, a file over its cap: named, not read
             fs_path, reason = None, "%s (under %s)" % (exc, fs_path)
             userspace = {"method": "unknown", "version": None, "packages": [],
@@ -365,6 +402,10 @@ def _container_refusal(ct, target, phase):
         return ("%s: no NVIDIA user space (none in its root, no bind mount or nvidia hook), "
                 "target %s: stage it" % (vmid, target))
     if method in ("bind-mount", "hook"):
+        if user.get("mixed"):
+            return ("%s: mixed NVIDIA user space on the host, which the nvidia hook mounts: "
+                    "%s; nvidia-smi and CUDA fail with a version mismatch: stage the host's "
+                    "user space at %s" % (vmid, ", ".join(user["mixed"]), target))
         if version is None:
             return ("%s: %s of the host's user space, but no NVIDIA library found where it "
                     "binds (%s)" % (vmid, method, ", ".join(user["evidence"][1:]) or "-"))
@@ -373,6 +414,10 @@ def _container_refusal(ct, target, phase):
             return ("%s: user space %s, target %s (%s of the host's): stage the host's "
                     "user space" % (vmid, others[0], target, method))
         return None
+    if user.get("mixed"):
+        return ("%s: mixed NVIDIA user space in its root (%s): %s; nvidia-smi and CUDA "
+                "fail with a version mismatch: reinstall all of it at %s and remove what "
+                "is left of the others" % (vmid, method, ", ".join(user["mixed"]), target))
     if version != target:
         return "%s: user space %s, target %s (%s): stage it" % (
             vmid, version or "of unknown version", target, method)
@@ -392,6 +437,12 @@ def gate(state, target, phase):
                 "host: nvidia %s not installed by DKMS for the next kernel %s (.ko files and "
                 "state installed; there: %s): stage it" % (
                     target, kernel, _dkms_summary(host["dkms"], kernel)))
+        else:
+            name = _dkms_has(host["dkms"], target, kernel)[0]["module"]
+            for item in host.get("next_modules") or []:
+                refusal = kmod_info.judge(item, target, kernel, name)
+                if refusal:
+                    refusals.append(refusal)
     else:
         loaded = host["loaded"]
         if loaded["version"] != target:
@@ -415,20 +466,24 @@ def gate(state, target, phase):
 
 
 def driver_state(root="/", target_version=None, next_kernel_release=None,
-                 phase="before_reboot", containers=None, config_dir=lxc_mod.DEFAULT_CONFIG_DIR):
-    """The module's result (``host``, ``containers``, ``gate`` when ``target_version``)."""
+                 phase="before_reboot", containers=None, config_dir=lxc_mod.DEFAULT_CONFIG_DIR,
+                 runner=None):
+    """The module's result (``host``, ``containers``, ``gate`` when ``target_version``).
+    ``runner``: for ``modinfo`` on a ``.ko.zst`` only (everything else is read here)."""
     if target_version is not None:
         check_version("target_version", target_version)
     if phase not in PHASES:
         raise DriverStateError("phase: %r is not one of %s" % (phase, ", ".join(PHASES)))
     root = root or "/"
     loaded = loaded_module(root)
+    dkms = host_dkms(root)
+    upcoming = next_kernel_release or next_kernel(root)
     host = {
         "loaded": loaded,
         "installed": host_installed(root, loaded),
-        "dkms": host_dkms(root),
-        "kernels": {"running": kernel_mod.running_kernel(root),
-                    "next": next_kernel_release or next_kernel(root)},
+        "dkms": dkms,
+        "kernels": {"running": kernel_mod.running_kernel(root), "next": upcoming},
+        "next_modules": next_modules(root, dkms, upcoming, runner) if upcoming else [],
         "fabricmanager": fabric_manager(root),
     }
     state = {"host": host, "containers": containers_state(root, config_dir, containers)}

@@ -96,3 +96,44 @@ def test_loader_dirs_follow_ld_so_conf_includes_first_and_stop_at_loops(tmp_path
     dirs = dr.loader_dirs(root)
     assert dirs[0] == "/usr/local/cuda/lib64"
     assert dirs[1:] == list(dr.LOADER_DIRS) + list(dr.PRIVATE_DIRS)
+
+
+def test_loader_dirs_list_each_folder_once_and_refuse_over_their_caps(tmp_path):
+    root = str(tmp_path)
+    conf = os.path.join(root, "etc/ld.so.conf")
+    os.makedirs(os.path.dirname(conf))
+    with open(conf, "w") as handle:
+        handle.write("/opt/a\n/opt/a/\n/usr/lib/x86_64-linux-gnu\n" * 100)
+    dirs = dr.loader_dirs(root)
+    assert dirs[:2] == ["/opt/a", "/usr/lib/x86_64-linux-gnu"] and len(dirs) == len(set(dirs))
+    with open(conf, "w") as handle:
+        handle.write("".join("/opt/%d\n" % i for i in range(dr.LD_SO_CONF_DIRS + 1)))
+    with pytest.raises(hostfs.HostFileError, match="etc/ld.so.conf: more than 256 folders"):
+        dr.loader_dirs(root)
+    with open(conf, "w") as handle:
+        handle.write("#" * (dr.LD_SO_CONF_BYTES + 1))
+    with pytest.raises(hostfs.HostFileError, match="etc/ld.so.conf: over 64 KiB"):
+        dr.loader_dirs(root)
+
+
+def test_nvidia_libraries_follow_soname_links_and_lone_versioned_files(tmp_path):
+    root = str(tmp_path)
+    lib = drv.libs(root, drv.NEW)
+    with open(os.path.join(lib, "libnvidia-gpucomp.so.%s" % drv.NEW), "wb") as handle:
+        handle.write(b"\x7fELF stand-in")
+    for stale in ("libcuda.so.%s" % drv.OLD, "libnvidia-tls.so.%s" % drv.OLD,
+                  "libnvidia-tls.so.%s" % drv.NEW, "libnvidia-egl-wayland.so.1.1.13"):
+        with open(os.path.join(lib, stale), "wb") as handle:
+            handle.write(b"\x7fELF stand-in")
+    found = dict((x["name"], x["version"]) for x in dr.nvidia_libraries(root))
+    assert found == {"libcuda.so.1": drv.NEW, "libnvidia-ml.so.1": drv.NEW,
+                     "libnvidia-gpucomp.so.%s" % drv.NEW: drv.NEW}
+
+
+def test_driver_packages_leave_out_their_own_version_streams():
+    packages = [{"name": n, "version": v} for n, v in (
+        ("libcuda1", "590.48.01-1"), ("nvidia-settings", "535.171.04-1"),
+        ("cuda-compat-13-0", "580.95.05-1"), ("libnvidia-egl-wayland1", "1:1.1.13-1"),
+        ("nvidia-utils-580", "580.95.05-0ubuntu1"))]
+    assert [(p["name"], p["upstream"]) for p in dr.driver_packages(packages)] == [
+        ("libcuda1", "590.48.01"), ("nvidia-utils-580", "580.95.05")]

@@ -465,3 +465,28 @@ def test_a_runaway_file_in_a_container_root_is_refused_at_its_cap(tmp_path):
     ct = _ct(ds.driver_state(root), 129)
     assert ct["readable"] is False
     assert "over the 4 MiB this read takes: not read" in ct["reason"]
+
+
+# --------------------------------------------------------------------------- next modules
+
+
+def test_next_modules_name_every_module_dkms_conf_lists_with_its_version(tmp_path):
+    root = driver.upgrade_host(tmp_path, staged=True)["root"]
+    state = ds.driver_state(root, NEW)
+    picked = state["host"]["next_modules"]
+    assert [m["module"] for m in picked] == list(dkms.NVIDIA_MODULES)
+    assert {(m["version"], m["source"], m["error"]) for m in picked} == {
+        (NEW, "modules.dep", None)}
+
+
+def test_debian_module_names_are_judged_and_named_in_the_fix(tmp_path):
+    root = driver.host_base(tmp_path, loaded=None)
+    driver.host_debian(root, NEW, kernels=(driver.RUNNING, driver.NEXT))
+    driver.real_modules(root, "nvidia-current", NEW, (driver.NEXT,), driver.DEBIAN_MODULES,
+                        installed_version=OLD)
+    refusals = ds.driver_state(root, NEW)["gate"]["refusals"]
+    assert len(refusals) == len(driver.DEBIAN_MODULES)
+    assert refusals[0].endswith("dkms install -m nvidia-current -v %s -k %s --force"
+                                % (NEW, driver.NEXT))
+    assert "updates/dkms/nvidia-current.ko (modules.dep), which holds version %s" % OLD \
+        in refusals[0]
