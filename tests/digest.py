@@ -6,6 +6,7 @@ documented paths changed (``changed(before, after)``).
 
 import hashlib
 import os
+import stat
 
 # sha256 of file contents by (path, device, inode, size, mtime, ctime): any write to a file,
 # or its replacement, changes its ctime (which no program can set back), so a file whose
@@ -36,6 +37,10 @@ def digest(root):
             kind, data = "link", os.readlink(path)
         elif os.path.isdir(path):
             kind, data = "dir", None
+        elif not stat.S_ISREG(st.st_mode):
+            # a FIFO, socket or device a hostile case planted: its kind, never its content
+            # (opening a FIFO would block the digest forever)
+            kind, data = "special", stat.S_IFMT(st.st_mode)
         else:
             kind, data = "file", _content_hash(path, st)
         return (kind, data, st.st_mode & 0o7777, st.st_uid, st.st_gid)
