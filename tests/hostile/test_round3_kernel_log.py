@@ -347,9 +347,11 @@ def _hostile_log(health):
 
 
 def _wait_child(root, config):
-    """The node check as Slurm runs it, in a child under RLIMIT_AS MEMORY, killed after
-    SECONDS. ``(exit status, output, seconds, peak RSS bytes)`` (os.wait4: this child's
-    own rusage, not the largest of every child pytest ran)."""
+    """The node check as Slurm runs it, in a child under RLIMIT_AS MEMORY (the enforced
+    limit: RSS never exceeds the address space), killed after SECONDS. ``(exit status,
+    output, seconds, peak RSS bytes)``. The peak is the child's VmHWM, polled: Linux keeps
+    ru_maxrss across execve, so rusage would report the forking pytest worker's own RSS
+    (230 MB under xdist) instead of the audit's."""
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
     env = dict(os.environ, PYTHONPATH=LINKS)
@@ -359,7 +361,9 @@ def _wait_child(root, config):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                             preexec_fn=limit)
     out = b""
+    peak = 0
     while True:
+        peak = max(peak, _hwm(proc.pid))
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
@@ -367,11 +371,23 @@ def _wait_child(root, config):
             proc.kill()
             os.wait4(proc.pid, 0)
             pytest.fail("the audit did not finish in %d s" % SECONDS)
-        time.sleep(0.05)
+        time.sleep(0.02)
     took = time.monotonic() - started
     out = proc.stdout.read()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, out.decode("utf-8", "replace"), took, usage.ru_maxrss * 1024
+    return proc.returncode, out.decode("utf-8", "replace"), took, peak
+
+
+def _hwm(pid):
+    """The process's peak resident set (VmHWM) in bytes, 0 once it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def _assert_bounded(tmp_path, root, health, what):
