@@ -330,7 +330,6 @@ def test_a_repeated_folder_within_the_cap_is_searched_once(tmp_path):
     assert time.monotonic() - started < 1.0 and refusals == []
 
 
-
 def test_a_hook_container_over_mixed_host_libraries_is_refused(tmp_path):
     root = _ct_host(tmp_path)
     driver.ct_hook(root, 144)

@@ -445,7 +445,7 @@ def zeros_gz(tmp_path_factory):
     packer = zlib.compressobj(1, zlib.DEFLATED, 31)
     chunk = bytes(1 << 20)
     with open(path, "wb") as handle:
-        for _ in range(CLAIM >> 20):
+        for _count in range(CLAIM >> 20):
             handle.write(packer.compress(chunk))
         handle.write(packer.flush())
     return path

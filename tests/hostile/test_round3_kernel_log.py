@@ -417,7 +417,7 @@ def test_a_1_gib_kern_log_of_the_worst_lines_stays_under_60_s_and_200_mb(tmp_pat
     assert os.path.getsize(log) == 1 << 30
     # older rotations: a gzip of 256 MiB of empty lines, and 40 more (only 32 are read)
     with gzip.open(log + ".1.gz", "wb", compresslevel=1) as handle:
-        for _ in range(16):
+        for _count in range(16):
             handle.write(b"\n" * (16 << 20))
     for number in range(2, 42):
         with open("%s.%d" % (log, number), "wb") as handle:

@@ -97,8 +97,8 @@ BAD_JSON = [
 @pytest.mark.parametrize("what, text, said", BAD_JSON, ids=[b[0] for b in BAD_JSON])
 @pytest.mark.parametrize("name", ["b.json", "b-tune.json", "rollout.json",
                                   "b-reboot.json", "other.json"])
-def test_json_no_reader_takes_whole_is_left_out_naming_the_file(seed_audit, tmp_path, what,
-                                                                  text, said, name):
+def test_json_no_reader_takes_whole_is_left_out_naming_the_file(
+        seed_audit, tmp_path, what, text, said, name):
     folder = tmp_path / "slice"
     _report(_audits(seed_audit, ["a", "b"]), folder)
     if text is None:     # a host report whose duration is NaN: valid for Python, not JSON
@@ -186,8 +186,8 @@ def test_a_report_dated_in_the_future_never_beats_a_recent_one(seed_audit, tmp_p
     assert [line for line in result["warnings"] if ahead in line and future in line]
 
 
-def test_a_future_report_alone_ages_by_its_file_and_is_stale_when_that_lies_too(seed_audit,
-                                                                               tmp_path):
+def test_a_future_report_alone_ages_by_its_file_and_is_stale_when_that_lies_too(
+        seed_audit, tmp_path):
     path = _dated(seed_audit, tmp_path / "one", "a", "2099-01-01T00:00:00Z", NOW - 600)
     result = _merge([tmp_path / "one"], tmp_path / "fleet", _now)
     assert result["hosts"]["a"]["from"] == path

@@ -41,8 +41,8 @@ def _modinfo(path):
                           text=True, check=True, timeout=60).stdout.strip()
 
 
-def test_the_gate_reads_the_version_of_the_module_dkms_really_installed(suite, tmp_path,
-                                                                       monkeypatch):
+def test_the_gate_reads_the_version_of_the_module_dkms_really_installed(
+        suite, tmp_path, monkeypatch):
     if os.geteuid() != 0 or not shutil.which("dkms"):
         pytest.skip("needs root and dkms (scripts/apt-ensure.sh dkms linux-headers-amd64 "
                     "build-essential kmod)")

@@ -37,8 +37,8 @@ def test_json_loads_reads_documents_and_refuses_deep_nesting_quickly():
     start = time.monotonic()
     with pytest.raises(ValueError, match="nested 200000 deep"):
         bounded.json_loads("[" * 200000)
-    big = '{"hosts": [%s]}' % ",".join(['{"name": "h%d", "f": [1, 2, "x[y"]}' % i
-                                         for i in range(100000)])
+    rows = ['{"name": "h%d", "f": [1, 2, "x[y"]}' % i for i in range(100000)]
+    big = '{"hosts": [%s]}' % ",".join(rows)
     assert len(bounded.json_loads(big)["hosts"]) == 100000
     assert time.monotonic() - start < 5
 

@@ -67,8 +67,8 @@ def test_a_finished_rollout():
 
 
 def test_a_result_with_an_unknown_status_is_unknown_naming_the_raw_status():
-    doc = rollout.summarize(["a", "b", "c"], {"a": {"status": "Done", "reason": "typo"},
-                                             "b": {"msg": "unreachable"}}, "t")
+    results = {"a": {"status": "Done", "reason": "typo"}, "b": {"msg": "unreachable"}}
+    doc = rollout.summarize(["a", "b", "c"], results, "t")
     assert doc["hosts"][0] == {"host": "a", "status": "unknown", "raw_status": "Done",
                                "reason": "the run recorded status 'Done', which is none of "
                                          "done, stopped: typo"}
