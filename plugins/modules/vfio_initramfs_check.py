@@ -16,10 +16,15 @@ description:
   - For each GPU (display class) a Proxmox VM passes through whole (C(hostpciN) of
     C(/etc/pve/qemu-server/<vmid>.conf), by address or by C(mapping=); not C(mdev=), not
     C(driver=keep)), finds the C(/etc/modprobe.d) files that keep it from its host driver at
-    boot - its vendor:device in C(options vfio-pci ids=), or a C(softdep) of its host driver
-    with vfio-pci as C(pre), or C(blacklist <driver>) (the host driver is the one it is on;
-    for an NVIDIA GPU now on vfio-pci any of C(nvidia), C(nouveau), C(nvidiafb)) - and lists
-    O(kernel)'s initramfs with C(lsinitramfs) to prove one of them is inside it.
+    boot - its vendor:device in C(options vfio-pci ids=), or a softdep (vfio-pci as pre)
+    or C(blacklist <driver>) of every driver that would take it at boot, being the host
+    driver it is on now, and each of its vendor's host drivers loaded now
+    (C(/sys/module/<driver>); for NVIDIA C(nvidia), C(nouveau), C(nvidiafb)); when none is
+    loaded and it is on vfio-pci, any one of them. A C(blacklist nouveau) beside a loaded
+    C(nvidia) holds nothing. Then it lists O(kernel)'s initramfs with C(lsinitramfs) to
+    prove one of those files is inside it.
+  - A VM config, C(/etc/pve/mapping/pci.cfg) or modprobe.d file that is a FIFO, a device or
+    over 4 MiB fails the module, naming the file (RV(file)).
   - Without that file in the image the host driver loads from the initramfs and takes the
     GPU before vfio-pci can, so the VM does not start after the reboot (or hangs the host
     when PVE unbinds a GPU the host uses). Role reboot_verify refuses the reboot then,
@@ -97,6 +102,11 @@ ok:
   description: Whether every GPU's binding is inside the image.
   returned: always
   type: bool
+file:
+  description: The file under O(root) that could not be read (a FIFO, a device or over
+    4 MiB where a VM config, C(mapping/pci.cfg) or modprobe.d file belongs).
+  returned: when such a file fails the module
+  type: str
 problems:
   description: One line per GPU without its binding in the image, naming the VM, the
     device and what to run; or the image missing or unreadable.
@@ -124,6 +134,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (  #
     vm_verify as vmverify,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (  # noqa: E402
+    HostFileError,
+)
 
 
 def rules(p):
@@ -159,8 +172,12 @@ def _run(module):
     lister = p["executable"] or module.get_bin_path("lsinitramfs")
     if not lister:
         module.fail_json(msg="lsinitramfs not found on the PATH: install initramfs-tools")
-    result = vmverify.gate(p["root"], p["kernel"], lister, Runner(module), image=p["image"],
-                           timeout=p["timeout"])
+    try:
+        result = vmverify.gate(p["root"], p["kernel"], lister, Runner(module),
+                               image=p["image"], timeout=p["timeout"])
+    except HostFileError as exc:  # a FIFO, device or oversized file where a config belongs
+        module.fail_json(msg="not rebooting into %s: cannot read a VM or modprobe.d file: %s"
+                         % (p["kernel"], exc), changed=False, file=exc.filename)
     if p["require"] and result["problems"]:
         module.fail_json(msg="not rebooting into %s: %s" % (p["kernel"],
                                                             "; ".join(result["problems"])),

@@ -105,8 +105,10 @@ vms:
       type: str
       sample: running
     gpus:
-      description: Its GPUs passed whole - C(key), C(address), C(id), C(driver) (now) and
-        C(bound) (on vfio-pci).
+      description: Its GPUs passed whole - C(key), C(address), C(id), C(driver) (now),
+        C(driver_before_start) (read from sysfs before any C(qm) call, since C(qm start)
+        rebinds it to vfio-pci; a host driver here took the GPU at boot) and C(bound) (on
+        vfio-pci).
       type: list
       elements: dict
     skipped:
@@ -117,6 +119,11 @@ vms:
       description: What is wrong with this VM; empty when it is right.
       type: list
       elements: str
+file:
+  description: The file under O(root) that could not be read (a FIFO, a device or over
+    4 MiB where a VM config, C(mapping/pci.cfg) or modprobe.d file belongs).
+  returned: when such a file fails the module
+  type: str
 problems:
   description: Every VM's problems, each prefixed with C(vm <vmid> (<name>)).
   returned: always
@@ -134,6 +141,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import vm_verify as vmverify  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (  # noqa: E402
+    HostFileError,
+)
 
 
 def rules(p):
@@ -163,9 +173,14 @@ def main():
 
 def _run(module):
     p = module.params
-    result = vmverify.verify_vms(p["root"], Runner(module), running_before=p["running_before"],
-                                 start=p["start"], qm=p["qm"], check_mode=module.check_mode,
-                                 start_timeout=p["start_timeout"])
+    try:
+        result = vmverify.verify_vms(p["root"], Runner(module),
+                                     running_before=p["running_before"], start=p["start"],
+                                     qm=p["qm"], check_mode=module.check_mode,
+                                     start_timeout=p["start_timeout"])
+    except HostFileError as exc:  # a FIFO, device or oversized file where a config belongs
+        module.fail_json(msg="cannot read a VM or PCI mapping file, no VM started: %s" % exc,
+                         changed=False, file=exc.filename)
     module.exit_json(changed=any(vm["started"] for vm in result["vms"]), **result)
 
 

@@ -68,6 +68,29 @@ def plan(root):
     return {"unit": unit, "link": link, "old_unit": old}
 
 
+def _in_the_way(root, p):
+    """Why a write of the unit or its wants link would fail half-way, checked before
+    either is written (None when neither would): a folder, or a file where a folder
+    belongs, on one of their paths, or a folder leaving the root."""
+    steps = [(UNIT_PATH, p["unit"] != "ok", "unit"), (WANTS_LINK, p["link"] != "ok", "link")]
+    for path, todo, what in steps:
+        if not todo:
+            continue
+        full = host_path(root, path)
+        try:
+            folder_in_root(root, host_path(root, os.path.dirname(path)), "%s folder" % what)
+        except (OSError, ValueError) as exc:  # PathError is a ValueError
+            return str(exc)
+        parent = os.path.dirname(full)
+        if os.path.lexists(parent) and not os.path.isdir(parent):
+            return ("%s is not a folder: the %s %s goes in it (move it away and run again)"
+                    % (os.path.dirname(path), what, path))
+        if os.path.isdir(full) and not os.path.islink(full):
+            return ("%s is a folder where the %s belongs: move it away (it is not this "
+                    "collection's) and run again" % (path, what))
+    return None
+
+
 def install(root, runner=None, check_mode=False):
     """Install (or plan, in check mode) the unit and its wants link; on the live host
     reload systemd and start it. ``{changed, plan, diffs, commands, failed, msg}``."""
@@ -83,6 +106,11 @@ def install(root, runner=None, check_mode=False):
     why_not = unitinstall.not_live(root, runner)
     if check_mode:
         out["msg"] = "check mode: nothing written"
+        return out
+    why = _in_the_way(root, p)
+    if why:
+        out.update(failed=True, msg="installing %s failed: %s; nothing was written"
+                   % (UNIT_NAME, why))
         return out
     try:
         if p["unit"] != "ok":

@@ -26,8 +26,10 @@ __metaclass__ = type
 import base64
 import json
 import os
+import re
 import time
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import bounded
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (
     OUTPUT_LIMIT,
     PathError,
@@ -71,7 +73,7 @@ def load(path, root=None, check=None):
     ``check(doc, path, root)`` (``snapshot.load`` passes the check of every section)."""
     try:
         with open_read(path, "r", OUTPUT_LIMIT) as handle:
-            doc = json.load(handle)
+            doc = bounded.json_loads(handle.read())
     except (IOError, OSError) as exc:
         raise SnapshotError("cannot read snapshot %s: %s" % (path, exc))
     except UnicodeDecodeError as exc:
@@ -85,7 +87,33 @@ def load(path, root=None, check=None):
     FILES.check(doc["state"].get("files") or {}, damaged(path), root)
     if check is not None:
         check(doc, path, root)
+    # after the sections' own checks (their messages are the more precise), before any
+    # restore: no recorded key or value may carry a control character
+    _check_text(doc["state"], "state", damaged(path))
     return doc
+
+
+# C0 controls but the tab, and DEL: no recorded value (a sysfs/procfs value is one stripped
+# line, a file's content is base64) holds one; a CR or LF in a restored value splits or
+# rewrites the line it is written into (a cpuset line, a config line).
+_CONTROL = re.compile(u"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _check_text(value, where, bad):
+    """``bad`` names the first key (``state.<section>.<key>...``) whose name or string value
+    holds a control character."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            name = "%s.%s" % (where, key)
+            if isinstance(key, str) and _CONTROL.search(key):
+                bad("key %r holds a control character" % name)
+            _check_text(item, name, bad)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_text(item, "%s[%d]" % (where, index), bad)
+    elif isinstance(value, str) and _CONTROL.search(value):
+        bad("%s = %r holds a control character (CR, LF, NUL...): a restore would write it"
+            % (where, value[:80]))
 
 
 def listing(root, folder=SNAPSHOT_DIR):

@@ -20,7 +20,9 @@ __metaclass__ = type
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
     initramfs_check as initramfs,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import pci as pci_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import host_path
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import vmgpu
 from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import (
     CommandError,
@@ -52,21 +54,40 @@ def passed_gpus(facts):
             and (d.get("class") or "").startswith(GPU_CLASS)]
 
 
-def binders(dev, files):
-    """The modprobe.d files (``vmgpu.modprobe_files``) that keep ``dev`` from its host
-    driver at boot: its vendor:device in ``options vfio-pci ids=``, or a softdep/blacklist
-    of its current host driver (of the vendor's host drivers when it is on vfio-pci now)."""
+def loaded_host_drivers(root, dev):
+    """The vendor's host drivers (``HOST_DRIVERS``) loaded now (``/sys/module/<name>``)."""
+    vendor = (dev.get("id") or "").split(":")[0]
+    return tuple(d for d in HOST_DRIVERS.get(vendor, ())
+                 if hostfs.isdir(host_path(root, "/sys/module/" + d.replace("-", "_"))))
+
+
+def at_risk(dev, loaded=()):
+    """The drivers that take ``dev`` at boot unless held off: its current host driver and
+    the vendor's drivers ``loaded`` now; when neither, every host driver of its vendor."""
     driver = dev.get("driver")
-    if driver and driver not in ("vfio-pci", "pci-stub"):
-        drivers = (driver,)
-    else:
-        drivers = HOST_DRIVERS.get((dev.get("id") or "").split(":")[0], ())
-    out = []
-    for item in files:
-        if dev.get("id") in item["ids"] or any(
-                d in item["softdeps"] or d in item["blacklist"] for d in drivers):
-            out.append(item["file"])
-    return out
+    needed = list(loaded)
+    if driver and driver not in ("vfio-pci", "pci-stub") and driver not in needed:
+        needed.append(driver)
+    return needed or list(HOST_DRIVERS.get((dev.get("id") or "").split(":")[0], ()))
+
+
+def binders(dev, files, loaded=()):
+    """The modprobe.d files (``vmgpu.modprobe_files``) that keep ``dev`` from its host
+    driver at boot. Rule: its vendor:device in ``options vfio-pci ids=`` binds it (any such
+    file); otherwise every driver that could take it at boot - its current host driver, and
+    the vendor's host drivers loaded now (``loaded``), or when none is, any one of the
+    vendor's - must have a ``softdep <driver> pre: vfio-pci`` or ``blacklist <driver>``.
+    A ``blacklist nouveau`` beside a loaded nvidia binds nothing. ``[]`` when unbound."""
+    needed = at_risk(dev, loaded)
+    held = set(d for item in files for d in item["softdeps"] + item["blacklist"])
+    anyone = not loaded and dev.get("driver") in (None, "vfio-pci", "pci-stub")
+    by_ids = any(dev.get("id") in item["ids"] for item in files)
+    covered = any(d in held for d in needed) if anyone else all(d in held for d in needed)
+    if not by_ids and not covered:
+        return []
+    return [item["file"] for item in files
+            if dev.get("id") in item["ids"]
+            or any(d in item["softdeps"] or d in item["blacklist"] for d in needed)]
 
 
 def gate(root, kernel, lister, runner, image=initramfs.IMAGE, timeout=DEFAULT_LIST_TIMEOUT):
@@ -83,7 +104,8 @@ def gate(root, kernel, lister, runner, image=initramfs.IMAGE, timeout=DEFAULT_LI
     files = vmgpu.modprobe_files(root)
     wanted = []
     for dev in gpus:
-        found = binders(dev, files)
+        loaded = loaded_host_drivers(root, dev)
+        found = binders(dev, files, loaded)
         out["devices"].append({"vmid": dev["vmid"], "name": names.get(dev["vmid"]),
                                "key": dev["key"], "address": dev["address"],
                                "id": dev.get("id"), "driver": dev.get("driver"),
@@ -98,10 +120,14 @@ def gate(root, kernel, lister, runner, image=initramfs.IMAGE, timeout=DEFAULT_LI
         record = out["devices"][index]
         label = _label(dev, names)
         if not record["files"]:
+            risk = at_risk(dev, loaded_host_drivers(root, dev)) or ["the host driver"]
             out["problems"].append(
-                "%s: nothing in /etc/modprobe.d binds it to vfio-pci at boot, so its host "
-                "driver takes it: echo 'options vfio-pci ids=%s' >> /etc/modprobe.d/vfio.conf"
-                " && update-initramfs -u -k %s" % (label, dev.get("id"), kernel))
+                "%s: nothing in /etc/modprobe.d binds it to vfio-pci at boot (no 'options "
+                "vfio-pci ids=%s', and %s not blacklisted nor softdep'd), so %s takes it: "
+                "echo -e 'options vfio-pci ids=%s\\nsoftdep %s pre: vfio-pci' >> "
+                "/etc/modprobe.d/vfio.conf && update-initramfs -u -k %s" % (
+                    label, dev.get("id"), "/".join(risk), risk[0], dev.get("id"), risk[0],
+                    kernel))
             continue
         if unreadable:
             continue
@@ -170,6 +196,9 @@ def verify_vms(root, runner, running_before=(), start=True, qm=True, check_mode=
                   "started": False, "status": None, "gpus": [], "problems": [],
                   "skipped": [] if qm else ["qm status/start (root %s)" % root]}
         records.append(record)
+        # read before any qm call: ``qm start`` rebinds the GPU to vfio-pci, hiding the
+        # host driver that took it at boot
+        at_boot = _drivers(root, [d["address"] for d in mine])
         if qm:
             try:
                 record["status_before"] = qm_status(runner, vmid)
@@ -199,19 +228,26 @@ def verify_vms(root, runner, running_before=(), start=True, qm=True, check_mode=
             if record["status"] not in (None, "running") and not check_mode:
                 record["problems"].append("status %s after qm start, expected running"
                                           % record["status"])
-        now = _drivers(root, [d["address"] for d in mine])
+        now = _drivers(root, [d["address"] for d in mine]) if record["started"] else at_boot
         vm_runs = record["status"] == "running"
         for dev in mine:
-            driver = now[dev["address"]]
+            driver, boot = now[dev["address"]], at_boot[dev["address"]]
             bound = driver == VFIO
             record["gpus"].append({"key": dev["key"], "address": dev["address"],
-                                   "id": dev.get("id"), "driver": driver, "bound": bound})
-            if bound or (driver is None and not vm_runs):
+                                   "id": dev.get("id"), "driver": driver,
+                                   "driver_before_start": boot, "bound": bound})
+            if boot not in (None, VFIO, "pci-stub", "(device gone)"):
+                record["problems"].append(
+                    "%s %s was on %s before qm start, not vfio-pci: the host driver took it at "
+                    "boot (add 'options vfio-pci ids=%s' and 'softdep %s pre: vfio-pci' to "
+                    "/etc/modprobe.d/vfio.conf, then update-initramfs -u)" % (
+                        dev["key"], dev["address"], boot, dev.get("id"), boot))
+                if bound:
+                    continue
+            if bound or (driver is None and not vm_runs) or driver == boot:
                 continue  # unbound: PVE binds it to vfio-pci when the VM starts
             record["problems"].append(
                 "%s %s on %s, not vfio-pci%s" % (dev["key"], dev["address"], driver or "no driver",
-                                                 " while the VM runs" if vm_runs else
-                                                 ": the host driver took it at boot (check "
-                                                 "vfio-pci ids= in the initramfs)"))
+                                                 " while the VM runs" if vm_runs else ""))
         problems += ["%s: %s" % (label, p) for p in record["problems"]]
     return {"vms": records, "problems": problems}

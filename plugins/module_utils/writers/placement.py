@@ -420,8 +420,14 @@ class NumaPinPart(object):
             res = pin_run(ctx.root, config_dir, params.get("numa_pin_vmids"),
                           ctx.check_mode, held=held)
         except (PinRefused, lxc_mod.LxcError, OSError, ValueError) as exc:
-            return {"failures": ["numa_pin: %s" % exc],
-                    "detail": {"numa_pin": {"failed": True, "msg": str(exc)}}}
+            # "nothing was written" is numa_pin's own part: the parts before it in the same
+            # run may have written, so say which (issue 36)
+            wrote = [name for name, changed in getattr(ctx, "ran", ()) if changed]
+            msg = "%s by numa_pin; %s" % (exc, "the parts before it in this run %s: %s" % (
+                "would change (check mode)" if ctx.check_mode else "changed the host and "
+                "are kept", ", ".join(wrote)) if wrote else "no part before it changed anything")
+            return {"failures": ["numa_pin: %s" % msg],
+                    "detail": {"numa_pin": {"failed": True, "msg": msg}}}
         rows, failures, skipped = [], [], []
         for row in res["containers"]:
             item = "lxc %s" % row["vmid"]

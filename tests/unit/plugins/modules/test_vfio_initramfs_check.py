@@ -89,8 +89,13 @@ def test_gate_accepts_the_ids_line_or_a_blacklist_instead_of_the_softdep(mixed, 
     res = gate(mixed, _lister(tmp_path, "etc/modprobe.d/passthrough.conf\n"))
     assert res["ok"], res
     with open(os.path.join(mixed, "etc/modprobe.d/passthrough.conf"), "w") as handle:
-        handle.write("blacklist nouveau\n")
+        handle.write("blacklist nvidia\n")
     assert gate(mixed, _lister(tmp_path, "etc/modprobe.d/passthrough.conf\n"))["ok"]
+    # nvidia is loaded on this host: a blacklist of nouveau alone keeps nothing from it
+    with open(os.path.join(mixed, "etc/modprobe.d/passthrough.conf"), "w") as handle:
+        handle.write("blacklist nouveau\n")
+    assert not gate(mixed, _lister(tmp_path, "etc/modprobe.d/passthrough.conf\n"),
+                    require=False)["ok"]
 
 
 def test_gate_refuses_a_missing_or_unreadable_image_naming_the_gpus(mixed, tmp_path):

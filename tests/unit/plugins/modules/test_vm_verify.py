@@ -79,9 +79,10 @@ def test_a_gpu_the_host_driver_took_at_boot_is_a_problem(mixed, tmp_path):
     ptfix.rebind(mixed, ptfix.VM_BY_MAPPING, "nvidia")
     _qm_state(mixed, {"start_fail": {"201": "start failed: QEMU exited with code 1"}})
     res = run_module(vm_verify, {"root": mixed})
-    assert "vm 201 (train-201): hostpci1 %s on nvidia, not vfio-pci: the host driver took " \
-        "it at boot (check vfio-pci ids= in the initramfs)" % ptfix.VM_BY_MAPPING \
-        in res["problems"]
+    assert "vm 201 (train-201): hostpci1 %s was on nvidia before qm start, not vfio-pci: the " \
+        "host driver took it at boot (add 'options vfio-pci ids=10de:2bb5' and 'softdep " \
+        "nvidia pre: vfio-pci' to /etc/modprobe.d/vfio.conf, then update-initramfs -u)" \
+        % ptfix.VM_BY_MAPPING in res["problems"]
 
 
 def test_check_mode_and_no_qm_start_nothing(mixed, tmp_path, snapshot_tree):

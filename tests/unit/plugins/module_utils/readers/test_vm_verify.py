@@ -68,6 +68,11 @@ def test_binders_ids_or_a_softdep_or_blacklist_of_the_host_driver():
     assert vmverify.binders({"id": "10de:2335", "driver": "nvidia"}, files) == []
     assert vmverify.binders({"id": "1002:74a1", "driver": None}, files) == [
         "/etc/modprobe.d/c.conf"]
+    # on vfio-pci now with nvidia loaded: only a binding of nvidia (or the ids) counts;
+    # b.conf's softdep of nouveau keeps nothing from nvidia at boot (issue 36 item 9)
+    assert vmverify.binders({"id": "10de:2335", "driver": "vfio-pci"}, files[1:],
+                            loaded=("nvidia",)) == []
+    assert vmverify.binders(on_vfio, files, loaded=("nvidia",)) == ["/etc/modprobe.d/a.conf"]
 
 
 def test_qm_status_reads_the_status_line_with_its_timeout():
@@ -145,5 +150,6 @@ def test_verify_vms_without_qm_only_reads_drivers(mixed):
     assert runner.calls == []
     assert out["vms"][0]["skipped"] == ["qm status/start (root %s)" % mixed]
     assert out["problems"] == [
-        "vm 201 (train-201): hostpci1 %s on nvidia, not vfio-pci: the host driver took it at "
-        "boot (check vfio-pci ids= in the initramfs)" % ptfix.VM_BY_MAPPING]
+        "vm 201 (train-201): hostpci1 %s was on nvidia before qm start, not vfio-pci: the host "
+        "driver took it at boot (add 'options vfio-pci ids=10de:2bb5' and 'softdep nvidia pre: "
+        "vfio-pci' to /etc/modprobe.d/vfio.conf, then update-initramfs -u)" % ptfix.VM_BY_MAPPING]
