@@ -4,7 +4,7 @@
 """Numbers and JSON read from text a host, a tenant or an old report wrote: bounded.
 
 One place for the two limits every parser of host text keeps, so a planted value fails
-one field, never a whole section (issue 36):
+one field, never a whole section:
 
 - A number is at most ``DIGITS`` ASCII digits. Python refuses ``int()`` of more than 4,300
   digits with a ValueError that used to fail a whole kernel-log section; a host counter is a

@@ -67,7 +67,7 @@ SAMPLE_CHARS = 240
 # of at most 64 characters, "kernel: ", the uptime stamp): 256 characters are room enough.
 # A longer line is no message the kernel wrote whole: only its first LINE_CHARS characters
 # are read (matched, kept, sampled), so no pattern ever runs over more, whatever a file or
-# a tenant puts in the log (issue 36: three 63 KB lines were 8 s of matching), and the
+# a tenant puts in the log (three 63 KB lines once took 8 s of matching), and the
 # newest kernlog.MAX_KEPT lines kept are at most 25 MB.
 LINE_CHARS = 1024 + 256
 

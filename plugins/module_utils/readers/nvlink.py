@@ -38,7 +38,7 @@ TIMEOUT_S = 30
 NVLINK_PARTS = re.compile(r"SXM|NVL|HBM3|H200|H20\b|B200|B300|GB200|GB300|GH200", re.I)
 
 # Numbers through bounded.INT (a longer one is no match: the line is skipped, never a
-# ValueError that cost the whole section, issue 36); lines are stripped before matching and
+# ValueError that cost the whole section); lines are stripped before matching and
 # no pattern has two unbounded repeats that can take the same characters, so each is
 # linear in the line (nvidia-smi's lines are short; a planted capture's need not be).
 _GPU = re.compile(r"^GPU[ \t]{1,8}(%s):[ \t]{0,8}(.*)$" % bounded.INT)

@@ -160,7 +160,7 @@ _RECOVERY = {
     "node reboot required": "reboot",
 }
 # Bounded repeats: the cost per place tried is bounded, so a line of many "recovery action
-# changed from" is linear to search (issue 36).
+# changed from" is linear to search.
 _RECOVERY_RE = re.compile(r"recovery action changed from .{0,80}? to 0x[0-9a-fA-F]{1,16} "
                           r"\(([^)]{0,80})\)")
 

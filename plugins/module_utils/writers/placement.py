@@ -421,7 +421,7 @@ class NumaPinPart(object):
                           ctx.check_mode, held=held)
         except (PinRefused, lxc_mod.LxcError, OSError, ValueError) as exc:
             # "nothing was written" is numa_pin's own part: the parts before it in the same
-            # run may have written, so say which (issue 36)
+            # run may have written, so say which
             wrote = [name for name, changed in getattr(ctx, "ran", ()) if changed]
             msg = "%s by numa_pin; %s" % (exc, "the parts before it in this run %s: %s" % (
                 "would change (check mode)" if ctx.check_mode else "changed the host and "
