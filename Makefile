@@ -41,7 +41,7 @@ help:
 	@echo "make test    every test tier (unit, packaging, lint, sanity, integration, molecule)"
 
 venv:
-	@scripts/venv.sh
+	@scripts/venv.sh test
 
 # The collection, installed into ./collections from this checkout (honours build_ignore).
 collection: venv
@@ -49,7 +49,14 @@ collection: venv
 
 setup: collection
 
-audit: setup
+# make audit's own setup: a venv with ansible-core only (scripts/venv.sh audit; a test venv
+# already there serves as it is) and the collection installed from this checkout.
+.PHONY: audit-setup
+audit-setup:
+	@scripts/venv.sh audit
+	@$(BIN)/ansible-galaxy collection install --force -p $(COLLECTIONS) . >/dev/null
+
+audit: audit-setup
 	@$(BIN)/ansible-playbook -i localhost, -c local gpuhost.tuning.audit \
 	  -e ansible_python_interpreter=$(PY) -e gpuhost_audit_report_dir=$(REPORTS)
 	@echo "Reports: $(REPORTS)/ (index.html, summary.md, one JSON per host)"
@@ -102,7 +109,7 @@ integration: setup
 
 # The 5-host rollout tests (tests/integration/test_rollout.py): reboot_verify stopping at
 # host 2 of 5 and resuming, serial [1, "50%"], tune with one host ignoring MRRS. Not in make
-# test (CI budget): see README "Rollouts across a fleet" for the measured time.
+# test (CI budget): see docs/testing.md "Rollouts (make rollout)" for the measured time.
 .PHONY: rollout
 rollout: setup
 	$(BIN)/pytest -q $(XDIST) -m rollout tests/integration
@@ -122,8 +129,8 @@ molecule-driver: setup
 # (scripts/ee-base.sh), ansible-builder + podman (scripts/ee-build.sh), then the audit of two
 # host trees inside it through ansible-runner --process-isolation (scripts/ee-run.sh), its
 # reports checked against a run on this machine (tests/integration/test_ee.py, which make
-# integration skips while the image is not built). Not in make test: see README
-# "Execution environment" for the measured time. Its Debian packages are molecule's (podman,
+# integration skips while the image is not built). Not in make test: see
+# docs/execution-environment.md for the measured time. Its Debian packages are molecule's (podman,
 # runc, mmdebstrap).
 ee: setup
 	@scripts/apt-ensure.sh $(MOLECULE_PKGS)
@@ -161,6 +168,25 @@ controller-next:
 
 build: venv
 	$(BIN)/ansible-galaxy collection build --force --output-path build .
+
+# A release, run once every changelog fragment is in: `make release VERSION=0.2.0`. Sets the
+# version where it is written down (galaxy.yml; execution-environment.yml's tarball and image
+# tag; the README's "This README describes gpuhost.tuning X" line), compiles the fragments into
+# changelogs/changelog.yaml and CHANGELOG.rst (antsibull-changelog release, which removes
+# them), lints the changelog and runs tests/packaging/test_versions.py (they all agree).
+# Modules' version_added must name a released version or this one before it runs: the
+# changelog's "New Modules" lists those whose version_added is the release's.
+.PHONY: release
+release: venv
+	@[[ "$(VERSION)" =~ ^[0-9]+\.[0-9]+\.[0-9]+$$ ]] || { echo "release: give the version," \
+	  "make release VERSION=X.Y.Z (galaxy.yml has $$(sed -n 's/^version: //p' galaxy.yml))" >&2; exit 2; }
+	@old=$$(sed -n 's/^version: //p' galaxy.yml); o=$${old//./\\.}; \
+	  sed -i "s/^version: .*/version: $(VERSION)/" galaxy.yml && \
+	  sed -i "s/gpuhost-tuning-$$o\.tar\.gz/gpuhost-tuning-$(VERSION).tar.gz/g; s/gpuhost-tuning-ee:$$o\b/gpuhost-tuning-ee:$(VERSION)/g" execution-environment.yml && \
+	  sed -i "s/^This README describes gpuhost\.tuning $$o /This README describes gpuhost.tuning $(VERSION) /" README.md
+	$(BIN)/antsibull-changelog release --version $(VERSION) --reload-plugins
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/pytest -q -n 0 -p no:cacheprovider tests/packaging/test_versions.py
 
 clean:
 	rm -rf build collections tests/output .pytest_cache

@@ -7,7 +7,7 @@
 # pip inside the build fetches from PyPI over HTTPS: this machine's CA bundle is mounted over
 # the base's for the build only (podman build -v), never copied into the image.
 # Podman runs with molecule/shared/containers.conf (runc, cgroupfs, ulimits these machines
-# need). The build context goes to build/ee-context. Measured times: README.
+# need). The build context goes to build/ee-context. Measured times: docs/measurements.md.
 #
 # Usage: scripts/ee-build.sh        (prints the image name)
 # Env:   GPUHOST_EE_NO_CACHE=1 builds without podman's layer cache (as on a fresh machine);

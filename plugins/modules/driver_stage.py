@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: driver_stage
 short_description: Stage an NVIDIA driver version on a Proxmox host and in its GPU containers
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - Stages NVIDIA driver O(version) so that the next boot loads it, without touching the
     module loaded now; the reboot, its gate and the check after it are role

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: report_merge
 short_description: Merge the audit reports of several folders (job slices, runs) into one
-version_added: "0.3.0"
+version_added: 0.2.0
 description:
   - "Reads the C(<host>.json) reports that M(gpuhost.tuning.audit_report) wrote in each of
     O(folders) (one per slice of a sliced AWX/AAP job, or per run) and writes into O(dest)

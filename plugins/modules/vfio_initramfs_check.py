@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: vfio_initramfs_check
 short_description: Prove the next initramfs binds the GPUs VMs pass through to vfio-pci
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - For each GPU (display class) a Proxmox VM passes through whole (C(hostpciN) of
     C(/etc/pve/qemu-server/<vmid>.conf), by address or by C(mapping=); not C(mdev=), not

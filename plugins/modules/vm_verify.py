@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: vm_verify
 short_description: After a boot, start the VMs that ran and check their GPUs are on vfio-pci
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - For each Proxmox VM (C(/etc/pve/qemu-server/<vmid>.conf)) that passes a GPU through
     whole (C(hostpciN:) by address or C(mapping=)), ran before the reboot
