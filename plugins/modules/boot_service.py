@@ -95,7 +95,7 @@ options:
     default: /
 notes:
   - Check mode reports every file that would change and the commands that would run; with
-    diff mode the unit and config are shown as diffs, library files by name.
+    diff mode the unit and config are shown as diffs, library files by name, one per line.
   - Needs root on a live host.
 seealso:
   - module: gpuhost.tuning.setpci_maxreadreq

@@ -49,7 +49,7 @@ description:
     C(host_oom_kill), C(gpu_memory_no_process), C(lxc_dev_gid_unknown),
     C(device_nodes_unit_missing), C(lxc_dev_char_links_missing), C(nvlink_errors) (medium),
     C(boot_param), C(lxc_onboot), C(nvidia_peermem_not_loaded) (low),
-    C(pcie_unreadable), C(nvidia_peermem_unavailable), C(gpu_held) (info).
+    C(pcie_unreadable), C(nvidia_peermem_unavailable), C(gpu_held), C(host_is_guest) (info).
     Some ids take another severity by context; see RV(audit.findings)."
   - The wanted values come whole in O(wanted) (role C(gpuhost.tuning.common) composes
     them). The per-key options below (O(mrrs_size), O(sysctl), O(gpu_vendor) and every
@@ -213,6 +213,8 @@ options:
     type: path
 notes:
   - Check mode is the same read-only run; C(changed) is always false.
+  - C(host_is_guest) info - a container or a VM guest (fact C(virt)); subject C(container) or
+    C(vm); the roles that change a host refuse it unless C(gpuhost_allow_guest).
   - Run as root (C(become)) on a live host; without root, PCI config space is only 64 bytes
     readable and the PCIe fields come back null with a C(pcie_unreadable) finding.
 seealso:
@@ -250,6 +252,16 @@ audit:
   returned: always
   type: dict
   contains:
+    virt:
+      description:
+        - What the host under O(root) is (module_utils/readers/virt.py), C(kind)
+          (C(proxmox_node), C(host), C(container), C(vm); C(unknown) when the reader
+          failed), C(guest), C(technology), C(proxmox_node), C(evidence) (the files that
+          decided it) and C(dmi).
+      type: dict
+      returned: always
+      sample: {"kind": "container", "guest": true, "technology": "lxc",
+               "proxmox_node": false, "evidence": ["/proc/1/environ container=lxc"]}
     kernel:
       description:
         - C(running) release (C(/proc/sys/kernel/osrelease), else C(/proc/version)),

@@ -258,7 +258,9 @@ def test_vm_without_cpuidle_or_numa_balancing(tmp_path):
     root = str(tmp_path / "vm")
     built = hosts.vm_host(root)
     reports = str(tmp_path / "reports")
-    proc = playbook("tune", root, reports, label="tune (H200 VM)")
+    # a GPU VM guest tuned on purpose: the roles refuse a guest unless told
+    proc = playbook("tune", root, reports, "-e", "gpuhost_allow_guest=true",
+                    label="tune (H200 VM)")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
     with open(os.path.join(reports, "localhost-tune.json")) as handle:
         report = json.load(handle)
@@ -268,7 +270,8 @@ def test_vm_without_cpuidle_or_numa_balancing(tmp_path):
     assert numa["status"] == "skipped" and "no such key" in numa["note"]
     assert rows[("pcie", built["gpu"] + " endpoint MRRS")]["status"] == "ok"
     assert managed_findings(root) == []
-    again = playbook("tune", root, reports, label="tune (H200 VM, second run)")
+    again = playbook("tune", root, reports, "-e", "gpuhost_allow_guest=true",
+                     label="tune (H200 VM, second run)")
     assert recap(again.stdout)["changed"] == 0, again.stdout[-3000:]
 
 
@@ -321,6 +324,8 @@ def live_playbook(name, container, reports, *args, label=None):
     env["CONTAINERS_CONF"] = CONTAINERS_CONF
     cmd = [PLAYBOOK, "gpuhost.tuning.%s" % name, "-c", "containers.podman.podman",
            "-i", "%s," % container, "-e", "ansible_python_interpreter=/usr/bin/python3",
+           # the podman container stands in for a node: a guest the roles refuse untold
+           "-e", "gpuhost_allow_guest=true",
            "-e", "gpuhost_report_dir=%s" % reports] + list(args)
     started = time.time()
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
@@ -406,7 +411,9 @@ def test_fleet_of_three_hosts_in_one_run(tmp_path):
     with open(inventory, "w") as handle:
         handle.write("[gpuhosts]\n")
         for name, root in roots.items():
-            handle.write("%s gpuhost_root=%s\n" % (name, root))
+            # the VM is a GPU VM guest tuned on purpose
+            handle.write("%s gpuhost_root=%s%s\n" % (
+                name, root, " gpuhost_allow_guest=true" if name == "vm" else ""))
         handle.write("\n[all:vars]\nansible_connection=local\nansible_python_interpreter=%s\n"
                      % VENV_PY)
     reports = str(tmp_path / "reports")

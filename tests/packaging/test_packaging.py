@@ -4,7 +4,6 @@ example inventories ansible-inventory reads. Every check runs the real tool: the
 the Python running the tests (a virtualenv's bin), else the one on PATH.
 """
 
-import http.server
 import json
 import os
 import re
@@ -12,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import threading
 
 import pytest
 import yaml
@@ -241,144 +239,18 @@ def test_static_inventory_every_host_has_one_cluster_one_gpu_model_and_connectio
     assert hostvars["pve-a-gpu01"]["gpuhost_kernel_version"] == "6.14.11-5-bpo12-pve"
 
 
-def test_dynamic_inventory_is_documented_optional_and_keys_groups_by_tag():
+def test_dynamic_inventory_is_documented_optional_and_yields_nodes_only():
+    # tests/packaging/test_inventory_guests.py runs it against a fake of the Proxmox API.
     with open(os.path.join(DYNAMIC_INVENTORY, "gpuhosts.proxmox.yml"), encoding="utf-8") as fh:
         text = fh.read()
     config = yaml.safe_load(text)
     assert config["plugin"] == "community.proxmox.proxmox"
-    assert config["want_facts"] is True
-    assert any("proxmox_tags_parsed" in k["key"] for k in config["keyed_groups"])
+    # Guests are filtered out by the plugin itself, with no API call per guest.
+    assert config["want_facts"] is False
+    assert config["filters"] == ["proxmox_vmtype not in ['lxc', 'qemu']"]
+    assert config["strict"] is True
     assert "optional" in text and "not" in text and "dependency" in text
     # No credentials in the file: they come from PROXMOX_* environment variables.
     assert not {"password", "token_secret", "token_id", "user"} & set(config)
     # The collection itself must not depend on community.proxmox.
     assert galaxy_meta().get("dependencies") in (None, {})
-
-
-class FakeProxmoxApi(http.server.BaseHTTPRequestHandler):
-    """The read-only part of the Proxmox VE API the inventory plugin calls (shapes as a PVE 8
-    node answers them): two GPU nodes, a tagged GPU container and an untagged VM."""
-
-    TOKEN = "PVEAPIToken=gpuhost@pve!inventory=0f5b1c2e-9d41-4c8a-a7c3-3c5d8e1f2a90"
-    LXC_CONFIG = {
-        "hostname": "sglang", "arch": "amd64", "cores": 64, "memory": 524288,
-        "ostype": "debian", "tags": "gpu;gpu-rtx-pro-6000", "onboot": 1,
-        "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:5E:7A:01,ip=dhcp,type=veth",
-        "rootfs": "local-zfs:subvol-129-disk-0,size=200G",
-        "lxc": [["lxc.cgroup2.devices.allow", "c 195:* rwm"],
-                ["lxc.cgroup2.devices.allow", "c 509:* rwm"],
-                ["lxc.mount.entry",
-                 "/dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file"]],
-        "digest": "5f0c6e1d2b3a4c5d6e7f8091a2b3c4d5e6f70812",
-    }
-    ROUTES = {
-        "/api2/json/nodes": [
-            {"node": "pve-a-gpu01", "type": "node", "status": "online", "id": "node/pve-a-gpu01",
-             "maxcpu": 128, "level": ""},
-            {"node": "pve-a-gpu02", "type": "node", "status": "online", "id": "node/pve-a-gpu02",
-             "maxcpu": 128, "level": ""},
-        ],
-        "/api2/json/pools": [],
-        "/api2/json/nodes/pve-a-gpu01/lxc": [
-            {"vmid": 129, "name": "sglang", "status": "running", "type": "lxc", "cpus": 64}],
-        "/api2/json/nodes/pve-a-gpu01/qemu": [],
-        "/api2/json/nodes/pve-a-gpu02/lxc": [],
-        "/api2/json/nodes/pve-a-gpu02/qemu": [
-            {"vmid": 301, "name": "build-vm", "status": "stopped", "cpus": 8}],
-        "/api2/json/nodes/pve-a-gpu01/lxc/129/status/current": {"status": "running", "vmid": 129},
-        "/api2/json/nodes/pve-a-gpu01/lxc/129/config": LXC_CONFIG,
-        "/api2/json/nodes/pve-a-gpu01/lxc/129/snapshot": [
-            {"name": "current", "description": "You are here!", "running": 1}],
-        "/api2/json/nodes/pve-a-gpu01/lxc/129/interfaces": [
-            {"name": "lo", "hwaddr": "00:00:00:00:00:00", "inet": "127.0.0.1/8"},
-            {"name": "eth0", "hwaddr": "bc:24:11:5e:7a:01", "inet": "192.0.2.129/24"}],
-        "/api2/json/nodes/pve-a-gpu02/qemu/301/status/current": {
-            "status": "stopped", "qmpstatus": "stopped", "vmid": 301},
-        "/api2/json/nodes/pve-a-gpu02/qemu/301/config": {
-            "name": "build-vm", "cores": 8, "memory": "16384", "ostype": "l26",
-            "scsi0": "local-zfs:vm-301-disk-0,size=64G", "digest": "0a1b2c"},
-        "/api2/json/nodes/pve-a-gpu02/qemu/301/snapshot": [{"name": "current"}],
-    }
-    calls = []
-
-    def do_GET(self):
-        self.calls.append(self.path)
-        if self.headers.get("Authorization") != self.TOKEN:
-            return self.answer(401, {"data": None})
-        if self.path not in self.ROUTES:
-            return self.answer(501, {"data": None, "errors": {"path": "not implemented"}})
-        return self.answer(200, {"data": self.ROUTES[self.path]})
-
-    def answer(self, status, body):
-        raw = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json;charset=UTF-8")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def log_message(self, *args):
-        pass
-
-
-def plain(value):
-    """A value from `ansible-inventory --list` without its {"__ansible_unsafe": ...} wrappers
-    (API data is marked unsafe so it is never templated)."""
-    if isinstance(value, dict):
-        if set(value) == {"__ansible_unsafe"}:
-            return value["__ansible_unsafe"]
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
-
-
-@pytest.fixture
-def fake_proxmox():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeProxmoxApi)
-    FakeProxmoxApi.calls = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield "http://127.0.0.1:%d" % server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def test_dynamic_inventory_reads_nodes_and_tagged_guests_from_the_api(fake_proxmox):
-    # The real community.proxmox plugin (shipped by the `ansible` package of
-    # requirements-test.txt) against a loopback fake of the API, credentials only from the
-    # environment as documented.
-    pytest.importorskip("requests")
-    pytest.importorskip("ansible_collections.community.proxmox")
-    env = {"PROXMOX_URL": fake_proxmox, "PROXMOX_USER": "gpuhost@pve",
-           "PROXMOX_TOKEN_ID": "inventory",
-           "PROXMOX_TOKEN_SECRET": "0f5b1c2e-9d41-4c8a-a7c3-3c5d8e1f2a90",
-           # requests honours proxy variables: the fake API is on loopback, never proxied.
-           "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
-    proc = run([tool("ansible-inventory"), "-i", DYNAMIC_INVENTORY, "--list"], env=env)
-    assert "[WARNING]" not in proc.stderr, proc.stderr
-    data = json.loads(proc.stdout)
-    hostvars = data["_meta"]["hostvars"]
-
-    def members(group):
-        return set(data.get(group, {}).get("hosts", []))
-
-    # The nodes are the GPU hosts, with the connection settings of group_vars/gpuhosts.yml.
-    assert "proxmox_nodes" in data["gpuhosts"]["children"]
-    assert members("proxmox_nodes") == {"pve-a-gpu01", "pve-a-gpu02"}
-    for node in ("pve-a-gpu01", "pve-a-gpu02"):
-        assert hostvars[node]["ansible_python_interpreter"] == "/usr/bin/python3"
-        assert hostvars[node]["gpuhost_serial"] == 1
-        assert "ansible_host" not in hostvars[node]
-    # Guests: grouped by tag, and the GPU workload container found by its `gpu` tag.
-    assert members("tag_gpu") == {"sglang"}
-    assert members("tag_gpu_rtx_pro_6000") == {"sglang"}
-    assert members("gpu_workloads") == {"sglang"}
-    assert "build-vm" in members("proxmox_all_qemu")
-    assert "build-vm" not in members("gpu_workloads")
-    assert plain(hostvars["sglang"]["proxmox_vmid"]) == 129
-    assert plain(hostvars["sglang"]["proxmox_tags_parsed"]) == ["gpu", "gpu-rtx-pro-6000"]
-    assert "sglang" not in data["gpuhosts"].get("hosts", [])
-    assert "/api2/json/nodes/pve-a-gpu01/lxc/129/config" in FakeProxmoxApi.calls

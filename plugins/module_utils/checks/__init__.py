@@ -29,6 +29,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import (  # 
     gpu_state,
     gpu_use,
     gpu_xid,
+    guest,
     host_health,
     kernel,
     lxc,

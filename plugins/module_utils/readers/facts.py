@@ -45,7 +45,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
     kernel_log as kernlog_mod,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import passthrough
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import vmgpu
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import virt, vmgpu
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (
     host_path,
     read_text,
@@ -420,6 +420,10 @@ def collect(root, wanted=None, outputs=None):
 def _collect(root, wanted, outputs):
     errors = []
     facts = {}
+    # A container or a VM guest is said first: the roles that change a host refuse one.
+    facts["virt"] = _guard(errors, "virt", lambda: virt.detect(root), {
+        "kind": "unknown", "guest": None, "technology": None, "proxmox_node": None,
+        "evidence": [], "dmi": {}})
     facts["kernel"] = _guard(errors, "kernel", lambda: kernel_facts(root), {})
     running = (facts["kernel"] or {}).get("running")
     facts["cpu"] = _guard(errors, "cpu", lambda: cpu_facts(root), {})

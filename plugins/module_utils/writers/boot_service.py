@@ -302,8 +302,10 @@ def _diffs(root, files, plan):
                               before=(old or b"").decode("utf-8", "replace"),
                               after=files[path].decode("utf-8")))
         else:
+            # Ansible's diff display joins the prepared texts of a result as they are: each
+            # ends its line, so --diff lists the library files one per line.
             diffs.append(dict(before_header=path, after_header=path,
-                              prepared="%s %s (library file, %s)" % (
+                              prepared="%s %s (library file, %s)\n" % (
                                   action, path, "%d bytes" % len(files[path])
                                   if path in files else "not shipped any more")))
     return diffs
