@@ -28,6 +28,14 @@ description:
     C(pct push) and run with C(--no-kernel-module)); containers that bind-mount the
     host's libraries or use a mount hook need nothing. A stopped container is started
     for it and stopped again; a running one stays running."
+  - "Package names: each installed NVIDIA package is asked for under its own name and
+    its name in the other naming scheme (NVIDIA's Ubuntu repository drops the branch from
+    590 on - C(libnvidia-compute-580) becomes C(libnvidia-compute), C(nvidia-dkms-580-open)
+    C(nvidia-dkms-open); Ubuntu's archive keeps it, C(libnvidia-compute-595)); the
+    repository's package list (C(apt-cache madison) of the host or the container) decides
+    which name has O(version), and a renamed package's old name is removed in the same
+    C(apt-get install) (C(libnvidia-compute-580-)). A version no name has is refused,
+    naming every name tried."
   - "Everything is checked before anything changes: the version is NVIDIA's form
     (C(NNN.NN.NN) or C(NNN.NN)) and known to each apt (or is the C(.run)'s, read from its
     makeself header, never by running it), headers for every kernel, C(pct exec) works in
@@ -109,6 +117,21 @@ options:
         Required for O(source=run) with a O(root) other than C(/); it must act on that
         root.
     type: path
+  rewrite_bind_mounts:
+    description:
+      - "Rewrite each selected container's C(lxc.mount.entry) lines that bind a host file
+        named with another driver version (C(/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05))
+        to the staged version's file, once the host has it. Only the source changes: the
+        path inside the container stays, so the links its loader made
+        (C(libcuda.so.1 -> libcuda.so.580.95.05)) keep leading to the bound file. The
+        config is kept first in
+        C(/var/lib/gpuhost-tuning/driver/containers/<vmid>/<vmid>.conf.<old version>),
+        written atomically with every other byte as it was; the back-out (the previous
+        version, this option on) rewrites the entries back. It takes effect when the
+        container starts next."
+      - Without it such an entry is left and a warning says that the gate refuses it.
+    type: bool
+    default: false
   timeout:
     description:
       - Seconds each reading command (C(dkms status), C(apt-cache), C(pct status), C(df))
@@ -194,7 +217,12 @@ host:
       description: The installed version before (the back-out target).
       type: str
     packages:
-      description: Each host package, C({name, from, to}) (Debian versions).
+      description: >-
+        Each host package, C({name, from, to}) (Debian versions); C(replaces) names the
+        installed package it takes the place of where the target version has another name
+        (C(libnvidia-compute) for C(libnvidia-compute-580): NVIDIA's Ubuntu repository
+        drops the branch from 590 on; apt-cache madison of both names decides, and the
+        old name is removed in the same C(apt-get install)).
       type: list
       elements: dict
     dkms_name:
@@ -268,6 +296,23 @@ containers:
         when apt had removed them; one that cannot be had is a warning).
       type: list
       elements: str
+    bind_mounts:
+      description: >-
+        With O(rewrite_bind_mounts): the versioned bind mounts rewritten (or, in check
+        mode, that would be), C({from, to}) host files; RV(containers[].action) is then
+        C(rewrote bind mounts) or C(would rewrite bind mounts).
+      type: list
+      elements: dict
+    kept_conf:
+      description: Where its config was kept before the first rewrite away from a version.
+      type: str
+    renamed:
+      description: >-
+        C(installed-deb): C({installed name: name at the target}) where the target
+        version has another package name (NVIDIA's Ubuntu repository drops the branch from
+        590 on: C(libnvidia-compute-580) becomes C(libnvidia-compute)); the old names are
+        removed in the same C(apt-get install).
+      type: dict
     put_back:
       description: >-
         C(installed-deb): kept C(.deb) files of the target version pushed into the
@@ -349,6 +394,7 @@ def build_module():
             installer=dict(type="path"),
             timeout=dict(type="int", default=QUERY_TIMEOUT_S),
             install_timeout=dict(type="int", default=1800),
+            rewrite_bind_mounts=dict(type="bool", default=False),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,
@@ -404,7 +450,8 @@ def _run(module):
                     progs, run_file=run_file, kernels=params["kernels"],
                     vmids=params["containers"], dkms_name=params["dkms_name"],
                     check_mode=module.check_mode, timeout=params["timeout"],
-                    install_timeout=params["install_timeout"])
+                    install_timeout=params["install_timeout"],
+                    rewrite_bind_mounts=params["rewrite_bind_mounts"])
     failure = None
     try:
         result = stager.stage()

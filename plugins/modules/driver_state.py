@@ -142,6 +142,18 @@ containers:
       status disagree (empty when they agree)."
     - "A root whose C(/etc/ld.so.conf) is over its caps (64 KiB a file, 64 files, 256
       folders) is not readable, the reason naming the file."
+    - "Packages are read under every naming scheme: Debian's (C(libcuda1),
+      C(nvidia-driver), C(nvidia-kernel-dkms)), Ubuntu's branch-numbered ones
+      (C(libnvidia-compute-580), C(nvidia-dkms-580-open)) and the unbranched names of
+      NVIDIA's Ubuntu repository from 590 on (C(libnvidia-compute), C(nvidia-dkms-open),
+      C(nvidia-open))."
+    - "A C(bind-mount) user space also has C(versioned) - each C(lxc.mount.entry) that
+      binds a host file named with a driver version, C([{index, source, target, version,
+      missing}]), missing when the host has no such file (LXC skips an optional bind
+      without a word) - and C(host_version), the host's own user space. The gate refuses
+      an entry naming another version than the target with \"rewrite the entry\" (what
+      M(gpuhost.tuning.driver_stage)'s O(gpuhost.tuning.driver_stage#module:rewrite_bind_mounts)
+      does), and one the host lacks at the target with \"stage the host's user space\"."
   returned: always
   type: list
   elements: dict

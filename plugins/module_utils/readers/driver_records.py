@@ -50,16 +50,94 @@ RUN_UNINSTALL = "/usr/bin/nvidia-uninstall"  # the .run's link to nvidia-install
 NVIDIA_MAINTAINER = "@nvidia.com"           # NVIDIA <cudatools@nvidia.com>
 
 # Packages of the kernel side (Debian, NVIDIA's Debian and Ubuntu repositories) and of the
-# user space; cuda-compat-*, libxnvctrl0 (nvidia-settings) and the like are neither.
+# user space; cuda-compat-*, libxnvctrl0 (nvidia-settings) and the like are neither. Ubuntu's
+# archive names carry the branch (libnvidia-compute-580, nvidia-dkms-580-open, and still
+# nvidia-utils-595 there); NVIDIA's Ubuntu repository drops it from 590 on
+# (libnvidia-compute, nvidia-dkms-open, nvidia-open: NVIDIA's driver installation guide,
+# "Recent Updates", "Ubuntu 590 and later packages",
+# https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/recent-updates.html),
+# so each name is matched with and without ``-<branch>``.
+_B = r"(-[0-9]{3})?"
 KERNEL_PACKAGES = re.compile(
     r"^(nvidia-kernel-dkms|nvidia-open-kernel-dkms|nvidia-kernel-open-dkms|"
-    r"nvidia-tesla-[0-9]+-kernel-dkms|nvidia-dkms-[0-9]+(-server)?(-open)?|"
-    r"nvidia-kernel-source(-[0-9]+)?(-open)?|nvidia-kernel-common-[0-9]+(-server)?)$")
+    r"nvidia-tesla-[0-9]+-kernel-dkms|nvidia-dkms" + _B + r"(-server)?(-open)?|"
+    r"nvidia-kernel-source" + _B + r"(-server)?(-open)?|"
+    r"nvidia-kernel-common" + _B + r"(-server)?)$")
 USERSPACE_PACKAGES = re.compile(
     r"^(libcuda1|libnvidia-ml1|nvidia-smi|nvidia-driver(-bin|-cuda|-libs)?|"
-    r"nvidia-driver-[0-9]+(-server)?(-open)?|libnvidia-compute-[0-9]+(-server)?|"
-    r"nvidia-utils-[0-9]+(-server)?|nvidia-tesla-[0-9]+-driver|cuda-drivers(-[0-9]+)?|"
-    r"libnvidia-cfg1(-[0-9]+)?|nvidia-persistenced|nvidia-cuda-mps)$")
+    r"nvidia-driver" + _B + r"(-server)?(-open)?|nvidia-open" + _B + r"|"
+    r"nvidia-headless(-no-dkms)?" + _B + r"(-server)?(-open)?|"
+    r"libnvidia-(compute|common|decode|encode|extra|fbc1|gl|gpucomp)" + _B + r"(-server)?|"
+    r"nvidia-(compute-)?utils" + _B + r"(-server)?|nvidia-tesla-[0-9]+-driver|"
+    r"cuda-drivers" + _B + r"|libnvidia-cfg1" + _B + r"(-server)?|nvidia-persistenced|"
+    r"nvidia-cuda-mps)$")
+# Debian's nvidia-kernel-common (20151021+15) and nvidia-persistenced follow their own
+# uploads; the unbranched nvidia-kernel-common of NVIDIA's repository carries the driver's
+# version. A package of those names counts as a driver package only at a driver version.
+_OWN_STREAM_NAMES = re.compile(r"^nvidia-kernel-common$")
+# A branch-numbered name of the Ubuntu schemes: libnvidia-compute-580,
+# nvidia-dkms-580-open, nvidia-utils-580-server, cuda-drivers-580 (Debian's
+# nvidia-tesla-535-driver keeps its branch inside the name: no scheme of its own).
+_BRANCHED = re.compile(r"^(?P<head>[a-z0-9.+-]+?)-(?P<branch>[0-9]{3})"
+                       r"(?P<tail>(-server)?(-open)?)$")
+
+
+def driver_side(packages, pattern):
+    """The packages of ``packages`` whose names ``pattern`` matches, those of their own
+    version streams (``_OWN_STREAM_NAMES``) only at a driver version."""
+    return [p for p in matching(packages, pattern)
+            if not _OWN_STREAM_NAMES.match(p["name"]) or upstream_version(p["version"])]
+
+
+def branch_of(version):
+    """``590.48.01`` -> ``590``."""
+    return (version or "").split(".", 1)[0]
+
+
+def scheme_names(name, version):
+    """The names ``name`` (an installed driver package) may have at driver ``version``,
+    in the order tried: itself, then its scheme's name at that branch (Ubuntu's archive:
+    libnvidia-compute-580 -> libnvidia-compute-595), then the other scheme's (NVIDIA's
+    repository from 590: libnvidia-compute-580 -> libnvidia-compute; back to 580:
+    libnvidia-compute -> libnvidia-compute-580). A name of neither scheme (Debian's
+    libcuda1, nvidia-driver) is itself only."""
+    out = [name]
+    branch = branch_of(version)
+    match = _BRANCHED.match(name)
+    if match:
+        out.append("%s-%s%s" % (match.group("head"), branch, match.group("tail")))
+        out.append(match.group("head") + match.group("tail"))
+    elif pattern_unbranched(name) and branch.isdigit():
+        head, tail = _split_tail(name)
+        out.append("%s-%s%s" % (head, branch, tail))
+    seen = []
+    for item in out:
+        if item not in seen:
+            seen.append(item)
+    return seen
+
+
+# The unbranched names of NVIDIA's Ubuntu repository that had a branch-numbered name before
+# 590 (the guide's rename table, and the metapackages beside it).
+_UNBRANCHED = re.compile(
+    r"^(libnvidia-(cfg1|common|compute|decode|encode|extra|fbc1|gl|gpucomp)|"
+    r"nvidia-dkms(-open)?|nvidia-driver(-open)?|nvidia-kernel-common|"
+    r"nvidia-kernel-source(-open)?|nvidia-(compute-)?utils|nvidia-headless(-no-dkms)?(-open)?|"
+    r"cuda-drivers)$")
+
+
+def pattern_unbranched(name):
+    """Whether ``name`` is an unbranched name of NVIDIA's Ubuntu repository (590 on)."""
+    return bool(_UNBRANCHED.match(name or ""))
+
+
+def _split_tail(name):
+    """``nvidia-dkms-open`` -> ``("nvidia-dkms", "-open")``: where a branch goes."""
+    for tail in ("-open",):
+        if name.endswith(tail) and name != "nvidia-" + tail[1:]:
+            return name[:-len(tail)], tail
+    return name, ""
+
 
 # Where the loader looks without ld.so.conf (Debian/Ubuntu multiarch, then the rest)
 LOADER_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
@@ -90,6 +168,8 @@ _OWN_VERSIONS = re.compile(r"^(nvidia-settings|nvidia-xconfig|nvidia-modprobe|"
                            r"nvidia-persistenced|nvidia-support|nvidia-installer-cleanup|"
                            r"nvidia-kernel-common|nvidia-container-.*|libnvidia-container.*)$")
 _DRIVER_PACKAGE = re.compile(r"^(libcuda|libnvidia-|nvidia-)")
+# An NVIDIA user-space library a container config may bind from the host
+_NVIDIA_LIB = re.compile(r"^(libcuda|libnvidia-[A-Za-z0-9_-]+)\.so(\.[0-9.]+)?$")
 
 
 class DriverStateError(ValueError):
@@ -338,3 +418,60 @@ def libraries(fs_root, dirs=None):
             if final:
                 found[lib] = (version, path, final)
     return found
+
+
+# --------------------------------------------------------------------------- bind mounts
+
+
+def bound_sources(root, config):
+    """Live ``lxc.mount.entry`` binds of NVIDIA user-space files or folders of the host:
+    ``[(source, version or None, evidence paths, missing)]``. A versioned file
+    (``libcuda.so.580.95.05``) is read by its name and looked for on the host (links
+    followed inside ``root``): ``missing`` when it is not there, which LXC skips without a
+    word for an ``optional`` bind, so the container starts without that library."""
+    out = []
+    for entry in config.mount_entries():
+        source = entry.get("source") or ""
+        if not source.startswith("/") or source.startswith("/dev/"):
+            continue
+        name = os.path.basename(source.rstrip("/"))
+        if _NVIDIA_LIB.match(name) or name == "nvidia-smi":
+            version = so_version(name)
+            final = source
+            missing = False
+            if version is None and name != "nvidia-smi":
+                version, final = resolved_version(root, source)
+            elif version is not None:
+                _found, final = resolved_version(root, source)
+                missing = final is None
+            out.append((source, version, [p for p in (source, final) if p], missing))
+        elif hostfs.isdir(host_path(root, source)):
+            version, final = resolved_version(root, source.rstrip("/") + "/" + LIBS[0])
+            if final:
+                out.append((source, version, [source.rstrip("/") + "/" + LIBS[0], final],
+                            False))
+                # every other NVIDIA library of the bound folder, each at its version
+                for lib in nvidia_libraries(root, [source.rstrip("/") or "/"]):
+                    if lib["version"] != version:
+                        out.append((source, lib["version"], [lib["path"]], False))
+    return out
+
+
+def versioned_binds(config):
+    """``[{index, source, target, version}]``: the live ``lxc.mount.entry`` lines that bind
+    a host file named with a driver version (``/usr/lib/x86_64-linux-gnu/
+    libcuda.so.580.95.05``), the ones a driver upgrade must rewrite."""
+    out = []
+    for entry in config.mount_entries():
+        source = entry.get("source") or ""
+        name = os.path.basename(source)
+        if source.startswith("/") and _NVIDIA_LIB.match(name) and so_version(name):
+            out.append({"index": entry["index"], "source": source,
+                        "target": entry.get("target"), "version": so_version(name)})
+    return out
+
+
+def renamed_source(source, version):
+    """``/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05`` at ``590.48.01``."""
+    old = so_version(os.path.basename(source))
+    return source[:len(source) - len(old)] + version if old else source

@@ -51,27 +51,28 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import kern
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import kmod_info
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import lxc as lxc_mod
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.driver_records import (
+    bound_sources,
     check_version,
     dpkg_packages,
     DPKG_STATUS,
     driver_packages,
+    driver_side,
     DriverStateError,
     KERNEL_PACKAGES,
     libraries,
     LIBS,
     listed,
     loader_dirs,
-    matching,
     mixed_versions,
     NVIDIA_MAINTAINER,
     nvidia_libraries,
-    resolved_version,
+    renamed_source,
     RUN_LOG,
     run_record,
     RUN_UNINSTALL,
-    so_version,
     upstream_version,
     USERSPACE_PACKAGES,
+    versioned_binds,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (
     host_path,
@@ -88,7 +89,6 @@ _NVRM = re.compile(r"NVRM version:.*?\b(Open )?Kernel Module(?:\s+for\s+\S+)?\s+
 # Debian: nvidia-current, nvidia-current-open, nvidia-tesla-<branch>; Ubuntu: nvidia-srv)
 DKMS_NAMES = re.compile(r"^nvidia(-current(-open)?|-open|-srv|-tesla(-[0-9]+)?(-open)?)?$")
 
-_NVIDIA_LIB = re.compile(r"^(libcuda|libnvidia-[A-Za-z0-9_-]+)\.so(\.[0-9.]+)?$")
 NVIDIA_HOOK = "/hooks/nvidia"
 PCT_MOUNT = "/var/lib/lxc/%s/rootfs"
 PYTHON3 = "/usr/bin/python3"
@@ -115,8 +115,8 @@ def loaded_module(root):
 def host_installed(root, loaded):
     """``{method, version, packages, evidence}``: how the host's driver was installed."""
     packages = dpkg_packages(root)
-    kernel_side = matching(packages, KERNEL_PACKAGES)
-    user_side = matching(packages, USERSPACE_PACKAGES)
+    kernel_side = driver_side(packages, KERNEL_PACKAGES)
+    user_side = driver_side(packages, USERSPACE_PACKAGES)
     ours = kernel_side + user_side
     run = run_record(root)
     evidence = []
@@ -136,7 +136,7 @@ def host_installed(root, loaded):
     if ours:
         method = "nvidia-repo" if any(NVIDIA_MAINTAINER in p["maintainer"] for p in ours) \
             else "debian"
-        versions = [upstream_version(p["version"]) for p in kernel_side or user_side]
+        versions = [upstream_version(p["version"]) for p in kernel_side + user_side]
         version = next((v for v in versions if v), None)
         return {"method": method, "version": version, "packages": listed(ours),
                 "evidence": evidence}
@@ -182,32 +182,6 @@ def fabric_manager(root):
 
 
 # --------------------------------------------------------------------------- user space
-
-
-def _bound_sources(root, config):
-    """Live ``lxc.mount.entry`` binds of NVIDIA user-space files or folders of the host:
-    ``[(source, version or None, evidence paths)]``."""
-    out = []
-    for entry in config.mount_entries():
-        source = entry.get("source") or ""
-        if not source.startswith("/") or source.startswith("/dev/"):
-            continue
-        name = os.path.basename(source.rstrip("/"))
-        if _NVIDIA_LIB.match(name) or name == "nvidia-smi":
-            version = so_version(name)
-            final = source
-            if version is None and name != "nvidia-smi":
-                version, final = resolved_version(root, source)
-            out.append((source, version, [p for p in (source, final) if p]))
-        elif hostfs.isdir(host_path(root, source)):
-            version, final = resolved_version(root, source.rstrip("/") + "/" + LIBS[0])
-            if final:
-                out.append((source, version, [source.rstrip("/") + "/" + LIBS[0], final]))
-                # every other NVIDIA library of the bound folder, each at its version
-                for lib in nvidia_libraries(root, [source.rstrip("/") or "/"]):
-                    if lib["version"] != version:
-                        out.append((source, lib["version"], [lib["path"]]))
-    return out
 
 
 def _hook(config):
@@ -285,15 +259,18 @@ def container_userspace(root, config, fs_root_path, host_user, host_libs=None):
 
 def _userspace_below(root, config, fs_root_path):
     """``container_userspace`` without the hook: bind mounts, then the root."""
-    bound = _bound_sources(root, config)
+    bound = bound_sources(root, config)
     if bound:
-        versions = [v for _s, v, _e in bound if v]
+        versions = [v for _s, v, _e, _m in bound if v]
         evidence = []
-        for _s, _v, paths in bound:
+        for _s, _v, paths, _m in bound:
             evidence.extend(p for p in paths if p not in evidence)
         return {"method": "bind-mount", "version": versions[0] if versions else None,
                 "packages": [], "evidence": evidence,
-                "versions": sorted(set(versions))}
+                "versions": sorted(set(versions)),
+                "versioned": [dict(b, missing=any(s == b["source"] and m
+                                                  for s, _v, _e, m in bound))
+                              for b in versioned_binds(config)]}
     if fs_root_path is None:
         return {"method": "unknown", "version": None, "packages": [], "evidence": []}
     fs_root = container_root(root, fs_root_path)
@@ -306,7 +283,7 @@ def _userspace_below(root, config, fs_root_path):
         evidence.extend(p for p in (lib[1], lib[2]) if p not in evidence)
     run = run_record(fs_root)
     installed = dpkg_packages(fs_root)
-    packages = matching(installed, USERSPACE_PACKAGES)
+    packages = driver_side(installed, USERSPACE_PACKAGES)
     every = {"libraries": nvidia_libraries(fs_root, dirs)}
     every["mixed"] = mixed_versions(every["libraries"], driver_packages(installed))
     if run:
@@ -366,6 +343,7 @@ def containers_state(root, config_dir, vmids=None):
         userspace["evidence"] = ["/" + os.path.relpath(path, os.path.abspath(root or "/"))
                                  if e == "lxc.hook.mount" else e for e in userspace["evidence"]]
         if userspace["method"] == "bind-mount":
+            userspace["host_version"] = host_user[0]
             userspace["evidence"].insert(0, "/" + os.path.relpath(
                 path, os.path.abspath(root or "/")))
         python3 = None
@@ -392,6 +370,33 @@ def _dkms_summary(dkms, kernel):
     return "; ".join(on) or "nothing"
 
 
+REWRITE_HINT = "driver_stage with rewrite_bind_mounts: true rewrites it to the staged version"
+
+
+def _bind_refusals(vmid, user, target):
+    """What is wrong with a container's versioned bind mounts (``versioned_binds``): one
+    naming another version needs rewriting, one the host lacks binds nothing."""
+    out = []
+    host = user.get("host_version")
+    for bind in user.get("versioned") or []:
+        source, version = bind["source"], bind["version"]
+        if bind.get("missing") and version == target:
+            out.append("%s: lxc.mount.entry binds %s, which is not on the host (LXC skips an "
+                       "optional bind, so the container gets no such library): stage the "
+                       "host's user space at %s" % (vmid, source, target))
+        elif bind.get("missing"):
+            out.append("%s: lxc.mount.entry binds %s, which is not on the host (LXC skips an "
+                       "optional bind, so the container gets no such library; the host's "
+                       "user space is %s): rewrite the entry to %s (%s)" % (
+                           vmid, source, host or "not found", renamed_source(source, target),
+                           REWRITE_HINT))
+        elif version != target:
+            out.append("%s: lxc.mount.entry binds %s (%s), target %s: rewrite the entry to "
+                       "%s (%s)" % (vmid, source, version, target, renamed_source(source, target),
+                                    REWRITE_HINT))
+    return out
+
+
 def _container_refusal(ct, target, phase):
     vmid = ct["vmid"]
     if not ct["readable"]:
@@ -401,6 +406,9 @@ def _container_refusal(ct, target, phase):
     if method == "none":
         return ("%s: no NVIDIA user space (none in its root, no bind mount or nvidia hook), "
                 "target %s: stage it" % (vmid, target))
+    binds = _bind_refusals(vmid, user, target)
+    if binds:
+        return "; ".join(binds)
     if method in ("bind-mount", "hook"):
         if user.get("mixed"):
             return ("%s: mixed NVIDIA user space on the host, which the nvidia hook mounts: "

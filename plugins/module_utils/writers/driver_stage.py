@@ -21,6 +21,9 @@ __metaclass__ = type
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.dkms import DkmsError
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.driver_records import (
+    scheme_names,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import dkms_build as dkms_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stage_ct import (
     ContainerStager,
@@ -34,8 +37,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stag
     kept_build,
     kept_run,
     parse_madison,
-    pick_versions,
+    pick_schemes,
     pinned,
+    removed,
     restore_build,
     run_header,
     same_file,
@@ -61,7 +65,7 @@ class Stager(ContainerStager):
 
     def __init__(self, runner, root, version, source, state, programs, run_file=None,
                  kernels=None, vmids=None, dkms_name=None, check_mode=False,
-                 timeout=QUERY_TIMEOUT_S, install_timeout=1800):
+                 timeout=QUERY_TIMEOUT_S, install_timeout=1800, rewrite_bind_mounts=False):
         self.runner = runner
         self.root = root or "/"
         self.version = version
@@ -73,6 +77,7 @@ class Stager(ContainerStager):
         self.timeout = timeout
         self.install_timeout = install_timeout
         self.dkms_name = dkms_name
+        self.rewrite_bind_mounts = rewrite_bind_mounts
         host = self.state.get("host") or {}
         kern = host.get("kernels") or {}
         wanted = kernels or [kern.get("running"), kern.get("next")]
@@ -133,21 +138,29 @@ class Stager(ContainerStager):
             raise StageError("source apt: driver_state lists no NVIDIA package on the host "
                              "(installed method %s): pass packages, or use source run"
                              % (installed.get("method") or "none"))
-        self.host_packages = self._apt_plan(None, packages)
+        self.host_packages, self.host_renamed = self._apt_plan(None, packages)
 
     def _apt_plan(self, vmid, packages):
-        """``{pkg: debver}`` for the target, or StageError naming what apt lacks."""
-        args = [self.p["apt_cache"] if vmid is None else "apt-cache", "madison"] + packages
+        """``({pkg: debver}, {installed: new name})`` for the target, or StageError naming
+        what apt lacks. Each installed package is asked for under its own name and its
+        names in the other schemes (NVIDIA's repository drops the branch from 590 on:
+        libnvidia-compute-580 -> libnvidia-compute): the repository's package list, as
+        apt-cache madison shows it, decides which name the target has."""
+        names = dict((p, scheme_names(p, self.version)) for p in packages)
+        query = []
+        for name in packages:
+            query.extend(n for n in names[name] if n not in query)
+        args = [self.p["apt_cache"] if vmid is None else "apt-cache", "madison"] + query
         where = "host" if vmid is None else vmid
         if vmid is None:
             _rc, out, _err = self._run(args, what="host: apt-cache madison")
         else:
             _rc, out, _err = self._pct(vmid, args)
-        chosen, missing = pick_versions(parse_madison(out), packages, self.version)
+        chosen, renamed, missing = pick_schemes(parse_madison(out), names, self.version)
         if missing:
             raise StageError("%s: unknown version %s: %s (nothing changed)" % (
                 where, self.version, "; ".join(missing)))
-        return chosen
+        return chosen, renamed
 
     def _keep_previous(self):
         """The previous version's DKMS build (every kernel it is built for) and source
@@ -224,7 +237,9 @@ class Stager(ContainerStager):
         installed = (self.state.get("host") or {}).get("installed") or {}
         have = dict((p["name"], p.get("version")) for p in installed.get("packages") or [])
         todo = dict((n, v) for n, v in self.host_packages.items() if have.get(n) != v)
-        host["packages"] = [{"name": n, "from": have.get(n), "to": v}
+        instead = dict((new, old) for old, new in self.host_renamed.items())
+        host["packages"] = [dict({"name": n, "from": have.get(instead.get(n, n)), "to": v},
+                                 **({"replaces": instead[n]} if n in instead else {}))
                             for n, v in sorted(self.host_packages.items())]
         if not todo:
             return
@@ -234,7 +249,8 @@ class Stager(ContainerStager):
         if self.check_mode:
             return
         unkeep_debs(self.root, todo, warnings=self.warnings)
-        self._run([self.p["apt_get"]] + APT_INSTALL + pinned(todo),
+        self._run([self.p["apt_get"]] + APT_INSTALL + pinned(todo)
+                  + removed(self.host_renamed),
                   timeout=self.install_timeout, what="host: apt-get install")
 
     def _stage_host_run(self):
@@ -292,5 +308,11 @@ class Stager(ContainerStager):
             raise
         if self.result["host"]["changed"]:
             self.result["changed"] = True
+        try:
+            self.rewrite_binds()
+        except (StageError, hostfs.PathError):
+            for plan in self.ct_plans:
+                self._put_back(plan)
+            raise
         self.stage_containers()
         return self.result

@@ -31,6 +31,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stag
     deb_names,
     keep_folder,
     keep_part,
+    KEEP_DIR,
+    copy_atomic,
     kept_ct_debs,
     kept_run,
     last_lines,
@@ -39,8 +41,17 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stag
     parse_show_sizes,
     pinned,
     pull_cap,
+    removed,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import host_path
+from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import atomic_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import lxc as lxc_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.driver_records import (
+    resolved_version,
+    versioned_binds,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.lxc import Line, LxcConfig
+from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import lxc as lxc_write
 
 # Options of NVIDIA's installer for a container's user space (see driver_stage.RUN_HOST).
 RUN_CONTAINER = ["--silent", "--no-questions", "--ui=none", "--no-kernel-module"]
@@ -122,7 +133,9 @@ class ContainerStager(object):
             if not packages:
                 raise StageError("%s: installed-deb but driver_state lists no package"
                                  % vmid)
-            plan["packages"] = self._apt_plan(vmid, packages)
+            plan["packages"], plan["renamed"] = self._apt_plan(vmid, packages)
+            if plan["renamed"]:
+                row["renamed"] = dict(plan["renamed"])
             plan["previous"] = dict((p["name"], p.get("version")) for p in
                                     (ct.get("userspace") or {}).get("packages") or [])
             _rc, shown, _err = self._pct(vmid, ["apt-cache", "show", "--no-all-versions"]
@@ -215,7 +228,8 @@ class ContainerStager(object):
 
     def _stage_deb(self, plan):
         vmid = plan["row"]["vmid"]
-        wanted = pinned(plan["packages"])
+        renamed = plan.get("renamed") or {}
+        wanted = pinned(plan["packages"]) + removed(renamed)
         apt = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get"] + APT_INSTALL
         self._keep_ct_debs(plan, apt)
         # a back-out: this version's kept .debs into the container's cache (apt installs
@@ -239,7 +253,8 @@ class ContainerStager(object):
         if rc == 0:
             return
         why = last_lines(err or out)
-        back = pinned(plan["previous"])
+        # the names this install brought in go again as the previous ones come back
+        back = pinned(plan["previous"]) + ["%s-" % n for n in sorted(renamed.values())]
         brc, bout, berr = self._pct(vmid, apt + back, timeout=self.install_timeout,
                                     check=False)
         plan["row"]["action"] = "failed"
@@ -277,9 +292,96 @@ class ContainerStager(object):
             raise StageError("%s: the NVIDIA installer (%s --no-kernel-module) exited %s: %s"
                              % (vmid, os.path.basename(keep), rc, last_lines(err or out)))
 
+    def rewrite_binds(self):
+        """Each selected container's live ``lxc.mount.entry`` lines that bind a host file
+        named with another driver version, renamed to the staged version's file
+        (``rewritten_binds``), with ``rewrite_bind_mounts``; without it, a warning that the
+        gate will refuse them. Runs after the host is staged: an entry is rewritten only
+        to a file the host has now (in check mode, one the staging would install is not
+        known yet: reported as ``would rewrite``). Before the first write for a version
+        the config is kept (``kept_conf``); the config is written atomically beside itself
+        (the pmxcfs rule: no chmod), every other byte kept; a second run finds nothing to
+        rewrite. A back-out (staging the previous version with the option) rewrites the
+        entries back the same way. The change takes effect when the container starts next."""
+        for ct in self._selected():
+            vmid = str(ct.get("vmid"))
+            path = lxc_mod.config_path(self.root, vmid)
+            if not hostfs.isfile(path):
+                continue
+            config = lxc_mod.LxcConfig.read(path)
+            new, changes = rewritten_binds(config, self.version)
+            if not changes:
+                continue
+            row = next((r for r in self.result["containers"] if r["vmid"] == vmid), None)
+            if not self.rewrite_bind_mounts:
+                self.warnings.append(
+                    "%s: lxc.mount.entry binds %s: the gate refuses it once %s is staged; "
+                    "rewrite_bind_mounts: true rewrites it to %s" % (
+                        vmid, ", ".join(c["source"] for c in changes), self.version,
+                        ", ".join(c["to"] for c in changes)))
+                continue
+            if not self.check_mode:
+                absent = [c for c in changes if resolved_version(self.root, c["to"])[1]
+                          is None]
+                if absent:
+                    self.warnings.append(
+                        "%s: not rewriting lxc.mount.entry to %s: the host has no such file "
+                        "after staging (its user space is not at %s?); the entries stay" % (
+                            vmid, ", ".join(c["to"] for c in absent), self.version))
+                    continue
+            if row is not None:
+                row["bind_mounts"] = [{"from": c["source"], "to": c["to"]} for c in changes]
+                row["action"] = ("would rewrite bind mounts" if self.check_mode
+                                 else "rewrote bind mounts")
+            self.result["changed"] = True
+            if self.check_mode:
+                continue
+            try:
+                target = lxc_write.write_target(self.root, path)
+            except lxc_mod.LxcError as exc:
+                raise StageError("%s: its bind mounts are not rewritten: %s" % (vmid, exc))
+            keep = host_path(self.root, kept_conf(vmid, changes[0]["version"]))
+            if not os.path.lexists(keep):
+                copy_atomic(self.root, target, keep, 0o600)
+                if row is not None:
+                    row["kept_conf"] = kept_conf(vmid, changes[0]["version"])
+            atomic_write(target, new.render_bytes(), chmod=False)
+
     def _put_back(self, plan):
         row = plan["row"]
         if row.get("started") is True and not self.check_mode:
             self._run([self.p["pct"], "shutdown", row["vmid"], "--timeout", "60"],
                       check=False, what="%s: pct shutdown" % row["vmid"])
             row["started"] = "and stopped again"
+
+
+def kept_conf(vmid, version):
+    """Where a container's config is kept, as it was before staging rewrote its versioned
+    bind mounts away from ``version`` (once per version: the first copy stays)."""
+    return "%s/containers/%s/%s.conf.%s" % (KEEP_DIR, vmid, vmid, version)
+
+
+def rewritten_binds(config, version):
+    """``(new LxcConfig, [{source, to, version}])``: each live versioned bind mount
+    (``versioned_binds``) of another version than ``version`` with its source renamed to
+    it (``/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05`` -> ``...590.48.01``); every
+    other byte of the config as it was. The path inside the container stays: its own
+    loader links (``libcuda.so.1 -> libcuda.so.580.95.05``, made by its ldconfig) keep
+    leading to the bound file, where a new name would leave them at the empty file
+    ``create=file`` made. ``(config, [])`` when nothing names another version."""
+    changes = []
+    lines = list(config.lines)
+    for bind in versioned_binds(config):
+        if bind["version"] == version:
+            continue
+        source = bind["source"]
+        new = source[:len(source) - len(bind["version"])] + version
+        old = lines[bind["index"]]
+        head, sep, rest = old.raw.partition(":")
+        lines[bind["index"]] = Line(head + sep + rest.replace(source, new, 1), old.ending,
+                                    old.section)
+        changes.append({"source": source, "to": new, "version": bind["version"]})
+    if not changes:
+        return config, []
+    return LxcConfig(lines, newline=config.newline, final_newline=config.final_newline), \
+        changes

@@ -56,18 +56,45 @@ def parse_madison(text):
 
 def pick_versions(madison, packages, version):
     """For each package the candidate whose upstream part is ``version`` (the first listed,
-    apt's preference order). Returns ``(chosen {pkg: debver}, missing [messages])``."""
-    chosen, missing = {}, []
-    for name in packages:
-        listed = madison.get(name, [])
-        match = [v for v in listed if upstream_version(v) == version]
-        if match:
-            chosen[name] = match[0]
-        else:
-            have = sorted({upstream_version(v) or v for v in listed})
-            missing.append("%s %s (apt knows %s)" % (name, version,
-                                                     ", ".join(have) if have else "no version"))
+    apt's preference order), under its own name only. Returns ``(chosen {pkg: debver},
+    missing [messages])``."""
+    chosen, _renamed, missing = pick_schemes(madison, dict((p, [p]) for p in packages),
+                                             version)
     return chosen, missing
+
+
+def pick_schemes(madison, names, version):
+    """``names``: ``{installed package: [names it may have at version]}``
+    (``driver_records.scheme_names``: itself first, then the other naming schemes). For
+    each, the first name whose candidates list ``version`` (apt's repository list decides
+    which scheme the target is in: NVIDIA's repository has libnvidia-compute at 590.48.01,
+    none of libnvidia-compute-580). Returns ``(chosen {name: debver}, renamed {installed:
+    new name}, missing [messages])``."""
+    chosen, renamed, missing = {}, {}, []
+    for installed in sorted(names):
+        tried = names[installed] or [installed]
+        for name in tried:
+            match = [v for v in madison.get(name, []) if upstream_version(v) == version]
+            if match:
+                chosen[name] = match[0]
+                if name != installed:
+                    renamed[installed] = name
+                break
+        else:
+            listed = madison.get(installed, [])
+            have = sorted({upstream_version(v) or v for v in listed})
+            others = [n for n in tried if n != installed]
+            missing.append("%s %s (apt knows %s%s)" % (
+                installed, version, ", ".join(have) if have else "no version",
+                "; nor %s at it" % " or ".join(others) if others else ""))
+    return chosen, renamed, missing
+
+
+def removed(renamed):
+    """apt-get's ``package-`` arguments (remove in the same transaction) for the installed
+    names a renamed package replaces: libnvidia-compute-580 goes as libnvidia-compute comes
+    in, whether or not the new package declares the conflict."""
+    return ["%s-" % old for old in sorted(renamed)]
 
 
 def parse_show_sizes(text):

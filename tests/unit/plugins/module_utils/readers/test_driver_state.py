@@ -192,8 +192,15 @@ def test_a_bound_versioned_file_is_that_version_whatever_the_host_has_now(tmp_pa
     user = ds.driver_state(root)["containers"][0]["userspace"]
     assert (user["method"], user["version"]) == ("bind-mount", OLD)
     refusals = ds.driver_state(root, NEW)["gate"]["refusals"]
-    assert refusals[1:] == ["131: user space 580.95.05, target 590.48.01 (bind-mount of "
-                            "the host's): stage the host's user space"]
+    # the host is at the target and lacks the 580 file: the entry needs rewriting, not the
+    # host's user space staging
+    assert refusals[1:] == [
+        "131: lxc.mount.entry binds /usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05, which is "
+        "not on the host (LXC skips an optional bind, so the container gets no such library; "
+        "the host's user space is 590.48.01): rewrite the entry to "
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.590.48.01 (driver_stage with "
+        "rewrite_bind_mounts: true rewrites it to the staged version)"]
+    assert user["versioned"][0]["missing"] is True
 
 
 def test_a_bound_host_folder_counts_by_the_libcuda_it_holds(tmp_path):
