@@ -1,13 +1,23 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""``index.html``: one self-contained page (inline CSS, no script, no network) with
-the hosts x checks matrix, then per host its facts, findings and GPUs (template
-``templates.INDEX_HTML``; what each cell says is made here)."""
+"""The HTML report: ``html_files(documents, generated_at, mrrs_size) -> {file name: text}``
+(``report.py`` writes them): ``index.html``, the fleet view (hosts not audited, findings
+grouped by id with host counts and the worst hosts, the host list filterable by group,
+severity, finding and status), and one page per host, ``<host>.html`` (its status, facts,
+checks, findings with copyable remedies, GPUs). Every page is self-contained (inline CSS,
+the fleet view's filter an inline script; no network) and lays out from 800 px to 2,560 px
+(``page_templates``: ``FLEET_HTML``, ``HOST_HTML``, ``PAGE_CSS``; what each cell says is made here).
+
+``render_html`` is the former single page (every host on it, template ``INDEX_HTML``), kept
+for the callers that have not moved to ``html_files``."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import re
+from urllib.parse import quote
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.run import (
     CHECKS,
@@ -15,13 +25,22 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.run import (
     SEVERITIES,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils import fleet
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import templates
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import (
+    page_templates,
+    templates,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import (
+    FLEET_FILES,
+    ReportError,
+    safe_name,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.render import (
     render,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.views import (
     STATUS_ORDER,
     counts,
+    fleet_findings,
     group_findings,
     hosts_order,
     marks,
@@ -190,3 +209,138 @@ def render_html(documents, generated_at=None, mrrs_size=4096, title="GPU host au
                   severities=SEVERITIES, totals=totals, statuses=STATUS_ORDER,
                   stale=stale or [], groups=groups, schema=SCHEMA,
                   docs=[_view(doc, mrrs_size, groups) for doc in docs])
+
+
+# A host's page: ``safe_name(host)`` and this; one that would be a fleet file (a host named
+# ``index``) takes ``HOST_PAGE_CLASH`` instead, so the fleet view is never replaced.
+HOST_PAGE = ".html"
+HOST_PAGE_CLASH = "-host.html"
+STATUS_RANK = {"unreachable": 0, "failed": 1, "skipped": 2}  # before every audited host
+
+
+def page_name(host):
+    """The file name of ``host``'s page."""
+    name = safe_name(host) + HOST_PAGE
+    if name.lower() in set(f.lower() for f in FLEET_FILES):
+        name = safe_name(host) + HOST_PAGE_CLASH
+    return name
+
+
+def _page_names(docs):
+    """``{host: page name}``; ReportError naming both when two hosts would share a page."""
+    names, seen = {}, {}
+    for doc in docs:
+        name = page_name(doc["host"])
+        other = seen.get(name)
+        if other is not None and other != doc["host"]:
+            raise ReportError("hosts %r and %r would both write the page %s: rename one of "
+                              "them in the inventory; nothing was written"
+                              % (other, doc["host"], name))
+        seen[name] = doc["host"]
+        names[doc["host"]] = name
+    return names
+
+
+def _when(stamp):
+    """A time as the pages show it: ``2026-12-05T03:10:00Z`` as ``2026-12-05 03:10:00Z``
+    (two words, so a narrow column can put them on two lines)."""
+    if not stamp:
+        return stamp
+    return re.sub(r"^(\d{4}-\d\d-\d\d)T", r"\1 ", str(stamp))
+
+
+def _status(doc):
+    return doc.get("status") or "ok"
+
+
+def fleet_order(documents):
+    """Hosts as the fleet view lists them: those not audited first (unreachable, failed,
+    skipped), then the audited ones worst first (``views.hosts_order``)."""
+    audited = hosts_order([doc for doc in documents if _status(doc) not in STATUS_RANK])
+    others = hosts_order([doc for doc in documents if _status(doc) in STATUS_RANK])
+    others.sort(key=lambda doc: STATUS_RANK[_status(doc)])
+    return others + audited
+
+
+def _host_row(doc, href):
+    findings = doc.get("findings") or []
+    number = counts(findings)
+    return {"host": doc["host"], "href": href, "status": _status(doc),
+            "error": doc.get("error") or "", "worst": worst(findings),
+            "last_seen": _when(doc.get("last_seen")), "groups": sorted(doc.get("groups") or []),
+            "counts": [(name, number[name]) for name in SEVERITIES if number.get(name)],
+            "sevs": [name for name in SEVERITIES if number.get(name)],
+            "ids": sorted(set(str(f.get("id")) for f in findings))}
+
+
+def _checks_view(doc, groups):
+    cells = iter(_cells(doc, groups))
+    out = []
+    for group in groups:
+        shown = []
+        for col in group["columns"]:
+            cell = next(cells)
+            shown.append(dict(cell, label=col["label"]))
+        out.append({"label": group["label"], "cells": shown})
+    return out
+
+
+def _host_view(doc, mrrs_size, groups):
+    """What a host's page shows of its document (a host not audited: its status, error
+    and when it was last seen)."""
+    findings = doc.get("findings") or []
+    facts = doc.get("facts") or {}
+    change = doc.get("aer_change")
+    ok = _status(doc) == "ok"
+    return {"host": doc["host"], "status": _status(doc), "error": doc.get("error") or "",
+            "collected_at": _when(doc.get("collected_at")),
+            "last_seen": _when(doc.get("last_seen")),
+            "groups": sorted(doc.get("groups") or []), "worst": worst(findings),
+            "facts": _facts_items(dict(doc, facts=facts)) if ok else [],
+            "checks": _checks_view(doc, groups) if ok else [], "count": len(findings),
+            "rows": _finding_rows(findings),
+            "fresh": sum(1 for f in findings if f.get("new")),
+            "compared_with": doc.get("compared_with"),
+            "aer_change": {"since": change.get("since"),
+                           "rows": sorted(change["devices"].items())} if change else None,
+            "gpus": _gpu_rows(facts.get("gpus") or [], mrrs_size)}
+
+
+def html_files(documents, generated_at=None, mrrs_size=4096, title="GPU host audit",
+               stale=None):
+    """``{file name: text}``: ``index.html`` (the fleet view) and one page per host
+    (:func:`page_name`) of ``documents`` (``stale`` as for ``summary.render_markdown``)."""
+    docs = fleet_order(documents)
+    names = _page_names(docs)
+    href = dict((host, quote(name)) for host, name in names.items())
+    totals = dict((s, 0) for s in SEVERITIES)
+    for doc in docs:
+        for key, value in counts(doc.get("findings")).items():
+            totals[key] = totals.get(key, 0) + value
+    hosts = [_host_row(doc, href[doc["host"]]) for doc in docs]
+    statuses = {}
+    for row in hosts:
+        statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+    order = ["ok"] + sorted(STATUS_RANK, key=STATUS_RANK.get)
+    status_counts = [(name, statuses[name]) for name in order if statuses.get(name)]
+    status_counts += sorted((n, c) for n, c in statuses.items() if n not in order)
+    findings = fleet_findings(docs)
+    for row in findings:
+        row["worst"] = [{"host": host, "href": href[host], "count": number}
+                        for host, number in row["worst"]]
+    choices = {"groups": sorted(set(g for row in hosts for g in row["groups"])),
+               "ids": sorted(row["id"] for row in findings if row["id"] is not None),
+               "statuses": [name for name, _count in status_counts]}
+    missing = [row for row in hosts if row["status"] != "ok"]
+    stale_rows = [dict(row, href=href.get(row["host"], "#")) for row in stale or []]
+    out = {FLEET_FILES[1]: render(
+        "fleet.html", title=title, css=page_templates.PAGE_CSS, script=page_templates.FILTER_JS,
+        generated_at=generated_at, severities=SEVERITIES, totals=totals, hosts=hosts,
+        status_counts=status_counts, findings=findings, choices=choices, missing=missing,
+        stale=stale_rows, schema=SCHEMA)}
+    groups = column_groups()
+    for doc in docs:
+        out[names[doc["host"]]] = render(
+            "host.html", title=title, css=page_templates.PAGE_CSS, generated_at=generated_at,
+            schema=SCHEMA, doc=_host_view(doc, mrrs_size, groups))
+    return out

@@ -18,16 +18,45 @@ __metaclass__ = type
 import html
 import re
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import templates
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import (
+    page_templates,
+    templates,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import ReportError
 
-SOURCES = {"summary.md": templates.SUMMARY_MD, "index.html": templates.INDEX_HTML}
+SOURCES = {"summary.md": templates.SUMMARY_MD, "index.html": templates.INDEX_HTML,
+           "fleet.html": page_templates.FLEET_HTML, "host.html": page_templates.HOST_HTML}
 _ENV = []
 
 
 def escape_html(text):
     """Text for HTML (attribute values included); None is empty."""
     return html.escape("" if text is None else str(text), quote=True)
+
+
+# A word with a character inside it where a browser may break a line (``6.8.12-9-pve``,
+# ``/etc/kernel/cmdline``, ``2026-12-05T03:10:00Z``, ``pve-gpu01``): kept on one line. Words
+# are found first and then looked into (linear in the text: a pattern that finds such a
+# word in one go backtracks quadratically on a long word without punctuation).
+_WORD = re.compile(r"\S{3,}")
+_PUNCT = re.compile(r"[^\w\s]")
+
+
+def escape_words(text):
+    """Text for HTML, each word that holds punctuation inside it (after escaping) in a
+    ``<span class="nw">`` (no line break inside: the page's CSS), so that a kernel
+    version, a path or a host name is never split at its hyphens or slashes."""
+    text = escape_html(text)
+    if not _PUNCT.search(text):
+        return text
+    return _WORD.sub(_kept_whole, text)
+
+
+def _kept_whole(found):
+    word = found.group(0)
+    if _PUNCT.search(word, 1, len(word) - 1):
+        return '<span class="nw">%s</span>' % word
+    return word
 
 
 def escape_md(text):
@@ -38,7 +67,7 @@ def escape_md(text):
 
 def status_class(status):
     """The CSS class of a severity or status (``n/a`` -> ``s-na``)."""
-    return "s-na" if status == "n/a" else "s-%s" % status
+    return "s-na" if status == "n/a" else "s-%s" % re.sub(r"[^a-z]", "", str(status))
 
 
 def anchor(host):
@@ -58,7 +87,8 @@ def environment():
         env = jinja2.Environment(loader=jinja2.DictLoader(SOURCES), autoescape=False,
                                  trim_blocks=True, keep_trailing_newline=True,
                                  undefined=jinja2.StrictUndefined)
-        env.filters.update(h=escape_html, md=escape_md, cls=status_class, anchor=anchor)
+        env.filters.update(h=escape_html, w=escape_words, md=escape_md, cls=status_class,
+                           anchor=anchor)
         _ENV.append(env)
     return _ENV[0]
 

@@ -87,3 +87,31 @@ def hosts_order(documents):
         parts = [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", doc["host"])]
         return (rank, [(0, p) if isinstance(p, int) else (1, p) for p in parts])
     return sorted(documents, key=key)
+
+
+def fleet_findings(docs, worst_hosts=5):
+    """The fleet view's rows: one per finding id, ``{id, severity, hosts, count, worst:
+    [(host, count)], more}``: its worst severity on any host, how many hosts have it and
+    how many findings it is in all, its ``worst_hosts`` worst hosts (by that finding's
+    worst severity on them, then how many they have, then name); rows worst first, then
+    by the number of hosts."""
+    found = {}
+    for doc in docs:
+        mine = {}
+        for item in doc.get("findings") or []:
+            rank = SEVERITY_RANK.get(item.get("severity"), len(SEVERITIES))
+            best, number = mine.get(item.get("id"), (rank, 0))
+            mine[item.get("id")] = (min(best, rank), number + 1)
+        for ident, (rank, number) in mine.items():
+            found.setdefault(ident, []).append((rank, -number, doc["host"]))
+    rows = []
+    for ident, hosts in found.items():
+        hosts.sort()
+        rank = hosts[0][0]
+        rows.append({"id": ident, "severity": SEVERITIES[rank] if rank < len(SEVERITIES)
+                     else "info", "rank": rank, "hosts": len(hosts),
+                     "count": -sum(number for _rank, number, _host in hosts),
+                     "worst": [(host, -number) for _rank, number, host in hosts[:worst_hosts]],
+                     "more": max(0, len(hosts) - worst_hosts)})
+    rows.sort(key=lambda row: (row["rank"], -row["hosts"], str(row["id"])))
+    return rows

@@ -68,3 +68,100 @@ def test_html_escapes_text():
     html = page.render_html([documents.host_document("<host>", {"findings": [item]})])
     assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
     assert "echo <script>" not in html
+
+
+# html_files: the fleet view (index.html) and one page per host
+
+def _docs(fleet):
+    docs = [documents.host_document(h, a, groups={h: ["gpuhosts", "rack_%s" % h[-1]]})
+            for h, a in fleet.items()]
+    docs.append(documents.not_audited_document(
+        "pve-gpu09", {"status": "unreachable", "error": "Failed to connect to the host via "
+                      "ssh: Connection timed out", "last_seen": "2026-12-04T03:10:00Z"},
+        groups={"pve-gpu09": ["gpuhosts", "rack_9"]}, attempted_at="2026-12-05T03:10:00Z"))
+    docs.append(documents.not_audited_document(
+        "pve-gpu10", {"status": "failed", "error": "MODULE FAILURE", "last_seen": None}))
+    return docs
+
+
+def test_html_files_are_the_fleet_view_and_a_page_per_host(fleet):
+    docs = _docs(fleet)
+    files = page.html_files(docs, "2026-12-05 03:12:00Z", 4096)
+    hosts = [doc["host"] for doc in docs]
+    assert sorted(files) == sorted(["index.html"] + ["%s.html" % h for h in hosts])
+    index = files["index.html"]
+    for host in hosts:
+        assert '<a href="%s.html">' % host in index
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", "".join(files.values()))
+    # findings grouped by id: the seed's 16 pcie_mrrs findings are one row on 1 host
+    table = index.split('<table class="fleet-findings">')[1].split("</table>")[0]
+    (mrrs,) = [row for row in table.split("<tr>") if "<code>pcie_mrrs</code>" in row]
+    assert '<td class="num">1</td><td class="num">16</td>' in mrrs
+    assert '"pve-gpu01.html"><span class="nw">pve-gpu01</span></a> <span class="note">(16)' in mrrs
+    # the seed's page: its findings grouped, each remedy a <pre> block, its GPU table
+    seed = files["pve-gpu01.html"]
+    assert '<a href="index.html">' in seed
+    assert seed.count('<section class="finding ') < len(fleet["pve-gpu01"]["findings"])
+    assert "<summary>16 subjects</summary>" in seed
+    assert seed.count('<pre class="remedy"><code>') == seed.count('<section class="finding ')
+    assert seed.count('<span class="bad">512</span>') == 16
+    assert "<script" not in seed.lower()
+
+
+def test_hosts_not_audited_come_first_with_their_status_error_and_last_seen(fleet):
+    files = page.html_files(_docs(fleet), "now")
+    index = files["index.html"]
+    missing = index.split('<table class="missing">')[1].split("</table>")[0]
+    assert missing.index("pve-gpu09") < missing.index("pve-gpu10")
+    assert "Connection timed out" in missing and "never" in missing
+    assert '<span class="nw">2026-12-04</span> <span class="nw">03:10:00Z</span>' in missing
+    rows = index.split('<table class="hosts" id="hosts">')[1].split("<tbody>")[1]
+    order = re.findall(r'<tr data-status="(\w+)"', rows)
+    assert order[:2] == ["unreachable", "failed"] and set(order[2:]) == {"ok"}
+    gone = files["pve-gpu09.html"]
+    assert "Not audited this run" in gone and "Connection timed out" in gone
+    assert "<h2>Findings" not in gone and "<h2>GPUs" not in gone
+
+
+def test_the_host_list_is_a_static_list_without_script_and_filterable_with_it(fleet):
+    index = page.html_files(_docs(fleet), "now")["index.html"]
+    # the filter form is hidden until its script shows it; no row is ever hidden in the
+    # markup: with script off the list is complete
+    assert '<form class="filter" id="filter" hidden>' in index
+    body = index.split('<table class="hosts" id="hosts">')[1].split("</table>")[0]
+    assert " hidden" not in body
+    seed = re.search(r'<tr data-status="ok" data-sevs="([^"]*)" data-ids="([^"]*)" '
+                     r'data-groups="([^"]*)"><td><a href="pve-gpu01.html">', body)
+    assert seed.group(1).split()[0] == "critical"
+    assert "pcie_mrrs" in seed.group(2).split()
+    assert seed.group(3) == "gpuhosts rack_1"
+    assert '<option>rack_9</option>' in index and "<option>pcie_mrrs</option>" in index
+    assert index.count("<script>") == 1
+
+
+def test_a_host_named_like_a_fleet_file_never_replaces_it():
+    docs = [documents.host_document(name, {"findings": []}) for name in ("index", "INDEX")]
+    files = page.html_files(docs)
+    assert sorted(files) == ["INDEX-host.html", "index-host.html", "index.html"]
+    assert "GPU host audit</h1>" in files["index.html"]
+    clash = docs + [documents.host_document("index-host", {"findings": []})]
+    try:
+        page.html_files(clash)
+    except page.ReportError as exc:
+        assert "'index' and 'index-host'" in str(exc) and "nothing was written" in str(exc)
+    else:
+        raise AssertionError("two hosts on one page")
+
+
+def test_the_pages_escape_text_and_quote_links():
+    item = {"id": "sysctl", "severity": "low", "subject": "<b>x</b>", "current": "a&b",
+            "expected": "\"q\"", "remedy": "echo <script>", "reboot_required": False}
+    files = page.html_files([documents.host_document("a b#<i>", {"findings": [item]})])
+    name = page.page_name("a b#<i>")
+    assert name == "a b#<i>.html"
+    assert ('<a href="a%20b%23%3Ci%3E.html">a <span class="nw">b#&lt;i&gt;</span></a>'
+            in files["index.html"])
+    text = files[name]
+    assert "<b>x</b>" not in text and "&lt;b&gt;x&lt;/b&gt;" in text
+    assert "echo <script>" not in text and "<code>echo &lt;script&gt;</code>" in text
+    assert "<i>" not in files["index.html"]

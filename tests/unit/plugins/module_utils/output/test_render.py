@@ -34,3 +34,25 @@ def test_templates_render_a_report_of_no_host():
     assert text.endswith("No findings.\n")
     page = report.render_html([], None)
     assert page.startswith("<!DOCTYPE html>") and page.endswith("</html>\n")
+
+
+def test_words_with_punctuation_inside_are_kept_whole_and_escaped():
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.output import render
+    assert render.escape_words("kernel 6.8.12-9-pve, next <b>") == (
+        'kernel <span class="nw">6.8.12-9-pve,</span> next <span class="nw">&lt;b&gt;</span>')
+    assert render.escape_words(None) == "" and render.escape_words("a - b") == "a - b"
+    assert render.escape_words('x "/etc/a&b"') == (
+        'x <span class="nw">&quot;/etc/a&amp;b&quot;</span>')
+    assert render.status_class('high" onload="x') == "s-highonloadx"
+
+
+def test_a_long_word_is_escaped_in_linear_time():
+    # an error message can hold a huge word (a module's output without a space): the words
+    # are found first and then looked into; a pattern finding them in one go backtracked
+    # quadratically (a 200,000-character word took minutes)
+    import time
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.output import render
+    start = time.monotonic()
+    text = render.escape_words("x" * 2000000 + " a-b " + "y" * 1000000 + "-")
+    assert time.monotonic() - start < 2
+    assert ' <span class="nw">a-b</span> ' in text and text.endswith("y-")

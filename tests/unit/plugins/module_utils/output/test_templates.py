@@ -1,6 +1,6 @@
 """output/templates.py: the report templates as Python strings: each parses in the
-reports' Jinja2 environment, uses only the filters it defines, and keeps the page
-self-contained (no script, nothing fetched)."""
+reports' Jinja2 environment, uses only the filters it defines, and keeps the pages
+self-contained (nothing fetched; the fleet view's only script is its own filter)."""
 
 import re
 
@@ -8,14 +8,20 @@ import jinja2.meta
 import jinja2.nodes
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import render, templates
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import (
+    page_templates,
+    render,
+    templates,
+)
 
-NAMES = ("summary.md", "index.html")
+NAMES = ("summary.md", "index.html", "fleet.html", "host.html")
 
 
 def test_every_template_is_rendered_by_name():
     assert render.SOURCES == {"summary.md": templates.SUMMARY_MD,
-                              "index.html": templates.INDEX_HTML}
+                              "index.html": templates.INDEX_HTML,
+                              "fleet.html": page_templates.FLEET_HTML,
+                              "host.html": page_templates.HOST_HTML}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -23,7 +29,7 @@ def test_each_template_parses_and_uses_only_the_reports_filters(name):
     env = render.environment()
     tree = env.parse(render.SOURCES[name])
     used = set(node.name for node in tree.find_all(jinja2.nodes.Filter))
-    assert {"h", "md"} & used
+    assert {"h", "w", "md"} & used
     assert used <= set(env.filters), used - set(env.filters)
     assert jinja2.meta.find_undeclared_variables(tree)
     assert not list(jinja2.meta.find_referenced_templates(tree))   # one file each
@@ -33,6 +39,8 @@ def test_each_template_parses_and_uses_only_the_reports_filters(name):
 def test_the_templates_are_ascii(name):
     render.SOURCES[name].encode("ascii")
     templates.CSS.encode("ascii")
+    page_templates.PAGE_CSS.encode("ascii")
+    page_templates.FILTER_JS.encode("ascii")
 
 
 def test_the_page_fetches_nothing_and_runs_no_script():
@@ -50,3 +58,4 @@ def test_the_matrix_headings_never_break_inside_a_word():
     assert props.get("overflow-wrap") == "normal"
     assert props.get("word-break") == "normal"
     assert props.get("hyphens") == "none"
+

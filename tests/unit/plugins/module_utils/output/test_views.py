@@ -58,3 +58,18 @@ def test_new_first_acknowledged_last_and_their_marks():
 def test_natural_host_order_puts_gpu2_before_gpu10():
     docs = [{"host": "gpu10", "findings": []}, {"host": "gpu2", "findings": []}]
     assert [d["host"] for d in views.hosts_order(docs)] == ["gpu2", "gpu10"]
+
+
+def test_fleet_findings_group_by_id_with_host_counts_and_the_worst_hosts():
+    def doc(host, *findings):
+        return {"host": host, "findings": [{"id": i, "severity": s} for i, s in findings]}
+    docs = [doc("a", ("sysctl", "medium"), ("sysctl", "medium"), ("pcie_mrrs", "high")),
+            doc("b", ("sysctl", "low")),
+            doc("c", ("sysctl", "high")),
+            doc("d")]
+    rows = views.fleet_findings(docs, worst_hosts=2)
+    assert [(r["id"], r["severity"], r["hosts"], r["count"]) for r in rows] == [
+        ("sysctl", "high", 3, 4), ("pcie_mrrs", "high", 1, 1)]  # more hosts first
+    # worst hosts: by that finding's severity on them, then how many they have
+    assert rows[0]["worst"] == [("c", 1), ("a", 2)] and rows[0]["more"] == 1
+    assert views.fleet_findings([doc("d")]) == []
