@@ -13,6 +13,9 @@ from ansible_collections.gpuhost.tuning.plugins.plugin_utils.report_action impor
 
 
 class ActionModule(ReportAction):
+    """Every host of ``hosts`` is reported: one without an audit as unreachable, failed or
+    skipped (report.registered_audits), each with its inventory groups."""
+
     NAME = "audit_report"
     GIVEN = "audits"
     SPEC = staticmethod(argspec.audit_report)
@@ -20,3 +23,10 @@ class ActionModule(ReportAction):
     CHECK = staticmethod(argspec.audit_report_rules)
     READ = staticmethod(report.registered_audits)
     RUN = staticmethod(report.audit_report_run)
+
+    def run(self, tmp=None, task_vars=None):
+        hosts = self._task.args.get("hosts")
+        if isinstance(hosts, list) and self._task.args.get("groups") is None and task_vars:
+            self._task.args["groups"] = report.inventory_groups(
+                task_vars["hostvars"].raw_get, [str(host) for host in hosts])
+        return super(ActionModule, self).run(tmp, task_vars)

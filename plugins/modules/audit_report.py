@@ -15,11 +15,13 @@ version_added: "0.1.0"
 description:
   - "Renders the results of M(gpuhost.tuning.host_audit) for many hosts into O(dest):
     C(<host>.json) (keys C(schema) (1), C(host), C(collected_at), C(facts) (the AER
-    counters as C(pcie_aer) among them), C(findings), C(checks)), C(summary.md) (hosts x
-    severity counts, then the findings),
-    C(index.html) (one self-contained page, inline CSS, no script, no network: a hosts x
-    checks matrix coloured by worst severity, then each host's facts, findings and GPU
-    table) and C(gpuhost.prom) (the run's metrics in Prometheus text format)."
+    counters as C(pcie_aer) among them), C(findings), C(checks), C(status), C(error),
+    C(last_seen), C(groups)), C(summary.md) (hosts x severity counts, the hosts not
+    audited, then the findings),
+    C(index.html) (the fleet view: hosts not audited, findings grouped by id with host
+    counts and the worst hosts, the host list; self-contained, no network) with one page
+    per host, C(<host>.html) (its status, facts, checks, findings and GPU table), and
+    C(gpuhost.prom) (the run's metrics in Prometheus text format)."
   - "When O(dest) already holds a host's C(<host>.json) from an earlier audit, the PCIe
     AER counters are compared with it - C(summary.md) gets a table C(PCIe errors since the
     previous report) (host, that report's time, device, change such as C(+3 correctable) or
@@ -29,6 +31,15 @@ description:
     reports of the same audit again keeps that comparison. A previous file that is not a
     readable report (bad JSON, wrong shape, not a regular file) is ignored for the
     comparison with a warning naming it, and replaced by this run's report."
+  - "Every host given is in every report. A host that was not audited - C(unreachable)
+    (its connection failed), C(failed) (its audit failed, or it failed in a task before
+    the audit and has no result) or C(skipped) - gets a C(<host>.json) with that
+    C(status), Ansible's message as C(error), empty C(facts), C(findings) and C(checks),
+    C(collected_at) the time it was tried and C(last_seen) the C(collected_at) of its
+    newest good audit (from its previous C(<host>.json) in O(dest); null if never); a row
+    in the section C(Hosts not audited) of C(summary.md); and C(gpuhost_host_up 0) in
+    C(gpuhost.prom). An audited host has C(status) C(ok), C(error) empty and C(last_seen)
+    its C(collected_at). C(groups) is the host's inventory groups (O(groups))."
   - "A host name with a C(/), backslash, control character or leading dot, or too long for
     a file name, gets its report files under that name made safe plus a short hash of it,
     so two hosts never write one file; names already safe keep their file names."
@@ -39,7 +50,10 @@ description:
     1 per finding; C(gpuhost_findings{severity}) for all five severities, zeros included;
     C(gpuhost_audit_timestamp_seconds) and C(gpuhost_audit_duration_seconds);
     C(gpuhost_check_status{column}) per report column, -1 not applicable, 0 ok, 1 info,
-    2 low, 3 medium, 4 high, 5 critical."
+    2 low, 3 medium, 4 high, 5 critical (those of audited hosts); for every host
+    C(gpuhost_host_up) (1 audited in this run, 0 not) and
+    C(gpuhost_last_good_audit_age_seconds) (from its C(last_seen) to O(generated_at); no
+    series for a host never audited)."
   - "Runs on the controller, in the controller's own process (an action plugin), once for
     the play (C(run_once)). With O(hosts) and O(result_var) it reads each host's registered
     result itself instead of having the results templated into O(audits)."
@@ -49,7 +63,9 @@ author:
 options:
   audits:
     description:
-      - Inventory host name to its C(audit) result from M(gpuhost.tuning.host_audit).
+      - Inventory host name to its C(audit) result from M(gpuhost.tuning.host_audit), or
+        to C({status, error}) for a host that was not audited (C(status) one of
+        C(unreachable), C(failed), C(skipped); C(error) the message why).
       - One of O(audits) and O(hosts) is required.
     type: dict
   hosts:
@@ -57,7 +73,12 @@ options:
       - Inventory host names whose results to report, each read from that host's variable
         O(result_var) (typically V({{ ansible_play_hosts }})).
       - Read on the controller without templating, so the reports of many hosts cost no
-        argument passing; a listed host without the result fails the task.
+        argument passing. Pass every host of the play, V({{ ansible_play_hosts_all }}) - a
+        listed host whose result is unreachable or failed, or that has no result (it
+        failed before the audit), is reported as not audited; the task fails only when no
+        listed host has the variable at all (a misspelled O(result_var)).
+      - Each host's inventory groups (C(group_names)) are read too, unless O(groups) is
+        given.
     type: list
     elements: str
   result_var:
@@ -76,6 +97,11 @@ options:
     type: int
     default: 4096
     choices: [128, 256, 512, 1024, 2048, 4096]
+  groups:
+    description: Inventory host name to its inventory group names, written into each
+      C(<host>.json) as C(groups) (sorted; C(all) left out). With O(hosts), read from the
+      hosts' C(group_names) when not given.
+    type: dict
   write:
     description: Write the files; V(false) only renders (RV(metrics) for the hosts' textfile
       folders), and RV(files) and RV(written) are empty.
@@ -102,7 +128,7 @@ EXAMPLES = r"""
 
 - name: Write the audit reports of every host on the controller
   gpuhost.tuning.audit_report:
-    hosts: "{{ ansible_play_hosts }}"
+    hosts: "{{ ansible_play_hosts_all }}"
     result_var: audit
     dest: "{{ playbook_dir }}/gpuhost-reports"
   run_once: true
@@ -133,13 +159,19 @@ index:
   returned: always
   type: str
 metrics:
-  description: Per host, that host's series alone in Prometheus text format (what a node_exporter
-    textfile folder on the host should hold).
+  description: Per audited host, that host's series alone in Prometheus text format (what a
+    node_exporter textfile folder on the host should hold).
   returned: always
   type: dict
   sample: {"gpu01": "# HELP gpuhost_audit_duration_seconds ...\n"}
+not_audited:
+  description: The hosts given that were not audited, each C({status, error, last_seen}).
+  returned: always
+  type: dict
+  sample: {"gpu02": {"status": "unreachable", "error": "Failed to connect to the host via
+           ssh: ...", "last_seen": "2026-12-04T03:00:12Z"}}
 summary:
-  description: Per host C({worst, critical, high, medium, low, info}).
+  description: Per audited host C({worst, critical, high, medium, low, info}).
   returned: always
   type: dict
   sample: {"gpu01": {"worst": "critical", "critical": 1, "high": 21, "medium": 6,

@@ -18,6 +18,11 @@ description:
     what one run over all those hosts would have written - C(<host>.json) per host,
     C(summary.md), C(index.html) and C(gpuhost.prom) - with the fleet checks (C(fleet_drift),
     the PCIe AER change) judged over the union."
+  - "A host whose newest report says it was not audited (C(status) C(unreachable),
+    C(failed) or C(skipped)) stays so in the merge, with its C(error), and C(last_seen)
+    the newest good audit any folder (or O(dest)) holds of it; it is in C(summary.md)'s
+    C(Hosts not audited) and has C(gpuhost_host_up 0). The fleet checks judge the audited
+    hosts only. C(tune-summary.md) names each host's status (C(UNREACHABLE: ...))."
   - "The same for the tune reports of M(gpuhost.tuning.tune_report) in them (each host's
     newest C(<host>-tune.json), written again with its C(<host>-tune.md), and a
     C(tune-summary.md) of every host) and the rollout summaries of

@@ -16,7 +16,9 @@ description:
   - "Renders the results of M(gpuhost.tuning.host_tune) for many hosts into O(dest):
     C(<host>-tune.md) (the before -> after table, the snapshot, the managed findings before
     and after, the failures) and C(<host>-tune.json) (keys C(host), C(root), C(check_mode),
-    C(snapshot), C(rows), C(findings_before), C(findings_after), C(verified), C(failures))."
+    C(snapshot), C(rows), C(findings_before), C(findings_after), C(verified), C(failures),
+    C(status), C(error)): C(status) C(ok), C(unreachable) (Ansible's message in C(error)),
+    C(skipped) or C(failed) (a failure, or no result: the host failed before host_tune)."
   - "Runs on the controller, in the controller's own process (an action plugin), once for
     the whole play (C(run_once)). With O(hosts) and O(result_var) it reads each host's
     registered result itself instead of having the results templated into O(results)."
@@ -35,7 +37,8 @@ options:
   hosts:
     description:
       - Inventory host names whose results to report, each read from that host's variable
-        O(result_var) (typically V({{ ansible_play_hosts }})); a host without it gets a
+        O(result_var) (typically V({{ ansible_play_hosts_all }}), every host of the
+        play, the unreachable ones too); a host without it gets a
         report saying it was not tuned in this play.
       - Read on the controller without templating, so the reports of many hosts cost no
         argument passing.

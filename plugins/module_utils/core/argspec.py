@@ -112,6 +112,7 @@ def audit_report():
         "mrrs_size": mrrs_size(),
         "write": dict(type="bool", default=True),
         "fleet_files": dict(type="bool", default=True),
+        "groups": dict(type="dict"),
     }
     spec.update(_registered())
     return spec

@@ -10,11 +10,13 @@ __metaclass__ = type
 
 import json
 import os
+import time
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.run import SCHEMA
 from ansible_collections.gpuhost.tuning.plugins.module_utils.core import bounded
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import base as fleet_base
 from ansible_collections.gpuhost.tuning.plugins.module_utils.fleet import run as fleet_run
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output import metrics
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import (
     read_report_text,
     safe_name,
@@ -25,6 +27,47 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import
 # and the verdict. Every other key of the result is a fact and goes into ``facts``.
 RUN_KEYS = ("collected_at", "root", "duration_s")
 VERDICT_KEYS = ("findings", "checks")
+# Every inventory host of a run has a document; ``status`` says whether it was audited
+# (``ok``) or why not: its connection failed (``unreachable``), a task failed before or in
+# the audit (``failed``) or the audit was skipped on it (``skipped``). A host not audited
+# has ``error`` (Ansible's message), empty facts, findings and checks, and ``last_seen``
+# (the ``collected_at`` of its newest good audit, from its previous document).
+STATUSES = ("ok", "unreachable", "failed", "skipped")
+STAMP = "%Y-%m-%dT%H:%M:%SZ"  # host_audit's collected_at
+
+
+def is_not_audited(value):
+    """Whether ``value`` (an entry of a report's ``audits``) stands for a host that was not
+    audited: ``{status, error[, last_seen, collected_at]}``, a status other than ``ok``."""
+    return (isinstance(value, dict) and "findings" not in value
+            and value.get("status") in STATUSES[1:])
+
+
+def is_audited(doc):
+    """Whether report document ``doc`` holds an audit (one written before a document had a
+    ``status`` did)."""
+    return doc.get("status", "ok") == "ok"
+
+
+def attempt_time(generated_at=None):
+    """When a run tried the hosts it could not audit (its ``collected_at``): the report's
+    ``generated_at`` in host_audit's format, or now."""
+    when = metrics.epoch(generated_at)
+    return time.strftime(STAMP, time.gmtime(time.time() if when is None else when))
+
+
+def last_seen(previous):
+    """When a host was last audited well, from its previous document (None: never)."""
+    if not isinstance(previous, dict):
+        return None
+    if is_audited(previous):
+        return previous.get("collected_at")
+    return previous.get("last_seen")
+
+
+def _groups(groups, host):
+    names = (groups or {}).get(host) or []
+    return sorted(str(name) for name in names if str(name) != "all")
 
 
 def fact_keys(audit):
@@ -33,9 +76,9 @@ def fact_keys(audit):
     return [key for key in audit if key not in RUN_KEYS + VERDICT_KEYS]
 
 
-def host_document(host, audit):
-    """The per-host JSON document: ``{schema, host, collected_at, root, duration_s, facts,
-    findings, checks}``."""
+def host_document(host, audit, groups=None):
+    """The per-host JSON document of an audited host: ``{schema, host, collected_at, root,
+    duration_s, facts, findings, checks, status, error, last_seen, groups}``."""
     audit = audit or {}
     doc = {"schema": SCHEMA, "host": host}
     doc.update((key, audit.get(key)) for key in RUN_KEYS)
@@ -43,6 +86,22 @@ def host_document(host, audit):
     doc["findings"] = audit.get("findings") or []
     # a copy: the report's fleet checks never change the audit result it was given
     doc["checks"] = dict(audit.get("checks") or {})
+    doc.update(status="ok", error="", last_seen=doc["collected_at"],
+               groups=_groups(groups, host))
+    return doc
+
+
+def not_audited_document(host, entry, previous=None, groups=None, attempted_at=None):
+    """The document of a host this run did not audit (``entry``: ``{status, error}``, as
+    :func:`is_not_audited`): its status and Ansible's message, no facts or findings,
+    ``collected_at`` when it was tried (``attempted_at``) and ``last_seen`` from the entry
+    (a merge passes it on) or its ``previous`` document."""
+    seen = entry["last_seen"] if "last_seen" in entry else last_seen(previous)
+    doc = {"schema": SCHEMA, "host": host,
+           "collected_at": entry.get("collected_at") or attempted_at or attempt_time(),
+           "root": None, "duration_s": None, "facts": {}, "findings": [], "checks": {},
+           "status": entry["status"], "error": str(entry.get("error") or ""),
+           "last_seen": seen, "groups": _groups(groups, host)}
     return doc
 
 
@@ -126,15 +185,24 @@ def render_json(document):
     return json.dumps(document, indent=2, sort_keys=False) + "\n"
 
 
-def report_documents(audits, previous=None, warnings=None, dest=None, fleet=True):
-    """The per-host documents as written: the fleet checks run once over them
+def report_documents(audits, previous=None, warnings=None, dest=None, fleet=True,
+                     groups=None, attempted_at=None):
+    """The per-host documents as written: the fleet checks run once over the audited ones
     (module_utils/fleet; a slice, ``fleet=False``, only those that need no other host), then
-    the new / seen-before marks against ``previous``."""
-    docs = [host_document(host, audit) for host, audit in audits.items()]
-    context = fleet_base.Context(previous, warnings,
+    the new / seen-before marks against ``previous`` (its audited documents only); then a
+    document for each host not audited (:func:`not_audited_document`). ``groups``: host ->
+    its inventory group names."""
+    previous = previous or {}
+    audited = dict((host, doc) for host, doc in previous.items() if is_audited(doc))
+    docs = [host_document(host, audit, groups) for host, audit in audits.items()
+            if not is_not_audited(audit)]
+    context = fleet_base.Context(audited, warnings,
                                  lambda host: previous_path(dest or ".", host))
     fleet_run.judge(docs, context, whole_fleet=fleet)
-    return apply_seen(docs, previous, warnings, dest)
+    docs = apply_seen(docs, audited, warnings, dest)
+    docs.extend(not_audited_document(host, audit, previous.get(host), groups, attempted_at)
+                for host, audit in audits.items() if is_not_audited(audit))
+    return docs
 
 
 def judged_documents(audits):
@@ -146,8 +214,9 @@ def judged_audits(audits, docs=None):
     """``audits`` with each host's findings and check columns as the reports show them
     (fleet drift included), so the metrics say what the reports say."""
     docs = judged_documents(audits) if docs is None else docs
-    out = dict(audits)
+    out = dict((host, audit) for host, audit in audits.items() if not is_not_audited(audit))
     for doc in docs:
-        out[doc["host"]] = dict(audits.get(doc["host"]) or {}, findings=doc["findings"],
-                                checks=doc["checks"])
+        if doc["host"] in out:
+            out[doc["host"]] = dict(audits.get(doc["host"]) or {}, findings=doc["findings"],
+                                    checks=doc["checks"])
     return out

@@ -84,8 +84,9 @@ def read_report_text(path):
 
 
 # what a host's file name cannot hold: a folder separator, a backslash, NUL or any other
-# control character (a line break in a file name)
-_UNSAFE = re.compile(r"[/\\\x00-\x1f\x7f]")
+# control character (a line break in a file name), or a lone surrogate (a name decoded with
+# surrogateescape: as a file name not UTF-8, and no link to it can be written)
+_UNSAFE = re.compile(r"[/\\\x00-\x1f\x7f\ud800-\udfff]")
 
 
 _NAME_MAX = 200  # bytes; with the longest suffix (-reboot.json) under NAME_MAX (255)
@@ -93,9 +94,9 @@ _NAME_MAX = 200  # bytes; with the longest suffix (-reboot.json) under NAME_MAX 
 
 def safe_name(host):
     """The base of a host's report file names. A name that is already safe (no ``/``,
-    backslash or control character, no leading dot, not too long) is itself; any other
-    gets its unsafe characters as ``_`` and a short hash of the whole name, so two hosts
-    never share a file (``a/b`` and ``a_b`` would)."""
+    backslash, control character or lone surrogate, no leading dot, not too long) is
+    itself; any other gets its unsafe characters as ``_`` and a short hash of the whole
+    name, so two hosts never share a file (``a/b`` and ``a_b`` would)."""
     host = str(host)
     name = _UNSAFE.sub("_", host).lstrip(".")
     if name == host and name and len(name.encode("utf-8", "backslashreplace")) <= _NAME_MAX:

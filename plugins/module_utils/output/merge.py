@@ -194,7 +194,7 @@ def rollout_documents(folder, warnings, names=None, entries=None, hosts=()):
 
 
 def stamp(doc):
-    return metrics._epoch(doc.get("collected_at")) or 0
+    return metrics.epoch(doc.get("collected_at")) or 0
 
 
 def trusted_time(when, mtime, now_s, path, what, warnings):

@@ -23,6 +23,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.output import metri
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.merge import trusted_time
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import TUNE_SUMMARY
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.tune import (
+    result_text,
     tune_document,
     tune_files,
 )
@@ -64,8 +65,7 @@ def tune_summary(chosen, generated_at):
     for host in sorted(docs, key=lambda h: (h not in failed, h)):
         doc = docs[host]
         lines.append("| %s | %s | %d | %s | %s | %s |" % (
-            _md(host), _md("FAILED: " + "; ".join(doc["failures"])) if doc["failures"]
-            else ("planned (check mode)" if doc["check_mode"] else "ok"),
+            _md(host), _md(result_text(doc, planned=True)),
             len(doc["findings_before"]),
             len(doc["findings_after"]) if doc["verified"] else "not verified",
             _md(doc["snapshot"]), _md(chosen[host][1])))
@@ -93,7 +93,7 @@ def rollout_merge_files(entries, generated_at, now_s=None, warnings=None):
         for entry in found:
             doc, path, index = entry
             when = doc.get("generated_at")
-            trust = trusted_time(metrics._epoch(when), None, now_s, path, when, warnings)[0]
+            trust = trusted_time(metrics.epoch(when), None, now_s, path, when, warnings)[0]
             keyed.append(((trust, str(when or ""), index), entry))
         ranked = [entry for _key, entry in sorted(keyed, key=lambda k: k[0])]
         order, results = [], {}

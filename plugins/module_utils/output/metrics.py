@@ -23,7 +23,12 @@ Series (all gauges):
 - ``gpuhost_audit_duration_seconds{host}``: how long the audit module took;
 - ``gpuhost_check_status{host,column}``: each report column (check) as a number,
   ``CHECK_STATUS_VALUES``: -1 not applicable, 0 ok, 1 info, 2 low, 3 medium, 4 high,
-  5 critical (higher is worse, so ``>= 4`` means high or critical).
+  5 critical (higher is worse, so ``>= 4`` means high or critical);
+- ``gpuhost_host_up{host}``: 1 for a host audited in this run, 0 for one that was not
+  (unreachable, failed or skipped: every inventory host of the run has the series; the
+  series above are for audited hosts only);
+- ``gpuhost_last_good_audit_age_seconds{host}``: seconds from the host's newest good
+  audit (its ``last_seen``) to the report's time; left out for a host never audited.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -148,8 +153,9 @@ def render(families):
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def _epoch(collected_at):
-    """``2026-12-01T03:47:48Z`` (host_audit's ``collected_at``) as Unix time, or None."""
+def epoch(collected_at):
+    """``2026-12-01T03:47:48Z`` (host_audit's ``collected_at``) or ``2026-12-01 03:47:48Z``
+    (a report's ``generated_at``) as Unix time, or None."""
     if not collected_at:
         return None
     for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%SZ"):
@@ -194,7 +200,7 @@ def audit_families(audits):
             finding.add(labels, 1, accumulate=True)
         for severity, count in counts.items():
             per_severity.add({"host": host, "severity": severity}, count)
-        when = _epoch(audit.get("collected_at"))
+        when = epoch(audit.get("collected_at"))
         if when is not None:
             stamp.add({"host": host}, when)
         if audit.get("duration_s") is not None:
@@ -206,6 +212,27 @@ def audit_families(audits):
     return [finding, fresh, acked, per_severity, stamp, duration, status]
 
 
-def audit_text(audits):
-    """The exposition text for ``audits`` (host -> audit result)."""
-    return render(audit_families(audits))
+def host_families(docs, now_s):
+    """``gpuhost_host_up`` and ``gpuhost_last_good_audit_age_seconds`` for report documents
+    ``docs`` (each with ``host``, ``status`` and ``last_seen``), ages at Unix time
+    ``now_s``."""
+    up = Family("gpuhost_host_up",
+                "1: the host was audited in this run; 0: it was not (unreachable, failed or "
+                "skipped: see its report's status and error).")
+    age = Family("gpuhost_last_good_audit_age_seconds",
+                 "Seconds since the host's newest good audit, at the time of the report "
+                 "(no series for a host never audited).")
+    for doc in docs:
+        host = doc["host"]
+        up.add({"host": host}, 1 if doc.get("status", "ok") == "ok" else 0)
+        seen = epoch(doc.get("last_seen"))
+        if seen is not None and now_s is not None:
+            age.add({"host": host}, max(0, int(now_s) - seen))
+    return [up, age]
+
+
+def audit_text(audits, docs=None, now_s=None):
+    """The exposition text for ``audits`` (host -> audit result) and, with ``docs`` (the
+    report documents of every host of the run), each host's up and age series
+    (:func:`host_families`, ages at ``now_s``)."""
+    return render(audit_families(audits) + host_families(docs or [], now_s))

@@ -10,6 +10,7 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.output.documents import STATUSES
 from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import (
     check_file_names,
     host_file,
@@ -17,7 +18,27 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.output.files import
 
 
 TUNE_KEYS = ("host", "root", "check_mode", "snapshot", "rows", "findings_before",
-             "findings_after", "verified", "failures")
+             "findings_after", "verified", "failures", "status", "error")
+
+
+def _one_line(text):
+    return " ".join(str(text or "").split())
+
+
+def tune_status(result, failures):
+    """``(status, error)`` of a host's tune (``documents.STATUSES``): ``unreachable`` or
+    ``skipped`` as Ansible registered it, ``failed`` with a failure (no result at all: the
+    host failed before host_tune, e.g. refused as a guest), else ``ok``. A document read
+    back (report_merge) keeps its own."""
+    if result.get("status") in STATUSES:
+        return result["status"], _one_line(result.get("error"))
+    if result.get("unreachable"):
+        return "unreachable", _one_line(result.get("msg")) or "unreachable"
+    if result.get("skipped"):
+        return "skipped", _one_line(result.get("skip_reason") or result.get("msg")) or "skipped"
+    if failures:
+        return "failed", _one_line("; ".join(str(f) for f in failures))
+    return "ok", ""
 
 
 def tune_document(host, result):
@@ -35,7 +56,20 @@ def tune_document(host, result):
     if "rows" not in result and not doc["failures"]:
         doc["failures"] = ["host_tune returned no result: %s" % (
             result.get("msg") or "the host was not tuned in this play")]
+    doc["status"], doc["error"] = tune_status(result, doc["failures"])
     return doc
+
+
+def result_text(doc, planned=False):
+    """A host's tune result in a few words: ``ok`` (with ``planned``, ``planned (check
+    mode)`` for a check-mode run), or its status in capitals and why (``UNREACHABLE:
+    ...``, ``FAILED: ...``)."""
+    status = doc.get("status") or ("failed" if doc["failures"] else "ok")
+    if status == "ok" and not doc["failures"]:
+        return "planned (check mode)" if planned and doc["check_mode"] else "ok"
+    if status == "ok":
+        status = "failed"
+    return "%s: %s" % (status.upper(), doc.get("error") or "; ".join(doc["failures"]))
 
 
 def _cell(value):
@@ -52,8 +86,7 @@ def render_tune_markdown(doc):
            "- managed findings before: %d, after: %s" % (
                len(doc["findings_before"]),
                len(doc["findings_after"]) if doc["verified"] else "not verified"),
-           "- result: %s" % ("FAILED: " + "; ".join(doc["failures"]) if doc["failures"]
-                             else "ok"),
+           "- result: %s" % result_text(doc),
            "",
            "| part | item | before | after | status | note |",
            "| --- | --- | --- | --- | --- | --- |"]

@@ -26,13 +26,21 @@ def test_reads_each_listed_host_and_only_those(seed_audit):
     assert sorted(got) == ["gpu01", "gpu03"] and got["gpu01"] is seed_audit
 
 
-def test_host_without_the_result_fails_naming_it_and_the_variable(seed_audit):
+def test_host_without_the_result_is_reported_as_failed(seed_audit):
     stored = {"gpu01": {"res": {"audit": seed_audit}},
               "gpu02": {"res": {"msg": "unreachable", "failed": True}},
               "gpu03": {"other": 1}}
+    got = report.registered_audits(stored.get, ["gpu01", "gpu02", "gpu03", "gpu04"], "res")
+    assert got["gpu01"] is seed_audit
+    assert got["gpu02"] == {"status": "failed", "error": "unreachable"}
+    assert got["gpu03"]["status"] == got["gpu04"]["status"] == "failed"
+
+
+def test_no_host_with_the_variable_fails_naming_it(seed_audit):
+    stored = {"gpu01": {"other": 1}, "gpu02": {}}
     with pytest.raises(report.ReportError) as err:
-        report.registered_audits(stored.get, ["gpu01", "gpu02", "gpu03", "gpu04"], "res")
-    assert "'res' of gpu02, gpu03, gpu04" in str(err.value)
+        report.registered_audits(stored.get, ["gpu01", "gpu02"], "res")
+    assert "'res' of any host (gpu01, gpu02)" in str(err.value)
     assert "nothing was written" in str(err.value)
 
 

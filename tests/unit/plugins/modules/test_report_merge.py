@@ -209,8 +209,8 @@ def test_module_merges_on_its_own(audits, tmp_path):
     result = run_module(report_merge, {"folders": [str(tmp_path / "one")],
                                        "dest": str(tmp_path / "fleet")})
     assert result.get("failed") is not True, result
-    assert sorted(os.listdir(tmp_path / "fleet")) == ["a.json", "gpuhost.prom", "index.html",
-                                                      "summary.md"]
+    assert sorted(os.listdir(tmp_path / "fleet")) == ["a.html", "a.json", "gpuhost.prom",
+                                                      "index.html", "summary.md"]
 
 
 # --- tune reports and rollout summaries of slices (issue 28 item 1: "same for tune and

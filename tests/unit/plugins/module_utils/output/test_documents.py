@@ -15,7 +15,7 @@ def test_every_fact_of_the_audit_is_in_the_document_and_comes_back(tmp_path):
     result = audit.audit(str(tmp_path), dict(hosts.common_wanted(), host="gpu01"))
     doc = json.loads(report.render_json(report.host_document("gpu01", result)))
     assert list(doc) == ["schema", "host", "collected_at", "root", "duration_s", "facts",
-                         "findings", "checks"]
+                         "findings", "checks", "status", "error", "last_seen", "groups"]
     facts = [k for k in result if k not in ("findings", "checks", "collected_at",
                                             "duration_s", "root")]
     assert list(doc["facts"]) == facts

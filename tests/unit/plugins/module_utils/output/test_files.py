@@ -89,3 +89,9 @@ def test_host_files_are_the_writers_suffixes_after_the_safe_name():
     assert [files_mod.host_file("a/b", "tune", i) for i in (0, 1)] == [
         files_mod.safe_name("a/b") + "-tune.md", files_mod.safe_name("a/b") + "-tune.json"]
     assert files_mod.host_file("lab-tune", "audit") == "lab-tune.json"
+
+
+def test_a_name_with_a_lone_surrogate_is_made_safe_and_utf8():
+    name = files_mod.safe_name("gpu\udcff")
+    assert name != "gpu\udcff" and name.startswith("gpu_-")
+    name.encode("utf-8")  # strict: a page can link to it

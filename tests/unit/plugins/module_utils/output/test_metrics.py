@@ -80,7 +80,7 @@ def test_check_status_encoding_time_and_duration(audits):
                  if k[0] == "gpuhost_check_status" and dict(k[1])["host"] == "tuned")
     assert tuned["pcie_mrrs"] == 0
     stamp = samples[("gpuhost_audit_timestamp_seconds", (("host", "seed"),))]
-    assert stamp == metrics._epoch(audits["seed"]["collected_at"]) > 1.7e9
+    assert stamp == metrics.epoch(audits["seed"]["collected_at"]) > 1.7e9
     assert samples[("gpuhost_audit_duration_seconds", (("host", "vm"),))] == pytest.approx(
         audits["vm"]["duration_s"])
 
@@ -117,9 +117,14 @@ def test_value_formats():
 
 
 def test_report_files_include_the_run_metrics(audits):
-    files = report.report_files(audits, "now")
-    # the run's metrics carry the run-level findings (fleet drift) the reports show
-    assert files["gpuhost.prom"] == metrics.audit_text(report.judged_audits(audits))
+    generated = "2026-12-05 05:00:00Z"
+    files = report.report_files(audits, generated)
+    # the run's metrics carry the run-level findings (fleet drift) the reports show, and
+    # every host's up and age series at the report's time
+    docs = report.report_documents(audits)
+    assert files["gpuhost.prom"] == metrics.audit_text(report.judged_audits(audits), docs,
+                                                       metrics.epoch(generated))
+    assert 'gpuhost_host_up{host="seed"} 1' in files["gpuhost.prom"]
     assert files["gpuhost.prom"] != metrics.audit_text(audits)
     assert 'id="fleet_drift"' in files["gpuhost.prom"]
 

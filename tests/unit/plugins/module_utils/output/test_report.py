@@ -42,7 +42,8 @@ def test_host_document_schema(fleet):
 def test_report_files_names(fleet):
     files = report.report_files(fleet, "now")
     assert set(files) == {"pve-gpu01.json", "pve-gpu02.json", "h200-vm.json", "summary.md",
-                          "index.html", "gpuhost.prom"}
+                          "index.html", "gpuhost.prom", "pve-gpu01.html", "pve-gpu02.html",
+                          "h200-vm.html"}
     # the JSON keeps one entry per finding
     doc = json.loads(files["pve-gpu01.json"])
     assert len([f for f in doc["findings"] if f["id"] == "pcie_mrrs"]) == 16
@@ -59,8 +60,9 @@ def test_audit_report_module_writes_once(tmp_path, fleet):
     args = {"audits": fleet, "dest": str(dest), "generated_at": "fixed"}
     first = run_module(audit_report, args)
     assert first["changed"] is True and "failed" not in first
-    assert sorted(os.listdir(dest)) == ["gpuhost.prom", "h200-vm.json", "index.html",
-                                        "pve-gpu01.json", "pve-gpu02.json", "summary.md"]
+    assert sorted(os.listdir(dest)) == ["gpuhost.prom", "h200-vm.html", "h200-vm.json",
+                                        "index.html", "pve-gpu01.html", "pve-gpu01.json",
+                                        "pve-gpu02.html", "pve-gpu02.json", "summary.md"]
     assert first["metrics"]["h200-vm"].count('host="h200-vm"') > 5
     assert 'host="pve-gpu01"' not in first["metrics"]["h200-vm"]
     doc = json.loads((dest / "pve-gpu01.json").read_text())

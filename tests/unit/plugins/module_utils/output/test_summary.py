@@ -23,7 +23,8 @@ def test_markdown_counts_and_every_finding(fleet):
     for item in fleet["pve-gpu01"]["findings"]:
         if item["id"] == "pcie_mrrs":
             assert item["subject"] in mrrs[0]
-    assert "setpci -s <subject> CAP_EXP+8.w=5000:7000" in mrrs[0]
+    assert 'do setpci -s "$s" CAP_EXP+8.w=5000:7000; done (now)' in mrrs[0]
+    assert "<subject>" not in text
     # sysctl keys are one row each, except two off by the same values
     sysctl = [ln for ln in finding_rows if ln.startswith("| pve-gpu01 ") and "`sysctl`" in ln]
     assert len(sysctl) == len([f for f in fleet["pve-gpu01"]["findings"]
