@@ -114,9 +114,12 @@ def pytest_addoption(parser):
 
 
 # What differs between two audit runs of the same trees: the times (reports, metrics).
-REPORT_TIMES = [(re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\dZ"), "<time>"),
+# a time in the HTML pages is two words kept whole (<span class="nw">), date then time
+REPORT_TIMES = [(re.compile(r'\d{4}-\d\d-\d\d(?:[T ]|</span> <span class="nw">)\d\d:\d\d:\d\dZ'),
+                 "<time>"),
                 (re.compile(r'"duration_s": [0-9.]+'), '"duration_s": <s>'),
-                (re.compile(r"^(gpuhost_audit_(?:timestamp|duration)_seconds\{[^}]*\}) \S+$",
+                (re.compile(r"^((?:gpuhost_audit_(?:timestamp|duration)_seconds"
+                            r"|gpuhost_last_good_audit_age_seconds)\{[^}]*\}) \S+$",
                             re.M), r"\1 <n>")]
 
 

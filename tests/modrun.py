@@ -4,6 +4,7 @@ import contextlib
 import io
 import json
 
+from ansible.module_utils import _internal as _mu_internal
 from ansible.module_utils.common import warnings as _warnings
 from ansible.module_utils.testing import patch_module_args
 
@@ -23,11 +24,19 @@ def run_module(module, args, check_mode=False, diff=False, allow_deprecations=Fa
     _warnings._global_warnings.clear()
     _warnings._global_deprecations.clear()
     out = io.StringIO()
-    with patch_module_args(params), contextlib.redirect_stdout(out):
-        try:
-            module.main()
-        except SystemExit:
-            pass
+    # A module process is never the controller: once a test in this process imported
+    # controller code (ansible.errors, a filter or callback plugin), ansible-core routes
+    # module warnings to the controller's display instead of the result.
+    was_controller = getattr(_mu_internal, "is_controller", False)
+    _mu_internal.is_controller = False
+    try:
+        with patch_module_args(params), contextlib.redirect_stdout(out):
+            try:
+                module.main()
+            except SystemExit:
+                pass
+    finally:
+        _mu_internal.is_controller = was_controller
     text = out.getvalue().strip()
     # The JSON document is the last line a module prints.
     result = json.loads(text.splitlines()[-1] if text else "{}")

@@ -2,7 +2,6 @@
 three host trees: the seed host, the tuned host and an H200 VM; the HTML report opened in
 headless Chromium."""
 
-import html
 import json
 import os
 import re
@@ -96,8 +95,9 @@ def test_audit_writes_reports_for_every_host(fleet, first_run):
     proc = first_run["proc"]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     reports = first_run["reports"]
-    assert sorted(os.listdir(reports)) == ["gpuhost.prom", "index.html", "seed.json",
-                                           "summary.md", "tuned.json", "vm.json"]
+    assert sorted(os.listdir(reports)) == ["gpuhost.prom", "index.html", "seed.html",
+                                           "seed.json", "summary.md", "tuned.html",
+                                           "tuned.json", "vm.html", "vm.json"]
     seed = json.loads((reports / "seed.json").read_text())
     assert seed["schema"] == 1 and seed["host"] == "seed" and seed["collected_at"]
     assert seed["findings"][0]["id"] == "dkms_missing_for_kernel"
@@ -351,8 +351,9 @@ def test_html_report_in_headless_chromium(fleet, first_run, tmp_path):
     dom = subprocess.run([browser] + _chromium_args(tmp_path) +
                          ["--dump-dom", "file://%s" % index],
                          capture_output=True, text=True, check=False, timeout=180)
-    matrix = dom.stdout.split('<table class="matrix">')[1].split("</table>")[0]
-    rows = re.findall(r'<td class="host"><a href="#host-([^"]+)">', matrix)
+    # the fleet view's host list links each host's own page
+    body = dom.stdout.split('<table class="hosts" id="hosts">')[1].split("</table>")[0]
+    rows = re.findall(r'<td><a href="([^"]+)\.html">', body)
     assert sorted(rows) == sorted(NAMES)
     # the seed host's GPUs and bridges at MRRS 512 are grouped rows (the JSON keeps one
     # entry per subject), each collapsed to "N subjects" with the addresses on demand
@@ -360,82 +361,23 @@ def test_html_report_in_headless_chromium(fleet, first_run, tmp_path):
         seed = json.load(handle)["findings"]
     mrrs = [f for f in seed if f["id"] == "pcie_mrrs"]
     assert len(mrrs) == 16  # 8 GPUs and the 8 bridges above them
-    host = dom.stdout.split('id="host-seed"')[1].split("<h2")[0]
-    groups = re.findall(r'<td class="mono">pcie_mrrs</td><td class="mono">'
-                        r'<details class="subjects"><summary>(\d+) subjects</summary>'
-                        r'(.*?)</details>', host)
-    assert host.count('<td class="mono">pcie_mrrs</td>') == len(groups) < len(mrrs)
-    shown = [a for group in groups for a in re.findall(r"<div>([0-9a-f:.]+)", group[1])]
+    host = subprocess.run([browser] + _chromium_args(tmp_path) +
+                          ["--dump-dom", "file://%s" % (first_run["reports"] / "seed.html")],
+                          capture_output=True, text=True, check=False, timeout=180).stdout
+    groups = re.findall(r'<code>pcie_mrrs</code>(?:(?!</section>).)*?<details class="subjects">'
+                        r'<summary>(\d+) subjects</summary>(.*?)</details>', host, re.S)
+    assert host.count("<code>pcie_mrrs</code>") == len(groups) < len(mrrs)
+    shown = [a for group in groups
+             for a in re.findall(r'<div>(?:<span class="nw">)?([0-9a-f:.]+)', group[1])]
     assert sorted(shown) == sorted(f["subject"] for f in mrrs)
     assert sum(int(group[0]) for group in groups) == len(mrrs)
     rows = re.search(r"Findings \((\d+) in (\d+) rows[,)]", host)  # ", N new since" after
     assert rows and int(rows.group(1)) == len(seed) and int(rows.group(2)) < len(seed)
-    # nothing wider than the window: the layout script-free measure is the page's own width
-    assert "max-width:1340px" in dom.stdout.replace(" ", "")
+    # widths at 800-1,920 px are measured in test_report_screens.py
 
 
-# Run in the page (a copy: the report itself has no script): every word of every matrix
-# heading measured as a DOM range; a word whose rects lie on more than one line is broken.
-HEADING_MEASURE = r"""
-(function () {
-  var broken = [], words = 0;
-  var heads = document.querySelectorAll("table.matrix thead th");
-  heads.forEach(function (th) {
-    var walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
-    var node;
-    while ((node = walker.nextNode())) {
-      var re = /\S+/g, m;
-      while ((m = re.exec(node.data))) {
-        words++;
-        var range = document.createRange();
-        range.setStart(node, m.index);
-        range.setEnd(node, m.index + m[0].length);
-        var lines = {};
-        Array.prototype.forEach.call(range.getClientRects(), function (r) {
-          if (r.width > 0 && r.height > 0) {
-            lines[Math.round(r.left) + "," + Math.round(r.top)] = 1;
-          }
-        });
-        if (Object.keys(lines).length > 1) { broken.push(m[0]); }
-      }
-    }
-  });
-  var out = document.createElement("pre");
-  out.id = "heading-measure";
-  out.textContent = JSON.stringify({words: words, broken: broken,
-    tableWidth: document.querySelector("table.matrix").getBoundingClientRect().width,
-    viewport: window.innerWidth});
-  document.body.appendChild(out);
-})();"""
-
-
-def measure_headings(browser, index, tmp_path):
-    """``{words, broken, tableWidth, viewport}`` of the matrix headings of ``index`` in
-    headless Chromium at 1400 px."""
-    copy = tmp_path / "measured.html"
-    with open(index, encoding="utf-8") as handle:
-        text = handle.read()
-    copy.write_text(text.replace("</body>", "<script>%s</script></body>" % HEADING_MEASURE),
-                    encoding="utf-8")
-    dom = subprocess.run([browser] + _chromium_args(tmp_path) +
-                         ["--dump-dom", "file://%s" % copy],
-                         capture_output=True, text=True, check=False, timeout=180)
-    found = re.search(r'<pre id="heading-measure">([^<]*)</pre>', dom.stdout)
-    assert found, dom.stderr[-2000:]
-    return json.loads(html.unescape(found.group(1)))
-
-
-def test_matrix_headings_grouped_and_never_broken_inside_a_word(fleet, first_run, tmp_path):
-    """At 1400 px every heading of the hosts x checks matrix keeps its words whole (the old
-    page broke 31 of them: "Kerne l", "NVIDI A"), under one heading row per subject."""
-    browser = _chromium()
-    assert browser, "chromium is not installed (scripts/apt-ensure.sh chromium)"
-    index = first_run["reports"] / "index.html"
-    measured = measure_headings(browser, index, tmp_path)
-    assert measured["viewport"] == 1400 and measured["words"] > 40
-    assert measured["broken"] == []
-    assert measured["tableWidth"] <= 1340
-    with open(index, encoding="utf-8") as handle:
-        page = handle.read()
-    groups = re.findall(r'<th class="group" colspan="\d+">([^<]+)</th>', page)
-    assert groups == ["GPU", "PCIe", "CPU", "Kernel and boot", "Containers and VMs", "Fleet"]
+def test_host_page_groups_checks_by_subject(fleet, first_run):
+    """A host's page lists its checks under one heading per subject, in the report's order."""
+    page = (first_run["reports"] / "seed.html").read_text(encoding="utf-8")
+    assert re.findall(r'<h3>([^<]+)</h3>\n<div class="checks">', page) == [
+        "GPU", "PCIe", "CPU", "Kernel and boot", "Containers and VMs", "Fleet"]

@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ee")]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.join(REPO, ".venv/bin")
 CONTAINERS_CONF = os.path.join(REPO, "molecule/shared/containers.conf")
-REPORTS = ["gpuhost.prom", "index.html", "seed.json", "summary.md", "vm.json"]
+REPORTS = ["gpuhost.prom", "index.html", "seed.html", "seed.json", "summary.md", "vm.html",
+           "vm.json"]
 
 
 def _image():

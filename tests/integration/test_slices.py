@@ -177,7 +177,9 @@ def test_a_slice_failing_on_a_host_writes_the_other_and_the_merge_marks_the_old_
     rc, status = _rc(artifacts)
     assert rc != 0 and status == "failed"
     assert "gpu02" in _stdout(artifacts) and "/nonexistent/python3" in _stdout(artifacts)
-    assert sorted(os.listdir(base / "today")) == ["gpu06.json"]
+    # the failed host is in the slice's report too, with its status and no findings
+    assert sorted(os.listdir(base / "today")) == ["gpu02.json", "gpu06.json"]
+    assert json.loads((base / "today" / "gpu02.json").read_text())["status"] == "failed"
     merge = run_job(base, "merge-failing", "[gpuhosts]\n",
                     {"gpuhost_merge_folders": [str(yesterday), str(base / "today")],
                      "gpuhost_merge_dest": str(base / "fleet-failing")},

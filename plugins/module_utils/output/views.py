@@ -14,6 +14,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.checks.run import (
     SEVERITIES,
     SEVERITY_RANK,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import text
 
 
 STATUS_ORDER = SEVERITIES + ("ok", "n/a")
@@ -75,7 +76,11 @@ def group_findings(findings):
         row["subjects"].append(subject)
         row["details"].append((subject, item.get("detail")))
     for row in rows:
-        row["remedy"] = row["template"] if len(row["subjects"]) > 1 else row["finding"]["remedy"]
+        # several subjects: one command that covers them all (core.text.group_remedy), never
+        # the template's <subject>
+        row["remedy"] = (text.group_remedy(row["finding"].get("remedy") or "",
+                                           row["finding"].get("subject"), row["subjects"])
+                         if len(row["subjects"]) > 1 else row["finding"]["remedy"])
         del row["template"]
     return rows
 

@@ -198,7 +198,7 @@ def test_findings_are_new_or_seen_before_against_the_previous_report(tmp_path):
     assert "`gpu_persistence_off` **new**" in rows[0]      # new first, whatever its rank
     assert "pve-gpu03 1 (of %d, previous report 2026-12-01T06:00:00Z)" % len(
         doc["findings"]) in summary
-    page = (dest / "index.html").read_text()
+    page = (dest / "pve-gpu03.html").read_text()
     assert '<span class="badge s-new">new</span>' in page
     prom = (dest / "gpuhost.prom").read_text()
     assert [ln for ln in prom.splitlines() if ln.startswith("gpuhost_finding_new{")] == [

@@ -56,7 +56,7 @@ def test_reports_show_the_aer_change_since_the_previous_report(tmp_path):
     # the finding's row carries it too (Markdown, HTML) and so does the JSON
     row = [ln for ln in summary.splitlines() if "`pcie_aer_errors` | %s |" % GPU in ln][0]
     assert "(since the previous report: +2 correctable)" in row
-    page = (dest / "index.html").read_text()
+    page = (dest / "pve-gpu03.html").read_text()
     assert "PCIe errors since the previous report (2026-12-01T06:00:00Z)" in page
     assert '<div class="note">since the previous report: +2 correctable</div>' in page
     doc = json.loads((dest / "pve-gpu03.json").read_text())

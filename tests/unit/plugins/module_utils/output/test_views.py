@@ -12,7 +12,7 @@ def test_grouping_keeps_order_and_only_merges_identical_findings():
     rows = views.group_findings([item("a", detail="GPU"), item("b", detail="bridge"),
                                  item("c", current="256 bytes"), item("d", fid="other")])
     assert [r["subjects"] for r in rows] == [["a", "b"], ["c"], ["d"]]
-    assert rows[0]["remedy"] == "setpci -s <subject> x; tune"
+    assert rows[0]["remedy"] == 'for s in a b; do setpci -s "$s" x; done; tune'
     assert rows[0]["details"] == [("a", "GPU"), ("b", "bridge")]
     assert rows[1]["remedy"] == "setpci -s c x; tune"
 

@@ -477,4 +477,4 @@ def test_report_fills_the_fleet_drift_column():
     assert [(f["id"], f["subject"]) for f in odd["findings"]] == [("fleet_drift", "driver")]
     assert odd["checks"]["fleet_drift"]["status"] == "medium"
     assert json.loads(files["gpu01.json"])["checks"]["fleet_drift"]["status"] == "ok"
-    assert "Fleet drift" in files["index.html"] and "580.95.05" in files["summary.md"]
+    assert "Fleet drift" in files["gpu03.html"] and "580.95.05" in files["summary.md"]
