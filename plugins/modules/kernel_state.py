@@ -115,6 +115,17 @@ dkms_needed:
   type: list
   elements: str
   sample: ["nvidia"]
+known_bad:
+  description:
+    - For O(kernel), each NVIDIA driver in the DKMS tree known not to build for its kernel
+      series (a known-bad pair of module_utils/core/driver_kernel.py, each with its source),
+      as a sentence naming the pair, the version that builds and the source; empty without
+      O(kernel). Role kernel_upgrade refuses the upgrade on one before installing anything.
+  returned: always
+  type: list
+  elements: str
+  sample: ["NVIDIA 580.119.02 does not build for kernel 7.0.2-6-pve (7.0 series): use 580.142
+           or later builds for 7.0 (580.159.04 or later for 7.1 and newer); source: ..."]
 """
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.

@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.core import driver_kernel
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
     kernel_cmdline as bootcfg,
     boot_entries as bootloader,
@@ -55,4 +56,9 @@ def kernel_state(root, kernel=None, params=None, absent=None, runner=None, next_
         "initramfs_kernels": kernel_mod.initramfs_kernels(
             installed, running, next_boot, also=[kernel] if kernel else []),
         "dkms_needed": dkms.needed_modules(dkms_entries, running, kernel or next_boot),
+        # the NVIDIA driver DKMS holds, known not to build for the target kernel
+        "known_bad": sorted(set(
+            text for entry in dkms_entries
+            if str(entry.get("name") or "").startswith("nvidia") and kernel
+            for text in driver_kernel.refusals(entry.get("version"), [kernel]))),
     }
