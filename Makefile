@@ -157,11 +157,13 @@ sanity: venv
 	@scripts/apt-ensure.sh $(SANITY_PKGS)
 	@scripts/sanity.sh
 
-# The controller lane on the newest ansible-core (requirements-controller-next.txt, 2.21.x)
-# on Python 3.13: a cached Debian 13 root (scripts/trixie-root.sh) used as a chroot, running
+# The controller lanes on Python 3.13: a cached Debian 13 root (scripts/trixie-root.sh) used
+# as a chroot, running on the newest ansible-core (requirements-controller-next.txt, 2.22)
 # ansible-test sanity --python 3.13 (no ignore file), the unit tier and the playbook tests
-# that need no podman; an ansible-core deprecation warning fails it. Its own cache, HOME and
-# venv (nothing shared with the 2.19 lane): it can run beside integration or molecule.
+# that need no podman; the playbook tests again on 2.21 and 2.20; and on ansible-core's devel
+# from a snapshot when one newer than 2.22 is there (reported, never a failure). An
+# ansible-core deprecation warning fails it. Its own cache, HOME and venvs (nothing shared
+# with the 2.19 lane): it can run beside integration or molecule.
 controller-next:
 	@scripts/apt-ensure.sh mmdebstrap
 	scripts/controller-next.sh

@@ -107,6 +107,26 @@ PY
   echo "sanity.sh: wrote pip bootstrap stand-in $bootstrap"
 fi
 
+# ansible-test 2.22 pins pylint's dill as a source archive on github.com (a commit between
+# releases), which is unreachable here as the get-pip host is. The same kind of stand-in: in
+# this venv's copy of ansible-test's requirement files, a requirement given as a URL is
+# replaced by the newest release of that package on PyPI when this was written (dill 0.4.1,
+# 2026-12-05); each replacement is printed. Only the test tool's own files change.
+at_reqs=$("$ROOT/.venv/bin/python" -c 'import ansible_test, os; print(os.path.join(os.path.dirname(ansible_test.__file__), "_data", "requirements"))')
+declare -A url_standin=([dill]=0.4.1)
+for reqs in "$at_reqs"/*.txt "$at_reqs"/*.in; do
+  [ -f "$reqs" ] || continue
+  while IFS= read -r line; do
+    name=${line%% @ *}
+    if [ -n "${url_standin[$name]:-}" ]; then
+      sed -i "s|^$name @ https://.*\$|$name==${url_standin[$name]}|" "$reqs"
+      echo "sanity.sh: $(basename "$reqs"): $name from a source archive -> $name==${url_standin[$name]} (PyPI)"
+    else
+      echo "sanity.sh: $(basename "$reqs"): '$line' needs a stand-in (add it to url_standin)" >&2
+    fi
+  done < <(grep -E '^[A-Za-z0-9_.-]+ @ https://' "$reqs" || true)
+done
+
 cd "$dest"
 set +e
 "$ANSIBLE_TEST" sanity --color no --python "$PYVER" --venv --requirements "$@"

@@ -42,7 +42,7 @@ def run_module(module, args, check_mode=False, diff=False, allow_deprecations=Fa
     result = json.loads(text.splitlines()[-1] if text else "{}")
     # ansible-core puts its deprecation warnings (an argument spec feature, a module_utils
     # call on their way out) in the result, where a playbook prints them: in our own runs
-    # one is a failure, on either controller lane (2.19, the newest 2.21.x).
+    # one is a failure, on every controller lane (2.19, 2.20, 2.21, the newest 2.22).
     assert allow_deprecations or not result.get("deprecations"), \
         "ansible-core deprecation in %s: %r" % (getattr(module, "__name__", module),
                                                 result["deprecations"])

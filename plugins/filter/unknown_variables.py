@@ -20,7 +20,6 @@ import difflib
 import os
 
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.six import string_types
 
 try:
     import yaml
@@ -68,12 +67,12 @@ def unknown_variables(names, prefix="gpuhost_", roles=ROLES):
     """``[{name, nearest}]``, sorted by name, of each of ``names`` that starts with
     ``prefix`` and that the collection does not know; ``nearest`` is the closest known name
     (difflib, ratio 0.6 or more) or None."""
-    if isinstance(names, string_types) or not hasattr(names, "__iter__"):
+    if isinstance(names, str) or not hasattr(names, "__iter__"):
         raise AnsibleFilterError("unknown_variables: a list of variable names is needed, not %r"
                                  % (names,))
     known = known_names(roles)
     out = []
-    for name in sorted(set(n for n in names if isinstance(n, string_types))):
+    for name in sorted(set(n for n in names if isinstance(n, str))):
         if not name.startswith(prefix) or name in known:
             continue
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)

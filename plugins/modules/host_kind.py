@@ -67,10 +67,16 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import virt  # noqa: E402
 
 
+def rules(p):
+    """Option values this module refuses before it reads anything (run by
+    validate.check_module): a root that is not an absolute folder."""
+    common(p)
+
+
 def main():
     module = AnsibleModule(argument_spec=dict(root=dict(type="path", default="/")),
                            supports_check_mode=True)
-    with check_module(module, "host_kind", common):
+    with check_module(module, "host_kind", rules):
         try:
             found = virt.detect(module.params["root"])
         except Exception as exc:  # noqa: BLE001 - any failure is 'unknown', refused
