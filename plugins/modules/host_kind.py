@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: host_kind
-short_description: Say whether the host is a Proxmox VE node, another host, a container or a VM guest
+short_description: Say whether the host is a Proxmox VE node, another host, a container or a VM
 version_added: 0.2.0
 description:
   - Reads, under O(root), the files C(systemd-detect-virt) reads (C(/proc/1/environ)
@@ -41,7 +41,7 @@ EXAMPLES = r"""
 
 - name: Stop on a guest
   ansible.builtin.fail:
-    msg: "{{ inventory_hostname }} is a {{ kind.virt.kind }} ({{ kind.virt.evidence | join('; ') }})"
+    msg: "{{ inventory_hostname }} is a {{ kind.virt.kind }}: {{ kind.virt.evidence | join('; ') }}"
   when: kind.virt.guest
 """
 
