@@ -143,7 +143,7 @@ def measure(base, count, repeat, browser, workdir, keep=None):
         page)  # pylint: disable=import-outside-toplevel
     docs = fleet_documents(base, count)
     best = None
-    for _ in range(repeat):
+    for _run in range(repeat):
         start = time.monotonic()
         files = page.html_files(docs, "2026-12-05 03:12:00Z", 4096)
         took = time.monotonic() - start
@@ -162,7 +162,7 @@ def measure(base, count, repeat, browser, workdir, keep=None):
     row["write_s"] = round(time.monotonic() - start, 2)
     if browser:
         runs = [load_time(browser, os.path.join(folder, "index.html"), workdir)
-                for _ in range(repeat)]
+                for _run in range(repeat)]
         row["chromium_index_laid_out_s"] = min(run[0] for run in runs)
         row["chromium_index_wall_s"] = round(min(run[1] for run in runs), 2)
     if not keep:

@@ -93,7 +93,7 @@ def guests(tmp_path):
                               "-e", "gpuhost_reboot_verify_reboot=true"]),
 ])
 def test_a_changing_playbook_refuses_a_guest_before_any_change(guests, tmp_path, name, guest,
-                                                                args):
+                                                               args):
     root = guests[guest]
     before = digest(root)
     proc, out = playbook(name, root, tmp_path, *args)
@@ -150,8 +150,8 @@ def test_in_a_fleet_the_node_is_tuned_and_the_guest_refused(guests, tmp_path):
     inventory = tmp_path / "fleet.ini"
     inventory.write_text(
         "[gpuhosts]\nnode gpuhost_root=%s\nct gpuhost_root=%s\n\n[all:vars]\n"
-        "ansible_connection=local\nansible_python_interpreter=%s\n" % (node, guests["ct"],
-                                                                      VENV_PY))
+        "ansible_connection=local\nansible_python_interpreter=%s\n"
+        % (node, guests["ct"], VENV_PY))
     proc = subprocess.run(
         [PLAYBOOK, "gpuhost.tuning.tune", "-i", str(inventory), "--check",
          "-e", "gpuhost_report_dir=%s" % (tmp_path / "reports"), "-e", "gpuhost_tune_pcei=0"],

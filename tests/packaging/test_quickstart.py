@@ -208,7 +208,7 @@ def test_readme_and_docs_links_resolve():
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
             if re.match(r"[a-z]+:", target):
                 continue
-            name, _, anchor = target.partition("#")
+            name, _sep, anchor = target.partition("#")
             full = os.path.normpath(os.path.join(os.path.dirname(path), name)) if name else path
             if not os.path.exists(full):
                 wrong.append((os.path.relpath(path, REPO), target))

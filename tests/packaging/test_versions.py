@@ -34,7 +34,7 @@ def released():
 
 
 def pending_fragments():
-    return [f for f in glob.glob(os.path.join(REPO, "changelogs", "fragments", "*.yml"))]
+    return glob.glob(os.path.join(REPO, "changelogs", "fragments", "*.yml"))
 
 
 def test_the_changelog_newest_release_is_galaxy_version():

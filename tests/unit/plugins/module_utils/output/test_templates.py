@@ -58,4 +58,3 @@ def test_the_matrix_headings_never_break_inside_a_word():
     assert props.get("overflow-wrap") == "normal"
     assert props.get("word-break") == "normal"
     assert props.get("hyphens") == "none"
-
