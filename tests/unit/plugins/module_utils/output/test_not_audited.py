@@ -2,6 +2,7 @@
 failed, skipped) has its document (status, error, last_seen, groups), a row in summary.md,
 gpuhost_host_up 0 in gpuhost.prom, and report_merge keeps it."""
 
+import datetime
 import json
 import os
 import shutil
@@ -77,7 +78,9 @@ def test_last_seen_from_the_previous_report(fleet, tmp_path):
                                      "write": True})
     assert first["not_audited"] == {}
     seen = fleet["pve-gpu01"]["collected_at"]
-    later = "2026-12-05 06:00:00Z"
+    # an hour after that audit, whenever the fixture made it (a fixed time went stale)
+    when = datetime.datetime.strptime(seen.replace("T", " "), "%Y-%m-%d %H:%M:%SZ")
+    later = (when + datetime.timedelta(hours=1)).strftime("%Y-%m-%d %H:%M:%SZ")
     out = report.audit_report_run({"audits": {"pve-gpu01": dict(DEAD)}, "dest": dest,
                                    "generated_at": later, "mrrs_size": 4096, "write": True})
     assert out["not_audited"]["pve-gpu01"]["last_seen"] == seen
@@ -89,12 +92,14 @@ def test_last_seen_from_the_previous_report(fleet, tmp_path):
     assert age and int(age[0].split()[-1]) > 0
     # a third run still unreachable keeps the last good audit's time (not its own attempt)
     report.audit_report_run({"audits": {"pve-gpu01": dict(DEAD)}, "dest": dest,
-                             "generated_at": "2026-12-05 07:00:00Z", "mrrs_size": 4096,
+                             "generated_at": (when + datetime.timedelta(hours=2)).strftime(
+                                 "%Y-%m-%d %H:%M:%SZ"), "mrrs_size": 4096,
                              "write": True})
     assert json.loads((tmp_path / "pve-gpu01.json").read_text())["last_seen"] == seen
     # back again: an audited report, compared with nothing (its previous had no findings)
     report.audit_report_run({"audits": {"pve-gpu01": fleet["pve-gpu01"]}, "dest": dest,
-                             "generated_at": "2026-12-05 08:00:00Z", "mrrs_size": 4096,
+                             "generated_at": (when + datetime.timedelta(hours=3)).strftime(
+                                 "%Y-%m-%d %H:%M:%SZ"), "mrrs_size": 4096,
                              "write": True})
     doc = json.loads((tmp_path / "pve-gpu01.json").read_text())
     assert doc["status"] == "ok" and "compared_with" not in doc
