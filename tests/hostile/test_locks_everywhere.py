@@ -81,6 +81,7 @@ READ_ONLY = {
     "host_capture": "collects in memory; write mode writes the tarball on the controller",
     "boot_entries": "reads the boot loader's files (mounts ESPs read-only and unmounts)",
     "kernel_state": "reads only",
+    "host_kind": "reads a few small files (what the host is)",
     "driver_state": "reads only (host files and container roots, never starts one)",
     "initramfs_check": "lists initramfs images, never regenerates",
     "vfio_initramfs_check": "reads VM configs and sysfs, lists one initramfs image",
