@@ -10,7 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import driver_kernel
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import driver_kernel
 from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
     kernel_cmdline as bootcfg,
     boot_entries as bootloader,

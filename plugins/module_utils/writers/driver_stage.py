@@ -46,7 +46,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stag
     unkeep_debs,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import host_path
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import driver_kernel
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import driver_kernel
 from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import (
     QUERY_TIMEOUT_S,
     CommandError,
@@ -124,7 +124,7 @@ class Stager(ContainerStager):
                              "nor the next kernel (pass kernels)")
         missing = [dkms_write.headers_error(self.root, k) for k in self.kernels]
         missing = [m for m in missing if m]
-        # a pair known not to build (core/driver_kernel.py, each row with its source) is
+        # a pair known not to build (readers/driver_kernel.py, each row with its source) is
         # refused before the first package moves; the DKMS build stays the proof otherwise
         missing += driver_kernel.refusals(self.version, self.kernels)
         if missing:

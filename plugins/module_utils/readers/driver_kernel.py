@@ -21,6 +21,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.dkms import version_key
+
 KNOWN_BAD = (
     {"branch": 580, "first": "580.0", "fixed": "580.142", "kernel": (7, 0),
      "fix": "580.142 or later builds for 7.0 (580.159.04 or later for 7.1 and newer)",
@@ -43,16 +45,15 @@ KNOWN_BAD = (
                "has the fixes for this\")"},
 )
 
-_VERSION = re.compile(r"^([0-9]{1,4})(?:\.([0-9]{1,4}))?(?:\.([0-9]{1,4}))?$")
+_VERSION = re.compile(r"^[0-9]{1,4}(?:\.[0-9]{1,4}){0,2}$")
 _SERIES = re.compile(r"^([0-9]{1,3})\.([0-9]{1,3})")
 
 
 def driver_key(version):
-    """``580.126.18`` -> ``(580, 126, 18)``; None for anything else."""
-    match = _VERSION.match(str(version or "").strip())
-    if not match:
-        return None
-    return tuple(int(part or 0) for part in match.groups())
+    """The sort key of a driver version (``dkms.version_key``, the one DKMS versions sort
+    by); None for anything but a driver version (``580.126.18``)."""
+    version = str(version or "").strip()
+    return version_key(version) if _VERSION.match(version) else None
 
 
 def kernel_series(release):
@@ -68,7 +69,7 @@ def known_bad(driver, kernel):
     if key is None or series is None:
         return None
     for row in KNOWN_BAD:
-        if key[0] != row["branch"] or series < row["kernel"]:
+        if str(driver).strip().split(".")[0] != str(row["branch"]) or series < row["kernel"]:
             continue
         if driver_key(row["first"]) <= key and (
                 row["fixed"] is None or key < driver_key(row["fixed"])):

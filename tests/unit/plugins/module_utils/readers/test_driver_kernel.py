@@ -1,9 +1,9 @@
-"""core/driver_kernel.py: each known-bad row refuses its pair, names the fix and the source,
+"""readers/driver_kernel.py: each known-bad row refuses its pair, names the fix and the source,
 and lets the first fixed version and the older kernel series through."""
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import driver_kernel as dk
+from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import driver_kernel as dk
 
 
 @pytest.mark.parametrize("driver,kernel,fixed_in", [
