@@ -69,7 +69,8 @@ def known_bad(driver, kernel):
     if key is None or series is None:
         return None
     for row in KNOWN_BAD:
-        if str(driver).strip().split(".")[0] != str(row["branch"]) or series < row["kernel"]:
+        branch = str(driver).strip().split(".", maxsplit=1)[0]
+        if branch != str(row["branch"]) or series < row["kernel"]:
             continue
         if driver_key(row["first"]) <= key and (
                 row["fixed"] is None or key < driver_key(row["fixed"])):
