@@ -1,166 +1,245 @@
-"""Move plugins/module_utils into its sub-packages by layer and rewrite every reference.
+"""Move plugins/module_utils into layers and subjects, and rewrite every reference.
 
     python3 scripts/relayout.py --check   # print what it would do, change nothing
     python3 scripts/relayout.py           # do it (git mv, then rewrite files in place)
 
-Re-runnable: a file already at its new place stays, and every reference to an old place
-is rewritten wherever it is found (a branch merged later brings old imports back; run it
-again). It fails (exit 2, naming them) when plugins/module_utils holds a flat file that
-MAPPING does not place, a sub-folder that is no package of PACKAGES, or a move whose target
-is already taken: a file added by another branch is never silently left flat.
+The layout (docs/architecture.md, "Layout"): ``platform`` <- ``subjects/<subject>`` <-
+``engines/<engine>`` <- ``programs`` <- modules and plugins. MAPPING places every file of
+the old layout; LAYOUT describes each package of the new one.
+
+Re-runnable: a file already at its new place stays, and every reference to an old place is
+rewritten wherever it is found (a branch merged later brings old imports back; run it
+again). It fails (exit 2, naming them) when plugins/module_utils holds a file of an old
+package that MAPPING does not place, or a move whose target is already taken.
 
 What is rewritten, in the text files of plugins/, tests/, scripts/, bench/, lab/,
 molecule/, extensions/, roles/, playbooks/, docs/, changelogs/fragments/, README.md and
-Makefile (this script, its test and the goldens under tests/unit/golden are left alone:
-regenerate those):
+Makefile (this script, its test and the goldens under tests/unit/golden are left alone):
 
-- ``from <collection>.plugins.module_utils import a, b as c`` (also ``from
-  ..module_utils import``): split per new package, a renamed file imported under its old
-  name (``from ...module_utils.readers import kernel_log as kernlog``) so code using it
-  is unchanged;
-- dotted names ``module_utils.<old>`` (imports, ``mock.patch``/``monkeypatch`` strings,
-  ``importlib`` and ``python3 -m`` strings, the import graph test's node names);
-- paths ``module_utils/<old>.py``; in Python a string literal that is just ``"<old>.py"``
-  (the import graph test's OVERSIZE keys and the tests' paths below module_utils); a bare
-  ``<old>.py`` in prose only where no file of the new layout has that name (``kernlog.py``
-  yes, ``facts.py`` no: it may name the moved file);
-- a one-line ``from`` import that became longer than 100 characters is wrapped;
-- inside the package ONHOST (the host-side programs) imports of its own files become
-  relative (``from . import hostfs``), so its byte-for-byte copies need no fallbacks;
-- a test file that mirrors a module_utils file,
-  ``tests/unit/plugins/module_utils/test_<old stem>.py``, moves to
-  ``tests/unit/plugins/module_utils/<package>/test_<new stem>.py`` (derived from MAPPING;
-  each such test folder is a package, so its names may repeat those of
-  tests/unit/plugins/modules), and references to its path are rewritten.
+- Python imports of module_utils files (read with ``ast``): each ``from <package> import
+  <file>`` and ``from <package>.<file> import <name>`` becomes the import of the file's new
+  place; a file imported as a module is bound under its own (new) name, never an alias:
+  an old alias or an old file name is renamed in the code that uses it (``tokenize``: the
+  names not after a dot and not a keyword argument). Where the new name is already used for
+  something else in that file the alias stays, and the script says so (exit 0: fix by hand);
+- dotted names ``module_utils.<old package>.<old file>`` (``mock.patch`` and
+  ``monkeypatch`` strings, ``python3 -m``, prose) and paths ``module_utils/<old>.py``;
+- test files that mirror a module_utils file move with it
+  (``tests/unit/plugins/module_utils/<new folder>/test_<new stem>.py``), and TEST_MOVES
+  places the others; each test folder is a package.
 """
 
 import argparse
+import ast
+import io
+import keyword
 import os
 import re
 import subprocess
 import sys
+import tokenize
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UTILS = "plugins/module_utils"
 TESTS = "tests/unit/plugins/module_utils"
 COLLECTION = "ansible_collections.gpuhost.tuning.plugins"
+UTILS_DOTTED = COLLECTION + ".module_utils"
 
-# The packages of module_utils, by layer (docs/architecture.md, "Layout").
-PACKAGES = {
-    "core": "what every layer uses: the command runner, option specs and checks, the run "
-            "lock, policy, command outputs, the console text",
-    "onhost": "the host-side programs that run without Ansible (the boot-time program, "
-              "the scheduled audit) and the stdlib-only files the boot program imports; "
-              "its files import each other relatively",
-    "readers": "what a host is: read-only readers of sysfs, procfs, config files and "
-               "command outputs, and the audit's facts",
-    "checks": "the audit's checks, one file per report column, and the audit run",
-    "writers": "what changes a host outside the tune parts: the modules' write paths and "
-               "the unit installers",
-    "parts": "the tune parts, their registry, the tune pass and the snapshot",
-    "fleet": "the fleet checks, run once per report over the documents",
-    "output": "reports, metrics and the rollout summary: rendering and writing",
+# The packages of the new layout, by layer, with what each holds (each one's __init__.py
+# docstring). A subject is one folder: what the host is (its readers), what the audit says
+# of it (its checks, ``*_check.py``), what changes it (its writers and tune parts).
+LAYOUT = {
+    "platform": "what every layer uses: host file access under a root (hostfs), the "
+                "command runner and command outputs, bounded reads, argument specs and "
+                "validation, the findings vocabulary, unit install, the run lock, the "
+                "snapshot store",
+    "subjects": "one folder per subject of the host: its readers, its checks (*_check.py), "
+                "its writers and tune parts; a subject imports platform and lower subjects",
+    "subjects/pcie": "PCIe: config space, MRRS, AER, peer-to-peer paths, device owners",
+    "subjects/cpu": "CPU: frequency drivers, idle states, NUMA balancing",
+    "subjects/sysctl": "kernel sysctl settings",
+    "subjects/host": "what the host is: procfs, system info, guest or node, failed readers",
+    "subjects/lxc": "LXC container configs and their GPU device rules",
+    "subjects/device_nodes": "the /dev nodes GPU containers bind, and their boot-time unit",
+    "subjects/placement": "GPU NUMA placement of containers",
+    "subjects/passthrough": "GPUs passed to VMs: VM configs, vfio, verification",
+    "subjects/boot": "kernels, the kernel command line, boot entries, initramfs",
+    "subjects/dkms": "DKMS modules and their builds",
+    "subjects/driver": "the NVIDIA driver on the host and in containers, and its upgrade",
+    "subjects/fabric_manager": "NVIDIA Fabric Manager",
+    "subjects/nvlink": "NVLink state and errors",
+    "subjects/peermem": "nvidia_peermem and the NVIDIA module settings",
+    "subjects/cuda": "the CUDA probe, its measured tune parts, CUDA inside containers",
+    "subjects/health": "GPU and host health: nvidia-smi, the kernel log, XIDs, EDAC",
+    "engines": "what runs the subjects: the audit, the tune, the fleet checks, the reports",
+    "engines/audit": "the audit: the facts read once, the check registry, the run, capture",
+    "engines/tune": "the tune: the part registry, the loop, the snapshot, the boot program",
+    "engines/fleet": "the fleet checks over one report's documents",
+    "engines/report": "reports, metrics and the rollout summary: rendering and writing",
+    "programs": "the host-side programs that run the engines without Ansible (the "
+                "scheduled audit) and their installers",
 }
-# The package whose files import each other relatively.
-ONHOST = "onhost"
 
 # old path below module_utils -> new path below module_utils
 MAPPING = {
-    # core
-    "argspec.py": "core/argspec.py",
-    "cmdout.py": "core/cmdout.py",
-    "policy.py": "core/policy.py",
-    "runlock.py": "core/run_lock.py",
-    "runner.py": "core/runner.py",
-    "text.py": "core/text.py",
-    "validate.py": "core/validate.py",
-    "deprecated.py": "core/deprecated.py",
-    "zipload.py": "core/zipload.py",
-    # the host-side programs and what the boot-time program imports
-    "audit_program.py": "onhost/audit_program.py",
-    "bootapply.py": "onhost/boot_program.py",
-    "cpu.py": "onhost/cpu.py",
-    "cpu_write.py": "onhost/cpuidle_state.py",
-    "hostfs.py": "onhost/hostfs.py",
-    "hostfs_base.py": "onhost/hostfs_base.py",
-    "hostfs_root.py": "onhost/hostfs_root.py",
-    "hostfs_write.py": "onhost/hostfs_write.py",
-    "passthrough.py": "onhost/passthrough.py",
-    "pci.py": "onhost/pci.py",
-    "pci_write.py": "onhost/setpci_maxreadreq.py",
-    # readers
-    "aer.py": "readers/aer.py",
-    "bootcfg.py": "readers/kernel_cmdline.py",
-    "bootloader.py": "readers/boot_entries.py",
-    "bootloader_entries.py": "readers/boot_entries_run.py",
-    "bootloader_grub.py": "readers/boot_grub.py",
-    "bootloader_sdboot.py": "readers/boot_sdboot.py",
-    "capture.py": "readers/host_capture.py",
-    "cuda.py": "readers/cuda.py",
-    "cuda_child.py": "readers/cuda_child.py",
-    "cuda_driver.py": "readers/cuda_driver.py",
-    "pci_p2p.py": "readers/pci_p2p.py",
-    "devnodes.py": "readers/device_nodes.py",
-    "dkms.py": "readers/dkms.py",
-    "dkms_conf.py": "readers/dkms_conf.py",
-    "drift.py": "readers/container_driver.py",
-    "driver_records.py": "readers/driver_records.py",
-    "driver_state.py": "readers/driver_state.py",
-    "fabric.py": "readers/fabric_manager.py",
-    "facts.py": "readers/facts.py",
-    "gpuhealth.py": "readers/gpu_health.py",
-    "gpuuse.py": "readers/gpu_use.py",
-    "hostlog.py": "readers/host_health.py",
-    "initramfs.py": "readers/initramfs_check.py",
-    "kernel.py": "readers/kernels.py",
-    "kernelstate.py": "readers/kernel_state.py",
-    "kernlog.py": "readers/kernel_log.py",
-    "lxc.py": "readers/lxc.py",
-    "nvlink.py": "readers/nvlink.py",
-    "nvsmi.py": "readers/nvsmi.py",
-    "p2p.py": "readers/p2p.py",
-    "placement.py": "readers/placement.py",
-    "procfs.py": "readers/procfs.py",
-    "sysctl.py": "readers/sysctl.py",
-    "sysinfo.py": "readers/sysinfo.py",
-    "unpack.py": "readers/capture_unpack.py",
-    "verify.py": "readers/post_boot_verify.py",
-    "vmgpu.py": "readers/vmgpu.py",
-    "vmverify.py": "readers/vm_verify.py",
-    "xid.py": "readers/xid.py",
-    # the audit run, beside its checks
-    "audit.py": "checks/run.py",
-    # writers
-    "audittimer.py": "writers/audit_timer.py",
-    "bootcfg_write.py": "writers/kernel_cmdline.py",
-    "bootservice.py": "writers/boot_service.py",
-    "container.py": "writers/container.py",
-    "dkms_write.py": "writers/dkms_build.py",
-    "driver_stage.py": "writers/driver_stage.py",
-    "driver_stage_files.py": "writers/driver_stage_files.py",
-    "lxc_write.py": "writers/lxc.py",
-    "placement_write.py": "writers/placement.py",
-    "sysctl_write.py": "writers/sysctl_settings.py",
-    "unitinstall.py": "writers/unitinstall.py",
-    # tune parts
-    "bandwidth.py": "parts/bandwidth.py",
-    "devnodes_write.py": "parts/device_nodes.py",
-    "latency.py": "parts/latency.py",
-    "measured.py": "parts/measured.py",
-    "peermem.py": "parts/peermem.py",
-    "snapshot.py": "parts/snapshot.py",
-    "tune.py": "parts/tune.py",
-    # output
-    "metrics.py": "output/metrics.py",
-    "report.py": "output/report.py",
-    "rollout.py": "output/rollout.py",
+    # platform
+    "onhost/hostfs.py": "platform/hostfs.py",
+    "onhost/hostfs_base.py": "platform/hostfs_base.py",
+    "onhost/hostfs_root.py": "platform/hostfs_root.py",
+    "onhost/hostfs_write.py": "platform/hostfs_write.py",
+    "core/runner.py": "platform/runner.py",
+    "core/cmdout.py": "platform/cmdout.py",
+    "core/bounded.py": "platform/bounded.py",
+    "core/deprecated.py": "platform/deprecated.py",
+    "core/zipload.py": "platform/zipload.py",
+    "core/run_lock.py": "platform/run_lock.py",
+    "core/argspec.py": "platform/argspec.py",
+    "core/validate.py": "platform/validate.py",
+    "writers/unitinstall.py": "platform/unitinstall.py",
+    "checks/base.py": "platform/findings.py",
+    "fleet/base.py": "platform/fleet_findings.py",
+    "parts/snapstore.py": "platform/snapstore.py",
+    "readers/capture_unpack.py": "platform/capture_unpack.py",
+    # subjects
+    "onhost/pci.py": "subjects/pcie/pci.py",
+    "onhost/setpci_maxreadreq.py": "subjects/pcie/setpci_maxreadreq.py",
+    "onhost/passthrough.py": "subjects/pcie/device_owner.py",
+    "readers/aer.py": "subjects/pcie/aer.py",
+    "readers/pci_p2p.py": "subjects/pcie/pci_p2p.py",
+    "readers/p2p.py": "subjects/pcie/p2p.py",
+    "checks/pcie_aer.py": "subjects/pcie/pcie_aer_check.py",
+    "checks/pcie_link.py": "subjects/pcie/pcie_link_check.py",
+    "checks/pcie_mrrs.py": "subjects/pcie/pcie_mrrs_check.py",
+    "checks/p2p.py": "subjects/pcie/p2p_check.py",
+    "checks/gpu_driver.py": "subjects/pcie/gpu_driver_check.py",
+    "fleet/aer_change.py": "subjects/pcie/aer_change.py",
+    "onhost/cpu.py": "subjects/cpu/cpu.py",
+    "onhost/cpuidle_state.py": "subjects/cpu/cpuidle_state.py",
+    "checks/cpufreq.py": "subjects/cpu/cpufreq_check.py",
+    "checks/cpuidle.py": "subjects/cpu/cpuidle_check.py",
+    "checks/numa_balancing.py": "subjects/cpu/numa_balancing_check.py",
+    "readers/sysctl.py": "subjects/sysctl/sysctl.py",
+    "writers/sysctl_settings.py": "subjects/sysctl/sysctl_settings.py",
+    "checks/sysctl.py": "subjects/sysctl/sysctl_check.py",
+    "readers/procfs.py": "subjects/host/procfs.py",
+    "readers/sysinfo.py": "subjects/host/sysinfo.py",
+    "readers/virt.py": "subjects/host/virt.py",
+    "checks/guest.py": "subjects/host/guest_check.py",
+    "checks/errors.py": "subjects/host/errors_check.py",
+    "readers/lxc.py": "subjects/lxc/lxc.py",
+    "writers/lxc.py": "subjects/lxc/lxc_write.py",
+    "checks/lxc.py": "subjects/lxc/lxc_check.py",
+    "readers/device_nodes.py": "subjects/device_nodes/device_nodes.py",
+    "parts/device_nodes.py": "subjects/device_nodes/device_nodes_part.py",
+    "checks/device_nodes.py": "subjects/device_nodes/device_nodes_check.py",
+    "readers/placement.py": "subjects/placement/placement.py",
+    "writers/placement.py": "subjects/placement/placement_write.py",
+    "checks/gpu_numa.py": "subjects/placement/gpu_numa_check.py",
+    "checks/passthrough.py": "subjects/passthrough/passthrough_check.py",
+    "readers/vmgpu.py": "subjects/passthrough/vmgpu.py",
+    "readers/vm_verify.py": "subjects/passthrough/vm_verify.py",
+    "readers/kernels.py": "subjects/boot/kernels.py",
+    "readers/kernel_cmdline.py": "subjects/boot/kernel_cmdline.py",
+    "writers/kernel_cmdline.py": "subjects/boot/kernel_cmdline_write.py",
+    "readers/boot_entries.py": "subjects/boot/boot_entries.py",
+    "readers/boot_entries_run.py": "subjects/boot/boot_entries_run.py",
+    "readers/boot_grub.py": "subjects/boot/boot_grub.py",
+    "readers/boot_sdboot.py": "subjects/boot/boot_sdboot.py",
+    "readers/initramfs_check.py": "subjects/boot/initramfs_check.py",
+    "readers/post_boot_verify.py": "subjects/boot/post_boot_verify.py",
+    "checks/kernel.py": "subjects/boot/kernel_check.py",
+    "readers/dkms.py": "subjects/dkms/dkms.py",
+    "readers/dkms_conf.py": "subjects/dkms/dkms_conf.py",
+    "writers/dkms_build.py": "subjects/dkms/dkms_build.py",
+    "checks/dkms.py": "subjects/dkms/dkms_check.py",
+    "readers/container_driver.py": "subjects/driver/container_driver.py",
+    "readers/driver_records.py": "subjects/driver/driver_records.py",
+    "readers/driver_state.py": "subjects/driver/driver_state.py",
+    "readers/driver_kernel.py": "subjects/driver/driver_kernel.py",
+    "readers/kernel_state.py": "subjects/driver/kernel_state.py",
+    "readers/kmod_info.py": "subjects/driver/kmod_info.py",
+    "writers/driver_stage.py": "subjects/driver/driver_stage.py",
+    "writers/driver_stage_ct.py": "subjects/driver/driver_stage_ct.py",
+    "writers/driver_stage_files.py": "subjects/driver/driver_stage_files.py",
+    "fleet/drift.py": "subjects/driver/driver_drift.py",
+    "readers/fabric_manager.py": "subjects/fabric_manager/fabric_manager.py",
+    "checks/fabric_manager.py": "subjects/fabric_manager/fabric_manager_check.py",
+    "readers/nvlink.py": "subjects/nvlink/nvlink.py",
+    "checks/nvlink.py": "subjects/nvlink/nvlink_check.py",
+    "parts/peermem.py": "subjects/peermem/peermem_part.py",
+    "checks/nvidia.py": "subjects/peermem/nvidia_check.py",
+    "readers/cuda.py": "subjects/cuda/cuda.py",
+    "readers/cuda_child.py": "subjects/cuda/cuda_child.py",
+    "readers/cuda_driver.py": "subjects/cuda/cuda_driver.py",
+    "checks/cuda.py": "subjects/cuda/cuda_check.py",
+    "parts/bandwidth.py": "subjects/cuda/bandwidth_part.py",
+    "parts/latency.py": "subjects/cuda/latency_part.py",
+    "parts/measured.py": "subjects/cuda/measured.py",
+    "writers/container.py": "subjects/cuda/container.py",
+    "readers/gpu_health.py": "subjects/health/gpu_health.py",
+    "readers/nvsmi.py": "subjects/health/nvsmi.py",
+    "readers/gpu_use.py": "subjects/health/gpu_use.py",
+    "readers/host_health.py": "subjects/health/host_health.py",
+    "readers/kernel_log.py": "subjects/health/kernel_log.py",
+    "readers/xid.py": "subjects/health/xid.py",
+    "core/policy.py": "subjects/health/policy.py",
+    "checks/gpu_xid.py": "subjects/health/gpu_xid_check.py",
+    "checks/gpu_state.py": "subjects/health/gpu_state_check.py",
+    "checks/gpu_memory.py": "subjects/health/gpu_memory_check.py",
+    "checks/gpu_use.py": "subjects/health/gpu_use_check.py",
+    "checks/gpu_count.py": "subjects/health/gpu_count_check.py",
+    "checks/host_health.py": "subjects/health/host_health_check.py",
+    # engines
+    "readers/facts.py": "engines/audit/facts.py",
+    "checks/run.py": "engines/audit/audit.py",
+    "checks/__init__.py": "engines/audit/check_registry.py",
+    "readers/host_capture.py": "engines/audit/host_capture.py",
+    "core/text.py": "engines/audit/text.py",
+    "fleet/__init__.py": "engines/fleet/fleet_registry.py",
+    "fleet/run.py": "engines/fleet/fleet_run.py",
+    "parts/registry.py": "engines/tune/tune_registry.py",
+    "parts/tune.py": "engines/tune/tune.py",
+    "parts/sections.py": "engines/tune/sections.py",
+    "parts/snapshot.py": "engines/tune/snapshot.py",
+    "parts/verify.py": "engines/tune/verify_part.py",
+    "onhost/boot_program.py": "engines/tune/boot_program.py",
+    "writers/boot_service.py": "engines/tune/boot_service.py",
+    "output/documents.py": "engines/report/documents.py",
+    "output/files.py": "engines/report/files.py",
+    "output/merge.py": "engines/report/merge.py",
+    "output/merged.py": "engines/report/merged.py",
+    "output/metrics.py": "engines/report/metrics.py",
+    "output/page.py": "engines/report/page.py",
+    "output/page_templates.py": "engines/report/page_templates.py",
+    "output/reboot.py": "engines/report/reboot.py",
+    "output/render.py": "engines/report/render.py",
+    "output/report.py": "engines/report/report.py",
+    "output/rollout.py": "engines/report/rollout.py",
+    "output/summary.py": "engines/report/summary.py",
+    "output/templates.py": "engines/report/templates.py",
+    "output/tune.py": "engines/report/tune_doc.py",
+    "output/views.py": "engines/report/views.py",
+    # programs
+    "onhost/audit_program.py": "programs/audit_program.py",
+    "writers/audit_timer.py": "programs/audit_timer.py",
+}
+# The old packages: their markers go once every file is placed.
+OLD_PACKAGES = ("checks", "core", "fleet", "onhost", "output", "parts", "readers", "writers")
+
+# Test files that mirror no module_utils file of the old layout, and the old folders'
+# conftest.py files (merged by hand into the module_utils test folder's conftest.py).
+TEST_MOVES = {
+    "output/test_not_audited.py": "engines/report/test_not_audited.py",
+    "readers/test_driver_kernel_gates.py": "subjects/driver/test_driver_kernel_gates.py",
+    "readers/test_driver_nvidia590.py": "subjects/driver/test_driver_nvidia590.py",
+    "readers/test_kernels_pve92.py": "subjects/boot/test_kernels_pve92.py",
+    "writers/test_driver_stage_nvidia590.py": "subjects/driver/test_driver_stage_nvidia590.py",
 }
 
-# Where references are rewritten (folders walked, files as they are).
 ROOTS = ("plugins", "tests", "scripts", "bench", "lab", "molecule", "extensions", "roles",
          "playbooks", "docs", "changelogs/fragments", "README.md", "Makefile")
 SKIP = ("tests/output", "tests/unit/golden", "scripts/relayout.py",
-        "tests/unit/test_relayout.py")
+        "tests/unit/test_relayout.py", "bench/out", "bench/results-peers")
 TEXT_EXT = (".py", ".md", ".rst", ".yml", ".yaml", ".sh", ".j2", ".txt", ".cfg", ".ini",
             ".nhc", ".toml")
 MAX_TEXT = 4 << 20
@@ -176,7 +255,9 @@ def stem(rel):
 
 
 def dotted(rel):
-    return rel[:-3].replace("/", ".")
+    """``a/b/c.py`` -> ``a.b.c``; ``a/__init__.py`` -> ``a``."""
+    name = rel[:-3].replace("/", ".")
+    return name[:-len(".__init__")] if name.endswith(".__init__") else name
 
 
 def git(*args):
@@ -188,191 +269,277 @@ def git(*args):
 
 
 def unplaced():
-    """Flat files MAPPING does not place, and sub-folders that are no package."""
+    """Files of the old packages that MAPPING does not place."""
     problems = []
-    base = os.path.join(REPO, UTILS)
-    for name in sorted(os.listdir(base)):
-        path = os.path.join(base, name)
-        if os.path.isdir(path):
-            if name not in PACKAGES and name != "__pycache__":
-                problems.append("%s/%s/: a folder that is no package of PACKAGES" % (UTILS, name))
-        elif name.endswith(".py") and name != "__init__.py" and name not in MAPPING:
-            problems.append("%s/%s: not placed by MAPPING (add it)" % (UTILS, name))
+    for pkg in OLD_PACKAGES:
+        folder = os.path.join(REPO, UTILS, pkg)
+        if not os.path.isdir(folder):
+            continue
+        for name in sorted(os.listdir(folder)):
+            rel = pkg + "/" + name
+            if name.endswith(".py") and rel not in MAPPING and name != "__init__.py":
+                problems.append("%s/%s: not placed by MAPPING (add it)" % (UTILS, rel))
     return problems
+
+
+def _test_target(old, new):
+    return "%s/%s/test_%s.py" % (TESTS, os.path.dirname(new), stem(new))
 
 
 def moves():
     """``[(old, new)]`` repo-relative paths still to move: module_utils files and the test
     files that mirror them."""
     out, problems = [], []
+    pairs = []
     for old, new in sorted(MAPPING.items()):
-        pairs = [(UTILS + "/" + old, UTILS + "/" + new),
-                 (TESTS + "/test_" + old,
-                  "%s/%s/test_%s.py" % (TESTS, os.path.dirname(new), stem(new)))]
-        for src, dst in pairs:
-            if not os.path.lexists(os.path.join(REPO, src)):
-                continue
-            if os.path.lexists(os.path.join(REPO, dst)):
-                problems.append("%s -> %s: the target exists already" % (src, dst))
-                continue
-            out.append((src, dst))
+        pairs.append((UTILS + "/" + old, UTILS + "/" + new))
+        if not old.endswith("__init__.py"):
+            pairs.append(("%s/%s/test_%s.py" % (TESTS, os.path.dirname(old), stem(old)),
+                          _test_target(old, new)))
+    for old, new in sorted(TEST_MOVES.items()):
+        pairs.append((TESTS + "/" + old, TESTS + "/" + new))
+    for src, dst in pairs:
+        if not os.path.lexists(os.path.join(REPO, src)):
+            continue
+        if os.path.lexists(os.path.join(REPO, dst)):
+            problems.append("%s -> %s: the target exists already" % (src, dst))
+            continue
+        out.append((src, dst))
     return out, problems
 
 
-def markers():
-    """Package markers still missing: every package folder of module_utils that MAPPING
-    fills, and the test folders that mirrored tests move into."""
+def markers(planned):
+    """Package markers still missing: every package of LAYOUT, and the test folders
+    that tests move into."""
     out = []
-    for new in sorted(set(MAPPING.values())):
-        folder = os.path.dirname(new)
-        for path in (UTILS + "/" + folder + "/__init__.py",):
-            if not os.path.exists(os.path.join(REPO, path)) and path not in out:
-                out.append(path)
-    return out
-
-
-def test_markers(planned):
-    out = []
+    for pkg in LAYOUT:
+        path = "%s/%s/__init__.py" % (UTILS, pkg)
+        if not os.path.exists(os.path.join(REPO, path)):
+            out.append(path)
     for _src, dst in planned:
-        if dst.startswith(TESTS + "/"):
-            path = os.path.dirname(dst) + "/__init__.py"
+        if not dst.startswith(TESTS + "/"):
+            continue
+        folder = os.path.dirname(dst)
+        while folder != TESTS:
+            path = folder + "/__init__.py"
             if not os.path.exists(os.path.join(REPO, path)) and path not in out:
                 out.append(path)
+            folder = os.path.dirname(folder)
     return out
 
 
 # ---------------------------------------------------------------------------------------
 # rewriting
 
-_OLD = dict((stem(old), new) for old, new in MAPPING.items())
-_OLD_NAMES = "|".join(sorted((re.escape(s) for s in _OLD), key=len, reverse=True))
-_FROM = re.compile(
-    r"^(?P<indent>[ \t]*)from[ \t]+(?P<mod>(?:ansible_collections\.gpuhost\.tuning\.plugins"
-    r"|\.+)\.?module_utils)[ \t]+import[ \t]+(?P<body>\([^)]*\)|[^\n]*)$", re.M)
-_DOTTED = re.compile(r"(?<![\w])module_utils\.(%s)(?![\w])" % _OLD_NAMES)
-_PATH = re.compile(r"(?<![\w])module_utils/(%s)\.py(?![\w])" % _OLD_NAMES)
-_LITERAL = re.compile(r"""(?P<q>["'])(%s)\.py(?P=q)""" % _OLD_NAMES)
+# old dotted name below module_utils -> new one
+_DOTTED_MAP = dict((dotted(old), dotted(new)) for old, new in MAPPING.items())
+_DOTTED_OLD = sorted(_DOTTED_MAP, key=len, reverse=True)
+_DOTTED_RE = re.compile(r"(?<![\w])module_utils\.(%s)(?![\w])"
+                        % "|".join(re.escape(n) for n in _DOTTED_OLD))
+_PATH_MAP = dict((old[:-3], new[:-3]) for old, new in MAPPING.items()
+                 if not old.endswith("__init__.py"))
+_PATH_RE = re.compile(r"(?<![\w])module_utils/(%s)\.py(?![\w])"
+                      % "|".join(re.escape(n) for n in sorted(_PATH_MAP, key=len,
+                                                              reverse=True)))
+_TEST_MAP = {}
+for _old, _new in MAPPING.items():
+    if not _old.endswith("__init__.py"):
+        _TEST_MAP["%s/test_%s.py" % (os.path.dirname(_old), stem(_old))] = \
+            _test_target(_old, _new)[len(TESTS) + 1:]
+for _old, _new in TEST_MOVES.items():
+    _TEST_MAP[_old] = _new
+_TEST_RE = re.compile(r"(?<![\w])%s/(%s)(?![\w])" % (
+    re.escape(TESTS), "|".join(re.escape(n) for n in sorted(_TEST_MAP, key=len,
+                                                            reverse=True))))
 
 
-def _new_basenames():
-    """File names in the new layout: MAPPING's targets and the package files on disk."""
-    names = set(os.path.basename(new) for new in MAPPING.values())
-    for pkg in PACKAGES:
-        folder = os.path.join(REPO, UTILS, pkg)
-        if os.path.isdir(folder):
-            names.update(n for n in os.listdir(folder) if n.endswith(".py"))
-    return names
+def _module_of(base, name):
+    """For ``from <base> import <name>`` (dotted names below module_utils): ``(new module
+    dotted, None)`` when ``name`` is a file of the old layout, ``(new module dotted, name)``
+    when it is an attribute of the old module ``base``; None when neither is old."""
+    full = base + "." + name if base else name
+    if full in _DOTTED_MAP and not MAPPING.get(full.replace(".", "/") + "/__init__.py"):
+        return _DOTTED_MAP[full], None
+    if full in _DOTTED_MAP:     # a package of the old layout imported as a module
+        return _DOTTED_MAP[full], None
+    if base in _DOTTED_MAP:
+        return _DOTTED_MAP[base], name
+    return None
 
 
-# A bare ``<old>.py`` in prose is rewritten only where no file of the new layout has that
-# name (``kernlog.py``, ``cpu_write.py``): ``facts.py`` or ``verify.py`` in a sentence may
-# name a file of the new layout and is left as it is.
-_RENAMED = sorted((s for s in _OLD if s + ".py" not in _new_basenames()), key=len,
-                  reverse=True)
-_BARE = re.compile(r"(?<![\w/.-])(%s)\.py(?![\w])" % "|".join(re.escape(s) for s in _RENAMED))
-_TEST = re.compile(r"(?<![\w])%s/test_(%s)\.py(?![\w])" % (re.escape(TESTS), _OLD_NAMES))
-
-
-def _names(body):
-    """``(names, comment)`` of an import's body: ``[(name, alias or None)]`` and the first
-    comment in it (``# noqa: F401`` is kept on every statement made from it)."""
-    comment = ""
-    items = []
-    text = body.strip()
-    if text.startswith("("):
-        text = text[1:-1]
-    for line in text.split("\n"):
-        if "#" in line:
-            line, note = line.split("#", 1)
-            comment = comment or "#" + note.rstrip()
-        for part in line.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if " as " in part:
-                name, alias = [p.strip() for p in part.split(" as ", 1)]
-            else:
-                name, alias = part, None
-            items.append((name, alias))
-    return items, comment
-
-
-def _statement(indent, mod, items, comment):
+def _statement(indent, mod, words, comment):
     """One ``from mod import ...``: on one line when it fits, else one name per line."""
-    words = ["%s as %s" % (n, a) if a and a != n else n for n, a in items]
     note = "  " + comment if comment else ""
     line = "%sfrom %s import %s%s" % (indent, mod, ", ".join(words), note)
     if len(line) - (len(note) if comment.startswith("# noqa") else 0) <= LINE:
-        return line     # a pragma does not count (ruff, pycodestyle)
+        return line
     body = "\n".join("%s    %s," % (indent, w) for w in words)
     return "%sfrom %s import (%s\n%s\n%s)" % (indent, mod, note, body, indent)
 
 
-def _split_from(match):
-    indent, mod, body = match.group("indent"), match.group("mod"), match.group("body")
-    if not body.strip().startswith("(") and body.rstrip().endswith("\\"):
-        return match.group(0)
-    items, comment = _names(body)
-    if not any(name in _OLD for name, _alias in items):
-        return match.group(0)
-    keep, by_pkg = [], {}
-    for name, alias in items:
-        new = _OLD.get(name)
-        if new is None:
-            keep.append((name, alias))
+def _resolve_base(node, own):
+    """The dotted name below module_utils that ``node`` (an ImportFrom) imports from, or
+    None when it is no module_utils import. ``own``: the file's dotted name below
+    module_utils (for relative imports)."""
+    if node.level:
+        if own is None:
+            return None
+        package = own.split(".")[:-1]
+        package = package[:len(package) - (node.level - 1)]
+        return ".".join(package + ([node.module] if node.module else []))
+    mod = node.module or ""
+    if mod == UTILS_DOTTED:
+        return ""
+    if mod.startswith(UTILS_DOTTED + "."):
+        return mod[len(UTILS_DOTTED) + 1:]
+    return None
+
+
+def _comment(lines, node):
+    for number in range(node.lineno - 1, node.end_lineno):
+        if "#" in lines[number]:
+            return "#" + lines[number].split("#", 1)[1].rstrip()
+    return ""
+
+
+def rewrite_imports(text, own=None):
+    """``(text, renames, kept)``: the module_utils imports of Python ``text`` rewritten to
+    the new layout, ``renames`` ``{old binding: new binding}`` to apply to the code, and
+    ``kept`` the aliases left because their new name is taken."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text, {}, []
+    lines = text.split("\n")
+    edits = []
+    renames = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
             continue
-        pkg, new_stem = os.path.dirname(new), stem(new)
-        by_pkg.setdefault(pkg, []).append((new_stem, alias or name))
-    out = []
-    if keep:
-        out.append(_statement(indent, mod, keep, comment))
-    for pkg in sorted(by_pkg):
-        out.append(_statement(indent, mod + "." + pkg, by_pkg[pkg], comment))
-    return "\n".join(out)
+        base = _resolve_base(node, own)
+        if base is None:
+            continue
+        groups = {}
+        changed = False
+        for alias in node.names:
+            where = _module_of(base, alias.name)
+            if where is None:
+                groups.setdefault(base, []).append((alias.name, alias.asname))
+                continue
+            changed = True
+            new_mod, attr = where
+            if attr is None:
+                parent, new_stem = new_mod.rsplit(".", 1)
+                binding = alias.asname or alias.name
+                if binding != new_stem:
+                    renames[binding] = new_stem
+                groups.setdefault(parent, []).append((new_stem, None))
+            else:
+                groups.setdefault(new_mod, []).append((attr, alias.asname))
+        if not changed:
+            continue
+        line = lines[node.lineno - 1]
+        indent = line[:len(line) - len(line.lstrip())]
+        comment = _comment(lines, node)
+        out = []
+        for mod in sorted(groups):
+            words = ["%s as %s" % (n, a) if a and a != n else n for n, a in groups[mod]]
+            full = UTILS_DOTTED + ("." + mod if mod else "")
+            out.append(_statement(indent, full, words, comment))
+        edits.append((node.lineno, node.end_lineno, "\n".join(out)))
+    for first, last, new in sorted(edits, reverse=True):
+        lines[first - 1:last] = new.split("\n")
+    return "\n".join(lines), renames, []
 
 
-_ONE_LINE = re.compile(r"^(?P<indent>[ \t]*)from[ \t]+(?P<mod>[\w.]+)[ \t]+import[ \t]+"
-                       r"(?P<body>[^(\n][^\n]*)$", re.M)
+def _used_names(text):
+    names = set()
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+    return names
 
 
-def _wrap(match):
-    """A one-line ``from`` import the rewrite made longer than LINE, one name per line."""
-    items, comment = _names(match.group("body"))
-    code = match.group(0)
-    if comment.startswith("# noqa"):     # a pragma does not count (ruff, pycodestyle)
-        code = code[:code.rindex("#")].rstrip()
-    if len(code) <= LINE or match.group("body").rstrip().endswith("\\"):
-        return match.group(0)
-    return _statement(match.group("indent"), match.group("mod"), items, comment)
-
-
-def _relative(text):
-    """Inside ONHOST: its own files imported relatively."""
-    absolute = COLLECTION + ".module_utils." + ONHOST
-    text = re.sub(r"(?m)^([ \t]*)from[ \t]+%s\.(\w+)[ \t]+import" % re.escape(absolute),
-                  r"\1from .\2 import", text)
-    text = re.sub(r"(?m)^([ \t]*)from[ \t]+%s[ \t]+import" % re.escape(absolute),
-                  r"\1from . import", text)
-    return text
+def rename_names(text, renames, original):
+    """``renames`` applied to the NAME tokens of ``text`` that are not after a dot and not
+    a keyword argument's name; ``(text, kept)``. A rename whose new name the ``original``
+    text already uses is not made (kept)."""
+    if not renames:
+        return text, []
+    used = _used_names(original)
+    kept = []
+    active = {}
+    for old, new in renames.items():
+        if new in used:
+            kept.append((old, new))
+        else:
+            active[old] = new
+    tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    lines = text.split("\n")
+    changes = []
+    for index, tok in enumerate(tokens):
+        if tok.type != tokenize.NAME or tok.string not in active or keyword.iskeyword(
+                tok.string):
+            continue
+        prev = next((t for t in reversed(tokens[:index]) if t.type not in (
+            tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT,
+            tokenize.DEDENT)), None)
+        nxt = next((t for t in tokens[index + 1:] if t.type not in (
+            tokenize.NL, tokenize.COMMENT)), None)
+        if prev is not None and prev.string == ".":
+            continue
+        if nxt is not None and nxt.string == "=" and prev is not None and prev.string in (
+                "(", ","):
+            continue
+        changes.append((tok.start, tok.end, active[tok.string]))
+    for (row, col), (_erow, ecol), new in sorted(changes, reverse=True):
+        line = lines[row - 1]
+        lines[row - 1] = line[:col] + new + line[ecol:]
+    return "\n".join(lines), kept
 
 
 def rewrite(text, rel):
-    """The text of repo file ``rel`` with every old reference rewritten."""
+    """``(text, kept)``: the text of repo file ``rel`` with every old reference rewritten."""
     out = text
+    kept = []
     if rel.endswith(".py"):
-        out = _FROM.sub(_split_from, out)
-    out = _TEST.sub(lambda m: "%s/%s/test_%s.py" % (
-        TESTS, os.path.dirname(_OLD[m.group(1)]), stem(_OLD[m.group(1)])), out)
-    out = _DOTTED.sub(lambda m: "module_utils." + dotted(_OLD[m.group(1)]), out)
-    out = _PATH.sub(lambda m: "module_utils/" + _OLD[m.group(1)], out)
-    if rel.endswith(".py"):     # a path below module_utils as a string of its own
-        out = _LITERAL.sub(lambda m: m.group("q") + _OLD[m.group(2)] + m.group("q"), out)
-    out = _BARE.sub(lambda m: _OLD[m.group(1)], out)
-    if rel.startswith("%s/%s/" % (UTILS, ONHOST)) and rel.endswith(".py"):
-        out = _relative(out)
-    if rel.endswith(".py") and out != text:
-        out = _ONE_LINE.sub(_wrap, out)
-    return out
+        own = None
+        if rel.startswith(UTILS + "/"):
+            own = dotted(rel[len(UTILS) + 1:])
+            # a file of the new layout: its relative imports were written at its old place
+            for old, new in MAPPING.items():
+                if new == rel[len(UTILS) + 1:]:
+                    own = dotted(old)
+                    if old.endswith("__init__.py"):
+                        own += ".__init__"
+        out, renames, _kept = rewrite_imports(out, own)
+        out, kept = rename_names(out, renames, text)
+        if kept:
+            out = _restore_aliases(out, kept)
+    out = _TEST_RE.sub(lambda m: "%s/%s" % (TESTS, _TEST_MAP[m.group(1)]), out)
+    out = _DOTTED_RE.sub(lambda m: "module_utils." + _DOTTED_MAP[m.group(1)], out)
+    out = _PATH_RE.sub(lambda m: "module_utils/" + _PATH_MAP[m.group(1)] + ".py", out)
+    return out, kept
+
+
+def _restore_aliases(text, kept):
+    """Where a new name is taken, the import binds the module under its old name."""
+    for old, new in kept:
+        text = re.sub(r"(?m)(^[ \t]*from [\w.]+ import .*?)(?<![\w.])%s(?![\w])" % re.escape(
+            new), lambda m: m.group(1) + "%s as %s" % (new, old), text, count=1)
+        text = re.sub(r"(?m)^([ \t]+)%s,$" % re.escape(new),
+                      lambda m: "%s%s as %s," % (m.group(1), new, old), text, count=1)
+    return text
 
 
 def text_files():
@@ -415,7 +582,7 @@ def main(argv=None):
     if problems:
         sys.stderr.write("relayout: nothing done:\n" + "".join("  %s\n" % p for p in problems))
         return 2
-    new_markers = markers() + test_markers(planned)
+    new_markers = markers(planned)
     prefix = "would " if args.check else ""
     for path in new_markers:
         print("%screate %s" % (prefix, path))
@@ -423,21 +590,34 @@ def main(argv=None):
             os.makedirs(os.path.dirname(os.path.join(REPO, path)), exist_ok=True)
             with open(os.path.join(REPO, path), "w") as handle:
                 if path.startswith(UTILS):
-                    handle.write('"""%s."""\n' % PACKAGES[path.split("/")[2]].capitalize())
+                    pkg = path[len(UTILS) + 1:-len("/__init__.py")]
+                    handle.write('"""%s."""\n' % (LAYOUT[pkg][0].upper() + LAYOUT[pkg][1:]))
     for src, dst in planned:
         print("%sgit mv %s %s" % (prefix, src, dst))
         if not args.check:
             os.makedirs(os.path.join(REPO, os.path.dirname(dst)), exist_ok=True)
             git("mv", src, dst)
-    # after the moves the files are read where they are now; in --check where they were,
-    # each rewritten as it will be at its new place
+    for pkg in OLD_PACKAGES:      # an old package left with its marker only
+        for top in (UTILS, TESTS):
+            folder = os.path.join(REPO, top, pkg)
+            if not os.path.isdir(folder):
+                continue
+            left = [n for n in os.listdir(folder) if n.endswith(".py") and n not in (
+                "__init__.py", "conftest.py")]
+            if not left and (args.check or os.path.exists(os.path.join(folder, "__init__.py"))):
+                print("%sgit rm %s/%s/__init__.py" % (prefix, top, pkg))
+                if not args.check:
+                    git("rm", "-q", "%s/%s/__init__.py" % (top, pkg))
     where = dict(planned) if args.check else {}
     changed = 0
     for rel in text_files():
         text = read_text(rel)
         if text is None:
             continue
-        new = rewrite(text, where.get(rel, rel))
+        new, kept = rewrite(text, where.get(rel, rel))
+        for old, name in kept:
+            print("%s: alias %s kept: %s is used for something else there"
+                  % (where.get(rel, rel), old, name))
         if new != text:
             changed += 1
             print("%srewrite %s" % (prefix, where.get(rel, rel)))
