@@ -29,7 +29,7 @@ def probe_source():
         os.makedirs(os.path.join(links, "ansible_collections", "gpuhost"))
         os.symlink(REPO, os.path.join(links, "ansible_collections", "gpuhost", "tuning"))
         sys.path.insert(0, links)
-        from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import cuda
+        from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import cuda
         return cuda.child_source()
     finally:
         shutil.rmtree(links)

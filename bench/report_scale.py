@@ -6,7 +6,7 @@
   .venv/bin/python bench/report_scale.py [--hosts 1000 10000] [--out DIR] [--chromium]
 
 The documents are the test fixtures' real audits (tests/fixtures/hosts.py: the seed host
-before tuning, the tuned host, the H200 VM host; audited by checks.run.audit exactly as
+before tuning, the tuned host, the H200 VM host; audited by engines.audit.audit.audit exactly as
 host_audit does), cloned under fleet names: per 100 hosts 70 tuned, 20 seed, 5 VM hosts,
 3 unreachable, 1 failed and 1 skipped (documents.not_audited_document, with Ansible's own
 messages), spread over 4 clusters and 40 racks (inventory groups). Per size it prints one
@@ -58,10 +58,8 @@ def fixture_documents(workdir):
     """``{kind: document}`` of the three fixture hosts, audited once."""
     _importable()
     from fixtures import hosts  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import (  # noqa
-        run as audit)  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.output import (  # noqa
-        documents)  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit  # noqa
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import documents  # noqa
     wanted = hosts.common_wanted()
     out = {}
     for kind, build in (("seed", hosts.seed_host), ("tuned", hosts.tuned_host),
@@ -78,8 +76,7 @@ PLAN = ["tuned"] * 70 + ["seed"] * 20 + ["vm"] * 5 + ["unreachable"] * 3 + ["fai
 
 def fleet_documents(base, count):
     """``count`` documents: the fixture ones under fleet names, mixed as ``PLAN`` says."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.output import (  # noqa
-        documents)  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import documents  # noqa
     out = []
     for index in range(count):
         kind = PLAN[(index * 37) % len(PLAN)]  # spread, not in blocks
@@ -139,8 +136,7 @@ def load_time(browser, path, workdir):
 
 
 def measure(base, count, repeat, browser, workdir, keep=None):
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.output import (  # noqa
-        page)  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import page  # noqa
     docs = fleet_documents(base, count)
     best = None
     for _run in range(repeat):

@@ -341,6 +341,11 @@ _PATH_MAP = dict((old[:-3], new[:-3]) for old, new in MAPPING.items()
 _PATH_RE = re.compile(r"(?<![\w])module_utils/(%s)\.py(?![\w])"
                       % "|".join(re.escape(n) for n in sorted(_PATH_MAP, key=len,
                                                               reverse=True)))
+# short forms: ``onhost/pci.py`` and ``onhost.pci`` (not after a word, a dot or a slash)
+_SHORT_PATH_RE = re.compile(r"(?<![\w/.-])(%s)\.py(?![\w])" % "|".join(
+    re.escape(n) for n in sorted(_PATH_MAP, key=len, reverse=True)))
+_SHORT_DOTTED_RE = re.compile(r"(?<![\w./-])(%s)(?![\w])" % "|".join(
+    re.escape(n) for n in _DOTTED_OLD if "." in n))
 _TEST_MAP = {}
 for _old, _new in MAPPING.items():
     if not _old.endswith("__init__.py"):
@@ -405,11 +410,14 @@ def _comment(lines, node):
 def rewrite_imports(text, own=None):
     """``(text, renames, kept)``: the module_utils imports of Python ``text`` rewritten to
     the new layout, ``renames`` ``{old binding: new binding}`` to apply to the code, and
-    ``kept`` the aliases left because their new name is taken."""
+    ``kept`` ``[(old binding, new name)]``: the aliases left because the new name is
+    already used in the file for something else."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
         return text, {}, []
+    used = _used_names(text)
+    kept = []
     lines = text.split("\n")
     edits = []
     renames = {}
@@ -431,6 +439,10 @@ def rewrite_imports(text, own=None):
             if attr is None:
                 parent, new_stem = new_mod.rsplit(".", 1)
                 binding = alias.asname or alias.name
+                if binding != new_stem and new_stem in used:
+                    kept.append((binding, new_stem))
+                    groups.setdefault(parent, []).append((new_stem, binding))
+                    continue
                 if binding != new_stem:
                     renames[binding] = new_stem
                 groups.setdefault(parent, []).append((new_stem, None))
@@ -449,7 +461,7 @@ def rewrite_imports(text, own=None):
         edits.append((node.lineno, node.end_lineno, "\n".join(out)))
     for first, last, new in sorted(edits, reverse=True):
         lines[first - 1:last] = new.split("\n")
-    return "\n".join(lines), renames, []
+    return "\n".join(lines), renames, kept
 
 
 def _used_names(text):
@@ -470,26 +482,22 @@ def _used_names(text):
     return names
 
 
-def rename_names(text, renames, original):
-    """``renames`` applied to the NAME tokens of ``text`` that are not after a dot and not
-    a keyword argument's name; ``(text, kept)``. A rename whose new name the ``original``
-    text already uses is not made (kept)."""
+def rename_names(text, renames):
+    """``renames`` applied to the NAME tokens of ``text`` that are not after a dot, not a
+    keyword argument's name and not in an import statement."""
     if not renames:
-        return text, []
-    used = _used_names(original)
-    kept = []
-    active = {}
-    for old, new in renames.items():
-        if new in used:
-            kept.append((old, new))
-        else:
-            active[old] = new
+        return text
+    active = renames
+    skip = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            skip.update(range(node.lineno, node.end_lineno + 1))
     tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     lines = text.split("\n")
     changes = []
     for index, tok in enumerate(tokens):
         if tok.type != tokenize.NAME or tok.string not in active or keyword.iskeyword(
-                tok.string):
+                tok.string) or tok.start[0] in skip:
             continue
         prev = next((t for t in reversed(tokens[:index]) if t.type not in (
             tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT,
@@ -505,7 +513,7 @@ def rename_names(text, renames, original):
     for (row, col), (_erow, ecol), new in sorted(changes, reverse=True):
         line = lines[row - 1]
         lines[row - 1] = line[:col] + new + line[ecol:]
-    return "\n".join(lines), kept
+    return "\n".join(lines)
 
 
 def rewrite(text, rel):
@@ -522,24 +530,14 @@ def rewrite(text, rel):
                     own = dotted(old)
                     if old.endswith("__init__.py"):
                         own += ".__init__"
-        out, renames, _kept = rewrite_imports(out, own)
-        out, kept = rename_names(out, renames, text)
-        if kept:
-            out = _restore_aliases(out, kept)
+        out, renames, kept = rewrite_imports(out, own)
+        out = rename_names(out, renames)
     out = _TEST_RE.sub(lambda m: "%s/%s" % (TESTS, _TEST_MAP[m.group(1)]), out)
     out = _DOTTED_RE.sub(lambda m: "module_utils." + _DOTTED_MAP[m.group(1)], out)
     out = _PATH_RE.sub(lambda m: "module_utils/" + _PATH_MAP[m.group(1)] + ".py", out)
+    out = _SHORT_PATH_RE.sub(lambda m: _PATH_MAP[m.group(1)] + ".py", out)
+    out = _SHORT_DOTTED_RE.sub(lambda m: _DOTTED_MAP[m.group(1)], out)
     return out, kept
-
-
-def _restore_aliases(text, kept):
-    """Where a new name is taken, the import binds the module under its old name."""
-    for old, new in kept:
-        text = re.sub(r"(?m)(^[ \t]*from [\w.]+ import .*?)(?<![\w.])%s(?![\w])" % re.escape(
-            new), lambda m: m.group(1) + "%s as %s" % (new, old), text, count=1)
-        text = re.sub(r"(?m)^([ \t]+)%s,$" % re.escape(new),
-                      lambda m: "%s%s as %s," % (m.group(1), new, old), text, count=1)
-    return text
 
 
 def text_files():

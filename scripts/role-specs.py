@@ -15,7 +15,7 @@ It also writes host_tune's DOCUMENTATION of ``parts`` and of every part's option
 and ``option_docs``), tuning_snapshot's choices of ``parts`` (the snapshot's sections) and
 default of ``files`` (the paths the parts may write), and role tune's part switches, from
 the tune part registry
-(plugins/module_utils/parts/registry.py): for every part, its ``gpuhost_tune_<name>``
+(plugins/module_utils/engines/tune/tune_registry.py): for every part, its ``gpuhost_tune_<name>``
 entry in the role's argument spec (type bool, its ``default_on``, its ``role_doc``), its
 default in defaults/main.yml and its line in vars/main.yml's ``__gpuhost_tune_switches``
 (which the tags select from), each between marker comments. A part's switch written by
@@ -101,14 +101,16 @@ PART_END = "# <<< end of the tune part switches\n"
 
 
 def load_registry():
-    """``parts.registry`` of this checkout."""
+    """``engines.tune.tune_registry`` of this checkout."""
     links = tempfile.mkdtemp(prefix="role-specs-")
     try:
         os.makedirs(os.path.join(links, "ansible_collections", "gpuhost"))
         os.symlink(REPO, os.path.join(links, "ansible_collections", "gpuhost", "tuning"))
         sys.path.insert(0, links)
-        from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import registry
-        return registry
+        from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import (
+            tune_registry,
+        )
+        return tune_registry
     finally:
         if links in sys.path:
             sys.path.remove(links)
@@ -174,18 +176,18 @@ def _option_doc(name, spec, doc, indent="  "):
     return out
 
 
-def host_tune_doc(registry):
+def host_tune_doc(tune_registry):
     """host_tune's DOCUMENTATION with ``parts`` and every part's options from the registry."""
-    opt_in = ["C(%s)" % n for n in registry.PARTS if n not in registry.DEFAULT_PARTS]
+    opt_in = ["C(%s)" % n for n in tune_registry.PARTS if n not in tune_registry.DEFAULT_PARTS]
     parts_doc = [
         "The parts to run. C(snapshot) also records the applied state; C(verify) audits "
         "again afterwards and fails on managed findings that remain. %s and %s are opt-in "
         "(not in the default)." % (", ".join(opt_in[:-1]), opt_in[-1]),
         "Role C(gpuhost.tuning.tune) builds this from its C(gpuhost_tune_*) switches and tags."]
     block = [DOC_BEGIN] + _option_doc("parts", {
-        "type": "list", "elements": "str", "choices": list(registry.PARTS),
-        "default": list(registry.DEFAULT_PARTS)}, parts_doc)
-    for name, spec, doc in registry.options():
+        "type": "list", "elements": "str", "choices": list(tune_registry.PARTS),
+        "default": list(tune_registry.DEFAULT_PARTS)}, parts_doc)
+    for name, spec, doc in tune_registry.options():
         block += _option_doc(name, spec, doc)
     block.append(DOC_END)
     text = _read(HOST_TUNE)
@@ -195,7 +197,7 @@ def host_tune_doc(registry):
     else:
         head, tail = text.split("\nnotes:\n", 1)
         head, tail = head + "\n", "notes:\n" + tail
-    names = ["parts"] + [name for name, _spec, _doc in registry.options()]
+    names = ["parts"] + [name for name, _spec, _doc in tune_registry.options()]
     for name in names:
         if re.search(r"^  %s:" % name, head.split('DOCUMENTATION = r"""', 1)[-1], re.M):
             raise SystemExit("role-specs.py: option %s is written by hand in %s: remove it (its "
@@ -217,15 +219,15 @@ def _set_option_value(text, option, key, lines):
     return pattern.sub(lambda m: m.group(1) + "".join(lines), text, count=1)
 
 
-def tuning_snapshot_doc(registry):
+def tuning_snapshot_doc(tune_registry):
     """tuning_snapshot's DOCUMENTATION with ``parts`` (the snapshot's sections) and the
     default of ``files`` (every path a part may write) from the registry."""
-    keys = [s.snapshot_key for s in registry.SECTIONS]
+    keys = [s.snapshot_key for s in tune_registry.SECTIONS]
     text = _read(TUNING_SNAPSHOT)
     text = _set_option_value(text, "parts", "choices", ["    choices: %s\n" % _flow(keys)])
     text = _set_option_value(text, "parts", "default", ["    default: %s\n" % _flow(keys)])
     return _set_option_value(text, "files", "default", ["    default:\n"] + [
-        "      - %s\n" % path for path in registry.MANAGED_FILES])
+        "      - %s\n" % path for path in tune_registry.MANAGED_FILES])
 
 
 def switch_defaults(switches):
@@ -302,11 +304,11 @@ def main(argv):
     shared = source[span[0]:span[1]]
     names = set(m.group(1) for m in map(OPTION.match, shared) if m)
     stale = []
-    registry = load_registry()
-    switches = registry.switches()
+    tune_registry = load_registry()
+    switches = tune_registry.switches()
     wanted = tune_files(switches)
-    wanted[HOST_TUNE] = host_tune_doc(registry)
-    wanted[TUNING_SNAPSHOT] = tuning_snapshot_doc(registry)
+    wanted[HOST_TUNE] = host_tune_doc(tune_registry)
+    wanted[TUNING_SNAPSHOT] = tuning_snapshot_doc(tune_registry)
     for path in dependents():
         text = updated(path, shared, names)
         if path == os.path.join(TUNE, "meta", "argument_specs.yml"):

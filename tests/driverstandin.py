@@ -47,7 +47,7 @@ PRERM_TEST_DKMS = ("${GPUHOST_RUN_DKMS:?stand-in package: GPUHOST_RUN_DKMS must 
 def headers_kernel():
     """The newest kernel of this machine with real headers installed, or None."""
     # imported here: lab/driver-repo.py uses this file without the collection installed
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import (
         kernels as kernel_mod,
     )
     found = [os.path.basename(os.path.dirname(p)) for p in glob.glob("/lib/modules/*/build")

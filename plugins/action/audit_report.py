@@ -7,8 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import argspec
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report
 from ansible_collections.gpuhost.tuning.plugins.plugin_utils.report_action import ReportAction
 
 

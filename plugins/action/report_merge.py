@@ -10,9 +10,9 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import argspec
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (
     ValidationError,
     check,
 )

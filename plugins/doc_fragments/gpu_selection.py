@@ -9,7 +9,7 @@ __metaclass__ = type
 
 class ModuleDocFragment(object):
     """Which PCI devices count as GPUs: one text for every module that selects them (the
-    matching option spec is module_utils/core/argspec.py)."""
+    matching option spec is module_utils/platform/argspec.py)."""
 
     # gpu_vendor and gpu_classes: modules that look at GPUs among other things (host_audit,
     # host_capture, host_tune).

@@ -5,7 +5,7 @@
 
 Ansible templates ``serial`` and ``max_fail_percentage`` once per play, before it splits the
 hosts into batches; an error raised here stops the run there, before any host of the play
-is touched. The accepted forms are declared once, in module_utils/output/rollout.py."""
+is touched. The accepted forms are declared once, in module_utils/engines/report/rollout.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,7 +13,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import rollout
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import rollout
 
 
 def serial_batches(value, name="gpuhost_serial"):

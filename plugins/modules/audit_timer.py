@@ -16,7 +16,7 @@ description:
   - "Installs C(gpuhost-audit.timer) and C(gpuhost-audit.service) in C(/etc/systemd/system),
     the config C(/etc/gpuhost-audit/audit.json) and, under C(/usr/local/lib/gpuhost-audit),
     byte-for-byte copies of the collection's module_utils the audit needs. The service runs
-    C(python3 -m ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.audit_program):
+    C(python3 -m ansible_collections.gpuhost.tuning.plugins.module_utils.programs.audit_program):
     the same read-only audit as M(gpuhost.tuning.host_audit), then the host's series (those of the
     audit role's C(gpuhost.prom)) written atomically to O(textfile), so Prometheus sees drift
     between rollouts."
@@ -117,18 +117,16 @@ timer:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (  # noqa: E402
-    audit_timer as audittimer,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.programs import audit_timer  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import (  # noqa: E402
     CommandError,
     Runner,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     check_module,
     common,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts  # noqa: E402
 
 
 def rules(p):
@@ -142,7 +140,7 @@ def rules(p):
 
 def main():
     module = AnsibleModule(
-        argument_spec=audittimer.timer_spec(),
+        argument_spec=audit_timer.timer_spec(),
         required_if=[("state", "present", ("host", "textfile"))],
         supports_check_mode=True,
     )
@@ -153,8 +151,8 @@ def main():
 
 def _run(module):
     try:
-        result = audittimer.timer_run(module.params, module.check_mode, Runner(module))
-    except (audittimer.ConfigError, ValueError, OSError, CommandError) as exc:
+        result = audit_timer.timer_run(module.params, module.check_mode, Runner(module))
+    except (audit_timer.ConfigError, ValueError, OSError, CommandError) as exc:
         module.fail_json(msg="audit_timer: %s" % exc)
     module.exit_json(**result)
 

@@ -188,7 +188,7 @@ check:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     RELEASE,
     boot_params,
     check_module,
@@ -196,12 +196,12 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     inside,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (  # noqa: E402
-    kernel_cmdline as bootcfg,
-    boot_entries as bootloader,
-    boot_entries_run as bootloader_entries,
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import (  # noqa: E402
+    kernel_cmdline,
+    boot_entries,
+    boot_entries_run,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
 
 
 def rules(p):
@@ -243,8 +243,8 @@ def main():
 
 def _run(module):
     try:
-        result, failure = bootloader_entries.entries_run(module.params, Runner(module))
-    except (bootloader.BootloaderError, bootcfg.BootConfigError, OSError) as exc:
+        result, failure = boot_entries_run.entries_run(module.params, Runner(module))
+    except (boot_entries.BootloaderError, kernel_cmdline.BootConfigError, OSError) as exc:
         module.fail_json(msg=str(exc))
     if failure:
         module.fail_json(msg=failure, **result)

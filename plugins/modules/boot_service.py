@@ -25,9 +25,9 @@ description:
     decides which GPUs are the host's (a GPU a VM passes through is never written); on
     another host it names no Proxmox unit.
   - The program is not Ansible. The module writes copies of its own bundled module_utils
-    (C(onhost/boot_program.py) and every module_utils file it imports, C(onhost/hostfs.py),
-    C(onhost/pci.py), C(onhost/setpci_maxreadreq.py), C(onhost/cpu.py),
-    C(onhost/cpuidle_state.py) and the files those import), byte for byte, under
+    (C(engines/tune/boot_program.py) and every module_utils file it imports, C(platform/hostfs.py),
+    C(subjects/pcie/pci.py), C(subjects/pcie/setpci_maxreadreq.py), C(subjects/cpu/cpu.py),
+    C(subjects/cpu/cpuidle_state.py) and the files those import), byte for byte, under
     C(/usr/local/lib/gpuhost-tuning), so the boot-time code is the code the modules run and
     updating the collection updates it (any differing file is rewritten and reported).
   - Also writes the JSON config C(/etc/gpuhost-tuning/boot.json) and the unit in
@@ -168,7 +168,7 @@ commands:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     EXEC_PATH,
     UNIT_NAME,
     check_module,
@@ -178,10 +178,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     idle_state_name,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (  # noqa: E402
-    boot_service as bootservice,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import boot_service  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
 
 
 def rules(p):
@@ -202,7 +200,7 @@ def rules(p):
 
 
 def build_module():
-    return AnsibleModule(argument_spec=bootservice.service_spec(), supports_check_mode=True)
+    return AnsibleModule(argument_spec=boot_service.service_spec(), supports_check_mode=True)
 
 
 def main():
@@ -212,10 +210,10 @@ def main():
 
 
 def _run(module):
-    result = bootservice.service_run(module.params, module.check_mode, Runner(module))
+    result = boot_service.service_run(module.params, module.check_mode, Runner(module))
     if not module._diff:
         result.pop("diff", None)
-    if bootservice.service_failure(result):
+    if boot_service.service_failure(result):
         module.fail_json(**result)
     module.exit_json(**result)
 

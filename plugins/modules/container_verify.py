@@ -210,7 +210,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     MAX_MAJOR,
     VMID_RANGE,
     check_module,
@@ -221,9 +221,12 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     non_empty_list,
 )
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import container  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.lxc import LxcError  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import CommandError, Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import container  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.lxc.lxc import LxcError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import (  # noqa: E402
+    CommandError,
+    Runner,
+)
 
 
 def rules(p):

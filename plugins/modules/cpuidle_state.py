@@ -163,7 +163,7 @@ changed_count:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     IDLE_STATE,
     MAX_LATENCY_US,
     check_module,
@@ -174,8 +174,10 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     names,
     non_empty_list,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.cpu import CpuError  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.cpuidle_state import idle_run  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cpu.cpu import CpuError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cpu.cpuidle_state import (  # noqa: E402
+    idle_run,
+)
 
 
 def rules(p):

@@ -313,9 +313,9 @@ vmid:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import cuda  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import cuda  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     PCI_ADDRESS,
     VMID_RANGE,
     check_module,

@@ -210,15 +210,18 @@ outputs:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     RELEASE,
     check_module,
     common,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.dkms import DkmsError  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.dkms_build import ensure  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import CommandError, Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms.dkms import DkmsError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms.dkms_build import ensure  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import (  # noqa: E402
+    CommandError,
+    Runner,
+)
 
 
 def rules(p):

@@ -334,16 +334,16 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stage import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.driver_stage import (  # noqa: E402
     StageError,
     Stager,
     kept_run,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import (  # noqa: E402
     QUERY_TIMEOUT_S,
     Runner,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     RELEASE,
     VMID_RANGE,
     check_module,
@@ -353,7 +353,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     int_range,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import driver_records  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver import driver_records  # noqa: E402
 
 
 def rules(p):

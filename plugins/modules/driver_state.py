@@ -183,7 +183,7 @@ gate:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     RELEASE,
     VMID_RANGE,
     ValidationError,
@@ -192,10 +192,10 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     int_range,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import driver_records  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import driver_state as ds  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.lxc import LxcError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver import driver_records  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver import driver_state  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.lxc.lxc import LxcError  # noqa: E402
 
 
 def rules(p):
@@ -220,7 +220,7 @@ def main():
             root=dict(type="path", default="/"),
             target_version=dict(type="str"),
             next_kernel=dict(type="str"),
-            phase=dict(type="str", default="before_reboot", choices=list(ds.PHASES)),
+            phase=dict(type="str", default="before_reboot", choices=list(driver_state.PHASES)),
             containers=dict(type="list", elements="int"),
         ),
         supports_check_mode=True,
@@ -232,9 +232,9 @@ def main():
 def _run(module):
     p = module.params
     try:
-        state = ds.driver_state(p["root"], p["target_version"], p["next_kernel"], p["phase"],
+        state = driver_state.driver_state(p["root"], p["target_version"], p["next_kernel"], p["phase"],
                                 p["containers"], runner=Runner(module))
-    except (ds.DriverStateError, LxcError, OSError) as exc:
+    except (driver_state.DriverStateError, LxcError, OSError) as exc:
         module.fail_json(msg="driver_state: %s" % exc, changed=False)
     module.exit_json(changed=False, **state)
 

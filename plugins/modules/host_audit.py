@@ -254,7 +254,7 @@ audit:
   contains:
     virt:
       description:
-        - What the host under O(root) is (module_utils/readers/virt.py), C(kind)
+        - What the host under O(root) is (module_utils/subjects/host/virt.py), C(kind)
           (C(proxmox_node), C(host), C(container), C(vm); C(unknown) when the reader
           failed), C(guest), C(technology), C(proxmox_node), C(evidence) (the files that
           decided it) and C(dmi).
@@ -665,23 +665,23 @@ files_read:
   type: dict
 """
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import zipload  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import zipload  # noqa: E402
 
 zipload.install()  # before ansible's and the collection's imports: each file compiled once
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     check_module,
     common,
     fail,
     int_range,
 )
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import cmdout  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import text  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import cmdout  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import text  # noqa: E402
 
 # Every wanted value was a top-level option before option wanted: kept until 0.3.0.
 PER_KEY = facts.WANTED_KEYS
@@ -716,7 +716,9 @@ def rules(p):
     if not isinstance(p.get("cuda") or [], list) or \
             not all(isinstance(item, dict) for item in p.get("cuda") or []):
         fail("cuda", p.get("cuda"), "a list of cuda_probe results")
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.facts import WANTED_KEYS
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit.facts import (
+        WANTED_KEYS,
+    )
 
     facts.wanted_values(p, WANTED_KEYS)
 
@@ -742,20 +744,18 @@ def _run(module):
     scratch = None
     if params["capture"]:
         # imported only for a capture: one module less to compile on every live audit
-        from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
-            capture_unpack as unpack,
-        )
+        from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import capture_unpack
 
         try:
-            scratch, _count = unpack.unpack(params["capture"])
-        except unpack.UnpackError as exc:
+            scratch, _count = capture_unpack.unpack(params["capture"])
+        except capture_unpack.UnpackError as exc:
             module.fail_json(msg="host_audit: %s" % exc)
         params["root"] = scratch
     try:
         out = _audit(module, params, wanted)
     finally:
         if scratch is not None:
-            unpack.remove_scratch(scratch)
+            capture_unpack.remove_scratch(scratch)
     if scratch is not None:
         out["audit"]["root"] = params["capture"]
     module.exit_json(**out)
@@ -772,22 +772,22 @@ def _audit(module, params, wanted):
     recorder = None
     if params["record_files"]:
         # imported only for host_capture's list: one module less to compile on every audit
-        from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
-            host_capture as capture,
+        from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import (
+            host_capture,
         )
 
-        recorder = capture.ReadRecorder(params["root"])
+        recorder = host_capture.ReadRecorder(params["root"])
     runner = Runner(module)
     outputs = cmdout.CommandOutputs(params["root"], runner)
     probe = None
     if params["cuda_probe"]:
         # imported only for the opt-in pass: one module less to compile on every other audit
-        from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import cuda
+        from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import cuda
 
         def probe(facts):
             return cuda.audit_pass(runner, module.get_bin_path("pct"), facts.get("lxc"),
                                    params["cuda_size_mb"], timeout=params["cuda_timeout"])
-    result = audit_mod.audit(params["root"], wanted, recorder=recorder, outputs=outputs,
+    result = audit.audit(params["root"], wanted, recorder=recorder, outputs=outputs,
                              cuda=params["cuda"], cuda_probe=probe)
     counts, worst = text.summary(result["findings"])
     out = dict(changed=False, audit=result, counts=counts, worst=worst,

@@ -113,7 +113,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     check_module,
     common,
     gpu,
@@ -121,22 +121,20 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     sysctl_values,
 )
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import argspec  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (  # noqa: E402
-    host_capture as capture_mod,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import atomic_write  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import host_capture  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import atomic_write  # noqa: E402
 
 
 def collect(module):
     params = module.params
     wanted = {"sysctl": params["sysctl"], "gpu_vendor": params["gpu_vendor"],
               "gpu_classes": params["gpu_classes"], "lxc_config_dir": params["lxc_config_dir"]}
-    builder, result, recorded = capture_mod.capture(params["root"], wanted, Runner(module))
+    builder, result, recorded = host_capture.capture(params["root"], wanted, Runner(module))
     manifest = json.dumps({
-        "schema": audit_mod.SCHEMA,
+        "schema": audit.SCHEMA,
         "root": params["root"],
         "collected_at": result["collected_at"],
         "recorded": recorded,

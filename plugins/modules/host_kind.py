@@ -60,11 +60,11 @@ virt:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     check_module,
     common,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import virt  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.host import virt  # noqa: E402
 
 
 def rules(p):

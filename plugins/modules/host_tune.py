@@ -374,12 +374,12 @@ msg:
 """
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import zipload  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import zipload  # noqa: E402
 
 zipload.install()  # before ansible's and the collection's imports: each file compiled once
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     VMID_RANGE,
     bandwidth_options,
     check_module,
@@ -390,9 +390,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     non_empty_list,
     sysctl_key,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import tune  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
 
 
 def rules(p):
@@ -409,7 +409,7 @@ def rules(p):
         int_range("numa_pin_vmids", vmid, *VMID_RANGE)
     bandwidth_options(p)
     latency_options(p)
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.parts.tune import PER_KEY
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune.tune import PER_KEY
 
     facts.wanted_values(p, PER_KEY)
 

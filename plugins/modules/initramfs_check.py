@@ -97,7 +97,7 @@ stale:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     RELEASE,
     check_module,
     common,
@@ -106,10 +106,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     names,
     non_empty_list,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (  # noqa: E402
-    initramfs_check as initramfs,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import initramfs_check  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
 
 
 def rules(p):
@@ -133,7 +131,7 @@ def main():
             kernels=dict(type="list", elements="str", required=True),
             files=dict(type="list", elements="str", default=[]),
             absent_files=dict(type="list", elements="str", default=[]),
-            image=dict(type="str", default=initramfs.IMAGE),
+            image=dict(type="str", default=initramfs_check.IMAGE),
             require=dict(type="bool", default=True),
             executable=dict(type="path"),
             root=dict(type="path", default="/"),
@@ -149,7 +147,7 @@ def _run(module):
     lister = p["executable"] or module.get_bin_path("lsinitramfs")
     if not lister:
         module.fail_json(msg="lsinitramfs not found on the PATH: install initramfs-tools")
-    result = initramfs.check_images(p["root"], p["kernels"], lister, Runner(module),
+    result = initramfs_check.check_images(p["root"], p["kernels"], lister, Runner(module),
                                     files=p["files"], absent_files=p["absent_files"],
                                     image=p["image"])
     if p["require"] and result["problems"]:

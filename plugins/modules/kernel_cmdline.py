@@ -169,20 +169,20 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     boot_params,
     check_module,
     common,
     inside,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.kernel_cmdline import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot.kernel_cmdline import (  # noqa: E402
     BootConfigError,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.kernel_cmdline import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot.kernel_cmdline_write import (  # noqa: E402
     plan,
     write,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
 
 
 def rules(p):

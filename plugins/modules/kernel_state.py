@@ -118,7 +118,7 @@ dkms_needed:
 known_bad:
   description:
     - For O(kernel), each NVIDIA driver in the DKMS tree known not to build for its kernel
-      series (a known-bad pair of module_utils/readers/driver_kernel.py, each with its source),
+      series (a known-bad pair of module_utils/subjects/driver/driver_kernel.py, each with its source),
       as a sentence naming the pair, the version that builds and the source; empty without
       O(kernel). Role kernel_upgrade refuses the upgrade on one before installing anything.
   returned: always
@@ -130,17 +130,17 @@ known_bad:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     RELEASE,
     boot_params,
     check_module,
     common,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.kernel_state import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.kernel_state import (  # noqa: E402
     kernel_state,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
 
 
 def rules(p):

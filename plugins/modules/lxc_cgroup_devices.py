@@ -199,7 +199,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     MAX_MAJOR,
     VMID_RANGE,
     check_module,
@@ -210,8 +210,10 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     names,
     non_empty_list,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.container import rules_run  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.lxc import LxcError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda.container import (  # noqa: E402
+    rules_run,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.lxc.lxc import LxcError  # noqa: E402
 
 
 def rules(p):

@@ -165,7 +165,7 @@ running:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     RELEASE,
     UNIT_NAME,
     check_module,
@@ -174,11 +174,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     names,
 )
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (  # noqa: E402
-    facts,
-    post_boot_verify as verify,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import post_boot_verify  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
 
 
 # The wanted values this module took as top-level options before option wanted
@@ -210,8 +208,8 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             root=dict(type="path", default="/"),
-            checks=dict(type="list", elements="str", choices=list(verify.CHECKS),
-                        default=list(verify.CHECKS)),
+            checks=dict(type="list", elements="str", choices=list(post_boot_verify.CHECKS),
+                        default=list(post_boot_verify.CHECKS)),
             expected_kernel=dict(type="str"),
             pending=dict(type="bool", default=False),
             modules=dict(type="list", elements="str", default=["nvidia", "nvidia_uvm"]),
@@ -234,7 +232,7 @@ def _run(module):
     except ValueError as exc:
         module.fail_json(msg="post_boot_verify: wanted: %s" % exc)
     params = dict(module.params, **wanted)
-    module.exit_json(**verify.post_boot_run(params, Runner(module)))
+    module.exit_json(**post_boot_verify.post_boot_run(params, Runner(module)))
 
 
 def _deprecate(module):

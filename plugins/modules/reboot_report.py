@@ -69,12 +69,12 @@ written:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     check_module,
     common,
     fail,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report  # noqa: E402
 
 
 def rules(p):

@@ -150,12 +150,12 @@ holder:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import run_lock as runlock
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import run_lock
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import (
     LockError,
     PathError,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (
     TOKEN,
     check_module,
     common,
@@ -201,9 +201,9 @@ def _run(module):
     params = module.params
     try:
         if params["state"] == "acquired":
-            result = runlock.acquire(params["root"], params, params["token"], module.check_mode)
+            result = run_lock.acquire(params["root"], params, params["token"], module.check_mode)
         else:
-            result = runlock.release(params["root"], params["token"], module.check_mode)
+            result = run_lock.release(params["root"], params["token"], module.check_mode)
     except (LockError, OSError, PathError) as exc:
         module.fail_json(msg="run_lock: %s (nothing was changed)" % exc, changed=False)
     module.exit_json(**result)

@@ -185,20 +185,20 @@ failed_devices:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     check_module,
     common,
     gpu,
     non_empty_list,
     pci_addresses,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.pci import PciError  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.setpci_maxreadreq import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.pci import PciError  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.setpci_maxreadreq import (  # noqa: E402
     mrrs_failure,
     mrrs_run,
     mrrs_spec,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
 
 
 def rules(p):

@@ -167,7 +167,7 @@ overridden_at_boot:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     check_module,
     common,
     fail,
@@ -175,7 +175,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     sysctl_key,
     sysctl_values,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.sysctl_settings import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.sysctl.sysctl_settings import (  # noqa: E402
     settings_failure,
     settings_run,
     settings_spec,

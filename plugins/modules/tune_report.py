@@ -104,9 +104,9 @@ failed_hosts:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import check_module  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import argspec  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import check_module  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report  # noqa: E402
 
 
 # The validation rules sit beside the spec in argspec.py (the action plugin runs them too).

@@ -205,7 +205,7 @@ failures:
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     check_module,
     common,
     fail,
@@ -215,7 +215,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     snapshot_name,
     sysctl_key,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import snapshot as snap  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import snapshot  # noqa: E402
 
 
 def rules(p):
@@ -240,7 +240,7 @@ def rules(p):
 
 def build_module():
     return AnsibleModule(
-        argument_spec=snap.snapshot_spec(),
+        argument_spec=snapshot.snapshot_spec(),
         supports_check_mode=True,
     )
 
@@ -252,10 +252,10 @@ def main():
 
 
 def _run(module):
-    result = snap.snapshot_run(module.params, module.check_mode)
+    result = snapshot.snapshot_run(module.params, module.check_mode)
     if not module._diff:
         result.pop("diff", None)
-    if snap.snapshot_failure(result):
+    if snapshot.snapshot_failure(result):
         module.fail_json(**result)
     module.exit_json(**result)
 

@@ -120,7 +120,7 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     RELEASE,
     check_module,
     common,
@@ -129,14 +129,10 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate impor
     int_range,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (  # noqa: E402
-    initramfs_check as initramfs,
-    vm_verify as vmverify,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (  # noqa: E402
-    HostFileError,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import initramfs_check  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.passthrough import vm_verify  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import HostFileError  # noqa: E402
 
 
 def rules(p):
@@ -155,10 +151,10 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             kernel=dict(type="str", required=True),
-            image=dict(type="str", default=initramfs.IMAGE),
+            image=dict(type="str", default=initramfs_check.IMAGE),
             require=dict(type="bool", default=True),
             executable=dict(type="path"),
-            timeout=dict(type="int", default=vmverify.DEFAULT_LIST_TIMEOUT),
+            timeout=dict(type="int", default=vm_verify.DEFAULT_LIST_TIMEOUT),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,
@@ -173,7 +169,7 @@ def _run(module):
     if not lister:
         module.fail_json(msg="lsinitramfs not found on the PATH: install initramfs-tools")
     try:
-        result = vmverify.gate(p["root"], p["kernel"], lister, Runner(module),
+        result = vm_verify.gate(p["root"], p["kernel"], lister, Runner(module),
                                image=p["image"], timeout=p["timeout"])
     except HostFileError as exc:  # a FIFO, device or oversized file where a config belongs
         module.fail_json(msg="not rebooting into %s: cannot read a VM or modprobe.d file: %s"

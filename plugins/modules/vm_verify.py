@@ -133,17 +133,15 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     VMID_RANGE,
     check_module,
     common,
     int_range,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import vm_verify as vmverify  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (  # noqa: E402
-    HostFileError,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.passthrough import vm_verify  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import HostFileError  # noqa: E402
 
 
 def rules(p):
@@ -162,7 +160,7 @@ def main():
             running_before=dict(type="list", elements="int", default=[]),
             start=dict(type="bool", default=True),
             qm=dict(type="bool", default=True),
-            start_timeout=dict(type="int", default=vmverify.DEFAULT_START_TIMEOUT),
+            start_timeout=dict(type="int", default=vm_verify.DEFAULT_START_TIMEOUT),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,
@@ -174,7 +172,7 @@ def main():
 def _run(module):
     p = module.params
     try:
-        result = vmverify.verify_vms(p["root"], Runner(module),
+        result = vm_verify.verify_vms(p["root"], Runner(module),
                                      running_before=p["running_before"], start=p["start"],
                                      qm=p["qm"], check_mode=module.check_mode,
                                      start_timeout=p["start_timeout"])

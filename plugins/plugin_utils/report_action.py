@@ -15,8 +15,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.validate import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (
     ValidationError,
     check,
 )

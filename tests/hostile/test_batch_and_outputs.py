@@ -209,7 +209,7 @@ def test_host_names_that_map_to_one_file_keep_their_own_reports(tmp_path):
 
 @pytest.mark.parametrize("module,key", [(audit_report, "audits"), (tune_report, "results")])
 def test_a_host_named_like_another_hosts_file_is_refused_naming_both(tmp_path, module, key):
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report
     dest = tmp_path / "reports"
     twin = report.safe_name("a/b")  # a (hostile) host named like that host's file
     value = {"findings": [], "checks": {}} if key == "audits" else {"rows": []}
@@ -231,7 +231,7 @@ def aer_fleet(tmp_path_factory):
     errors on one GPU)."""
     from fixtures import health, hosts
 
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
     wanted = hosts.common_wanted()
     out = {"first": {}, "later": {}}
     for name in ("pve-gpu03", "pve-gpu04"):
@@ -363,15 +363,13 @@ def _systemd_analyze():
 
 
 def test_the_stdlib_calendar_check_never_accepts_what_systemd_refuses():
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
-        audit_timer as audittimer,
-    )
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.programs import audit_timer
     tool = _systemd_analyze()
     verdicts = {}
     for expr in CALENDARS:
         proc = subprocess.run([tool, "calendar", "--", expr], capture_output=True,
                               check=False, timeout=30)
-        verdicts[expr] = (audittimer.calendar_problem(expr, "/") is None, proc.returncode == 0)
+        verdicts[expr] = (audit_timer.calendar_problem(expr, "/") is None, proc.returncode == 0)
     false_accepts = [e for e, (mine, real) in verdicts.items() if mine and not real]
     assert false_accepts == []
     # and it is no stricter than systemd on any of these (the common forms)
@@ -383,22 +381,20 @@ def test_the_stdlib_calendar_check_never_accepts_what_systemd_refuses():
 def test_on_the_live_host_systemd_analyze_has_the_last_word(monkeypatch):
     """Where the stdlib check misses a form systemd refuses, the live host's own
     systemd-analyze (through the runner, read-only) still refuses it."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.core import runner
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
-        audit_timer as audittimer,
-    )
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import runner
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.programs import audit_timer
     _systemd_analyze()
     run = runner.Runner(processes=subprocess)
-    audittimer.check_schedule("Mon..Fri 06:00", "/", run)
+    audit_timer.check_schedule("Mon..Fri 06:00", "/", run)
     assert [c[1:] for c in run.calls] == [["calendar", "--", "Mon..Fri 06:00"]]
-    monkeypatch.setattr(audittimer, "calendar_problem", lambda schedule, root="/": None)
-    with pytest.raises(audittimer.ConfigError) as err:
-        audittimer.check_schedule("Sun..Sat 1:00", "/", run)
+    monkeypatch.setattr(audit_timer, "calendar_problem", lambda schedule, root="/": None)
+    with pytest.raises(audit_timer.ConfigError) as err:
+        audit_timer.check_schedule("Sun..Sat 1:00", "/", run)
     assert "schedule 'Sun..Sat 1:00': systemd-analyze calendar refuses it (" in str(err.value)
     assert "the timer would never fire" in str(err.value)
     # a tree is not the live host: its schedule is not sent to this machine's systemd
     tree = runner.Runner(processes=subprocess)
-    audittimer.check_schedule("Sun..Sat 1:00", "/nonexistent-tree", tree)
+    audit_timer.check_schedule("Sun..Sat 1:00", "/nonexistent-tree", tree)
     assert tree.calls == []
 
 

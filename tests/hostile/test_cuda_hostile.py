@@ -21,11 +21,11 @@ from fixtures import hosts, lxc
 from fixtures import pci as pcifix
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import measured
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import cuda
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import container
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import measured
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import cuda
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import container
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import (
     CommandTimeout,
     Runner,
 )
@@ -86,7 +86,7 @@ def audit_with_pass(root, timeout, size_mb=1):
     tree whose PCI tree lists GPUs (host_audit itself runs the pass on / only); returns the
     audit and the seconds it took."""
     started = time.monotonic()
-    result = audit_mod.audit(root, hosts.common_wanted(), cuda_probe=lambda facts: (
+    result = audit.audit(root, hosts.common_wanted(), cuda_probe=lambda facts: (
         cuda.audit_pass(Runner(processes=subprocess), None, facts["lxc"], size_mb=size_mb,
                         timeout=timeout, root=root)))
     return result, time.monotonic() - started

@@ -10,11 +10,11 @@ from fixtures import devnodes as dn
 from fixtures import hosts
 from fixtures import lxc as lxcfix
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
-    device_nodes as devnodes,
-    nvlink,
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.device_nodes import (
+    device_nodes,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.nvlink import nvlink
 
 WANTED = hosts.common_wanted(host="pve-gpu01")
 
@@ -38,7 +38,7 @@ def _onboot_129(seed):
 
 def test_a_fifo_as_the_stored_listing_is_named_not_read(seed):
     os.makedirs(os.path.join(seed, ".gpuhost-capture"))
-    os.mkfifo(os.path.join(seed, ".gpuhost-capture", devnodes.OUTPUT_NAME))
+    os.mkfifo(os.path.join(seed, ".gpuhost-capture", device_nodes.OUTPUT_NAME))
     result = _audit(seed)
     assert result["checks"]["device_nodes"]["status"] == "n/a"
     assert "stored output not read" in result["device_nodes"]["error"]
@@ -94,4 +94,4 @@ def test_garbage_listing_and_nvlink_outputs_give_no_finding_and_no_crash(seed):
     result = _audit(seed)
     assert not [f for f in result["findings"] if f["id"].startswith(("lxc_device", "nvlink"))]
     assert not [e for e in result["errors"] if e["section"] in ("device_nodes", "nvlink")]
-    assert devnodes.parse_listing("c 195:x /dev/nvidia0\n") == {}
+    assert device_nodes.parse_listing("c 195:x /dev/nvidia0\n") == {}

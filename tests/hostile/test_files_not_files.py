@@ -35,13 +35,13 @@ MEMORY_LIMIT = 200 << 20
 def _audit(root):
     from fixtures import hosts
 
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
     return audit.audit(root, hosts.common_wanted("seed"))
 
 
 def _read_paths(root):
     """Host paths (``/proc/cmdline``) of the regular files one audit of ``root`` reads."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import hostfs
 
     class Recorder(object):
         def __init__(self):

@@ -8,7 +8,7 @@ import signal
 import pytest
 from fixtures import hosts
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
 
 
 @pytest.fixture

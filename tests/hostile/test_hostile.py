@@ -11,7 +11,7 @@ from digest import changed, digest
 from fixtures import boot, cpu, hosts, lxc, procsys
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import hostfs
 from ansible_collections.gpuhost.tuning.plugins.modules import (
     audit_report,
     boot_entries,
@@ -325,7 +325,7 @@ def test_restore_removes_folders_tune_created(tmp_path):
 
 def test_cpuidle_failure_after_writes_reports_changed_and_what(tmp_path, monkeypatch):
     root = cpu.epyc_cpus(str(tmp_path), threads=8)
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import (
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cpu import (
         cpuidle_state as cpu_mod,
     )
     real = cpu_mod.write_in_place
@@ -378,9 +378,9 @@ def test_proc_devices_folder_is_a_message_for_lxc(seed):
 def test_looping_capability_list_is_a_finding_and_tune_fails(seed):
     from fixtures import pci as pcifix
     built = hosts.seed_host  # noqa: F841 - the seed tree is already built
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import pci as pci_mod
-    gpu = pci_mod.select_devices(seed)[0].address
-    path = pci_mod.PciDevice(seed, gpu).config_path
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import pci
+    gpu = pci.select_devices(seed)[0].address
+    path = pci.PciDevice(seed, gpu).config_path
     data = bytearray(open(path, "rb").read())
     first = data[0x34] & 0xFC
     data[first + 1] = first  # the first capability points at itself

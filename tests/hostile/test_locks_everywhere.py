@@ -18,9 +18,9 @@ from conftest import TESTS
 from digest import changed, digest
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import run_lock as runlock
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import capture_unpack as unpack
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import run_lock as runlock
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import capture_unpack
 from ansible_collections.gpuhost.tuning.plugins.modules import (
     audit_timer,
     boot_service,
@@ -359,7 +359,7 @@ def test_a_capture_audits_as_it_is_like_its_tree(shared_seed, tmp_path):
     with_abs = _tarball(str(tmp_path / "abs.tar.gz"), [
         ("etc", "dir"), ("etc/passwd", "file", b"root:x:0:0::/root:/bin/sh\n"),
         ("var/lib/x", "link", None, "/etc/passwd")])
-    dest, count = unpack.unpack(with_abs)
+    dest, count = capture_unpack.unpack(with_abs)
     try:
         assert count == 3
         link = os.path.join(dest, "var/lib/x")
@@ -367,4 +367,4 @@ def test_a_capture_audits_as_it_is_like_its_tree(shared_seed, tmp_path):
         assert os.path.realpath(link) == os.path.join(os.path.realpath(dest), "etc/passwd")
         assert not stat.S_ISLNK(os.lstat(os.path.join(dest, "etc/passwd")).st_mode)
     finally:
-        unpack.remove_scratch(dest)
+        capture_unpack.remove_scratch(dest)

@@ -13,9 +13,9 @@ import pytest
 from digest import digest
 from fixtures import dkms, driver
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import driver_state as ds
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import kmod_info
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver import driver_state
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver import kmod_info
 
 OLD, NEW, NEXT, RUNNING = driver.OLD, driver.NEW, driver.NEXT, driver.RUNNING
 UPDATES = "lib/modules/%s/updates/dkms" % NEXT
@@ -38,7 +38,7 @@ def _refusals(root, same=True, **kwargs):
     """The gate's refusals for NEW and the state; the tree unchanged (``same``: by its
     digest, which cannot read a tree holding a FIFO)."""
     before = digest(root) if same else None
-    state = ds.driver_state(root, NEW, **kwargs)
+    state = driver_state.driver_state(root, NEW, **kwargs)
     if same:
         assert digest(root) == before
     return state["gate"]["refusals"], state

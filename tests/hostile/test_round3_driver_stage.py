@@ -31,11 +31,13 @@ import zlib
 import pytest
 from digest import changed, digest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
-    driver_stage_files as files,
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver import (
+    driver_stage_files,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stage import Stager
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers.driver_stage_files import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.driver_stage import (
+    Stager,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.driver_stage_files import (
     StageError,
 )
 
@@ -121,7 +123,7 @@ def tree(tmp_path):
 
 
 class Runner(object):
-    """What core.runner.Runner.run returns, from a real child process; the NVIDIA installer
+    """What platform.runner.Runner.run returns, from a real child process; the NVIDIA installer
     (``installer``) answers 0 without running (its own writes are not judged here)."""
 
     def __init__(self):
@@ -186,7 +188,7 @@ def test_a_run_tmp_linked_to_a_file_is_never_overwritten(tree):
     tree.seal()
     stager = Stager(Runner(), tree.root, NEW, "run", _state(), {"installer": "installer"},
                     run_file=run_file)
-    stager.run_info = files.run_header(tree.root, run_file, NEW)
+    stager.run_info = driver_stage_files.run_header(tree.root, run_file, NEW)
     stager._stage_host_run()
     assert tree.outside() == []
     assert os.path.islink(planted)
@@ -208,9 +210,9 @@ def test_a_tmp_link_in_the_debs_keep_or_apt_cache_is_never_written(tree, where):
     tree.seal()
     warnings = []
     if where == "keep":
-        done = files.keep_debs(tree.root, {"libcuda1": OLD + "-1"}, warnings=warnings)
+        done = driver_stage_files.keep_debs(tree.root, {"libcuda1": OLD + "-1"}, warnings=warnings)
     else:
-        done = files.unkeep_debs(tree.root, {"libcuda1": OLD + "-1"}, warnings=warnings)
+        done = driver_stage_files.unkeep_debs(tree.root, {"libcuda1": OLD + "-1"}, warnings=warnings)
     assert tree.outside() == [] and warnings == []
     assert done == [DEB]
     with open(tree.path("%s/%s" % (dest, DEB)), "rb") as handle:
@@ -299,8 +301,8 @@ def test_a_kept_deb_or_run_linked_to_a_0600_file_is_never_pushed_to_a_tenant(tre
 def test_the_run_lock_and_atomic_write_never_open_a_planted_temporary_name(tree):
     """The same helper behind every other writer: the run lock's old ``<lock>.<pid>.tmp``
     and atomic_write's old ``.<name>.<pid>.<n>.tmp`` planted as links to files outside."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.core import run_lock
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import run_lock
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import hostfs
 
     lock = tree.path(run_lock.RUN_LOCK_PATH.lstrip("/"))
     tree.link(run_lock.RUN_LOCK_PATH.lstrip("/") + ".%d.tmp" % os.getppid(),
@@ -337,7 +339,7 @@ def test_a_cached_deb_linked_to_a_0600_file_is_not_kept(tree):
     packages = {"libcuda1": OLD + "-1", "nvidia-smi": OLD + "-1"}
     for check_mode in (True, False):
         warnings = []
-        done = files.keep_debs(tree.root, packages, check_mode=check_mode, warnings=warnings)
+        done = driver_stage_files.keep_debs(tree.root, packages, check_mode=check_mode, warnings=warnings)
         assert done == []
         assert len(warnings) == 2
         assert warnings[0].startswith("%s: a symbolic link to %s, not a regular file: not "
@@ -361,9 +363,9 @@ def test_a_cached_deb_that_is_a_fifo_is_skipped_in_seconds(tree):
     tree.seal()
     started = time.time()
     warnings = []
-    assert files.keep_debs(tree.root, {"libcuda1": OLD + "-1"}, warnings=warnings) == []
+    assert driver_stage_files.keep_debs(tree.root, {"libcuda1": OLD + "-1"}, warnings=warnings) == []
     assert warnings and warnings[0].startswith("%s: a FIFO, not a regular file: not kept" % fifo)
-    assert files.keep_build(tree.root, "nvidia", OLD, [KERNEL], warnings=warnings) == [KERNEL]
+    assert driver_stage_files.keep_build(tree.root, "nvidia", OLD, [KERNEL], warnings=warnings) == [KERNEL]
     assert warnings[1].startswith("%s: a FIFO, not a regular file: not copied"
                                   % tree.path(built + "/make.log"))
     assert os.path.isfile(tree.path("%s/dkms/nvidia/%s/%s/module/nvidia.ko"
@@ -392,21 +394,21 @@ def test_a_2_pib_installed_size_caps_the_pull_at_the_ceiling_and_the_host_free_s
     stager._keep_ct_debs(plan, APT)
     assert tree.outside() == []
     assert not query and [c for c in runner.calls if "dpkg-query" in c]
-    free = files.free_bytes(tree.path(KEEP))
+    free = driver_stage_files.free_bytes(tree.path(KEEP))
     for cap in _fsize(runner):
-        assert cap <= files.DEB_CAP_CEILING == 512 << 20
-        assert cap <= free - files.HOST_FREE_MARGIN
+        assert cap <= driver_stage_files.DEB_CAP_CEILING == 512 << 20
+        assert cap <= free - driver_stage_files.HOST_FREE_MARGIN
     assert plan["row"]["kept_debs"] == [DEB]
 
 
 def test_a_host_without_room_pulls_nothing_and_says_so(tree, container, monkeypatch):
     stager, runner, plan = container(installed_size="1099511627776")
-    monkeypatch.setattr(files, "free_bytes", lambda folder: files.HOST_FREE_MARGIN + 100)
+    monkeypatch.setattr(driver_stage_files, "free_bytes", lambda folder: driver_stage_files.HOST_FREE_MARGIN + 100)
     stager._keep_ct_debs(plan, APT)
     # 100 bytes of room: each pull stops there (from the cache, then after apt's fetch)
     assert set(_fsize(runner)) == {100}
     assert plan["row"]["kept_debs"] == []
-    monkeypatch.setattr(files, "free_bytes", lambda folder: 5)
+    monkeypatch.setattr(driver_stage_files, "free_bytes", lambda folder: 5)
     runner.calls[:] = []
     stager.warnings[:] = []
     stager._keep_ct_debs(dict(plan, row={"vmid": "129", "from": OLD}), APT)

@@ -18,16 +18,12 @@ import time
 import pytest
 from fixtures import cudaprobe, hosts, kernmsg, nvhealth
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import policy
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import audit_program
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
-    host_health as hostlog,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
-    kernel_log as kernlog,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import nvlink
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.health import policy
+from ansible_collections.gpuhost.tuning.plugins.module_utils.programs import audit_program
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.health import host_health
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.health import kernel_log
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.nvlink import nvlink
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINKS = os.path.join(TESTS, "output", "pathlink")  # tests/conftest.py's importable link
@@ -72,7 +68,7 @@ def _node_check(capsys, root, config, *extra):
 
 def _all_but(*ids):
     """``acknowledged`` naming every finding id of the audit but ``ids``."""
-    return [{"id": fid} for fid in audit_mod.FINDING_ORDER if fid not in ids]
+    return [{"id": fid} for fid in audit.FINDING_ORDER if fid not in ids]
 
 
 def _line(message, when=None):
@@ -84,8 +80,8 @@ def _line(message, when=None):
 
 def test_node_check_leaves_out_what_the_operator_acknowledged(tmp_path, capsys):
     root, _health = _health_tree(tmp_path)
-    found = audit_mod.audit(root)["findings"]
-    gating = [f for f in found if audit_mod.severity_at_least(f["severity"], "high")]
+    found = audit.audit(root)["findings"]
+    gating = [f for f in found if audit.severity_at_least(f["severity"], "high")]
     assert gating and gating[0]["id"] == "dkms_missing_for_kernel"
     acked = [{"id": f["id"], "subject": f["subject"]} for f in gating]
     status, line = _node_check(capsys, root, _config(tmp_path, {"acknowledged": acked}))
@@ -189,7 +185,7 @@ def test_textfile_folder_linked_out_of_the_root_is_refused(tmp_path, capsys):
     kernmsg.oom(task="kernel BUG at ")[1],
 ])
 def test_a_process_fault_is_no_oops(message):
-    assert hostlog.classify(_line(message))[0] in (None, "oom")
+    assert host_health.classify(_line(message))[0] in (None, "oom")
 
 
 @pytest.mark.parametrize("message", [
@@ -197,19 +193,19 @@ def test_a_process_fault_is_no_oops(message):
     kernmsg.PAGE_FAULT, kernmsg.PANIC, "kernel BUG at mm/slub.c:4318!",
 ])
 def test_the_kernels_own_oops_still_is(message):
-    assert hostlog.classify(_line(message))[0] == "oops"
+    assert host_health.classify(_line(message))[0] == "oops"
     # in every log format the audit reads: dmesg -T and the kernel's uptime stamp
-    assert hostlog.classify("[Sun Feb 23 16:24:18 2025] " + message)[0] == "oops"
-    assert hostlog.classify(_line("[  812.345678] " + message))[0] == "oops"
+    assert host_health.classify("[Sun Feb 23 16:24:18 2025] " + message)[0] == "oops"
+    assert host_health.classify(_line("[  812.345678] " + message))[0] == "oops"
 
 
 def test_the_audit_of_a_crashing_program_finds_no_oops(tmp_path):
     root, _health = _health_tree(tmp_path, [_line(kernmsg.USER_GPF), _line(kernmsg.USER_TRAP),
                                             _line(kernmsg.user_segfault("kernel BUG at "))])
-    ids = [f["id"] for f in audit_mod.audit(root)["findings"]]
+    ids = [f["id"] for f in audit.audit(root)["findings"]]
     assert "host_kernel_oops" not in ids
     root2, _health = _health_tree(tmp_path / "oops", [_line(kernmsg.KERNEL_GPF_610)])
-    ids = [f["id"] for f in audit_mod.audit(root2)["findings"]]
+    ids = [f["id"] for f in audit.audit(root2)["findings"]]
     assert "host_kernel_oops" in ids
 
 
@@ -294,9 +290,9 @@ def _worst(name, size):
 
 def _timed(line):
     started = time.perf_counter()
-    hostlog.classify(line)
-    kernlog.parse_line(line)
-    kernlog.line_time(line)
+    host_health.classify(line)
+    kernel_log.parse_line(line)
+    kernel_log.line_time(line)
     return time.perf_counter() - started
 
 
@@ -305,7 +301,7 @@ def test_each_pattern_is_linear_in_the_line(monkeypatch, name):
     """With the line cut lifted (LINE_CHARS), the worst line of 63 KB and of 630 KB: a
     linear pattern takes well under a second for both (a quadratic one took 2.7 s for
     63 KB, so 270 s for 630 KB: the 63 KB line is timed first)."""
-    monkeypatch.setattr(hostlog, "LINE_CHARS", 1 << 30, raising=False)
+    monkeypatch.setattr(host_health, "LINE_CHARS", 1 << 30, raising=False)
     assert _timed(_worst(name, 63 << 10)) < 0.25
     assert _timed(_worst(name, 630 << 10)) < 1.0
 
@@ -441,16 +437,16 @@ def test_a_cuda_result_with_no_device_on_an_8_gpu_tree_is_a_finding(tmp_path):
     root, _health = _health_tree(tmp_path)
     blind = cudaprobe.probe_ok("0000:01:00.0")
     blind["devices"] = []
-    result = audit_mod.audit(root, cuda=[blind])
+    result = audit.audit(root, cuda=[blind])
     found = [f for f in result["findings"] if f["id"] == "cuda_init_failed"]
     assert [(f["subject"], f["current"]) for f in found] == [
         ("host", "cuInit 0 but CUDA sees 0 of the 8 GPUs the driver lists")]
     # a container probed for its GPUs that sees none
     blind["vmid"] = 129
-    found = [f for f in audit_mod.audit(root, cuda=[blind])["findings"]
+    found = [f for f in audit.audit(root, cuda=[blind])["findings"]
              if f["id"] == "cuda_init_failed"]
     assert [f["subject"] for f in found] == ["lxc 129"]
     # one that saw its GPU: nothing
     ok = cudaprobe.probe_ok("0000:01:00.0")
-    assert not [f for f in audit_mod.audit(root, cuda=[ok])["findings"]
+    assert not [f for f in audit.audit(root, cuda=[ok])["findings"]
                 if f["id"] == "cuda_init_failed"]

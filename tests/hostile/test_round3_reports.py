@@ -25,16 +25,18 @@ from fixtures import hosts
 from fixtures.reboot import reboot_doc
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import (
     files as files_mod,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import (
     merged,
     report,
     rollout,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output.reboot import reboot_files
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report.reboot import (
+    reboot_files,
+)
 from ansible_collections.gpuhost.tuning.plugins.modules import rollout_report
 
 GENERATED = "2026-01-05 03:00:00Z"

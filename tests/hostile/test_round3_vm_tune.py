@@ -10,7 +10,7 @@ import os
 import pytest
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.passthrough import (
     vm_verify as vmverify,
 )
 from ansible_collections.gpuhost.tuning.plugins.modules import vfio_initramfs_check, vm_verify
@@ -148,7 +148,7 @@ def test_unreadable_vm_files_fail_naming_the_file(mixed, plant, module, args):
 # low: a snapshot whose recorded value holds a control character is refused whole, naming
 # the snapshot file and the key; its JSON is read depth-bounded
 def _taken(seed):
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import snapshot
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import snapshot
     res = snapshot.snapshot_run({"root": seed, "state": "present"})
     assert not res.get("failed"), res
     return snapshot, os.path.join(seed, "var/lib/gpuhost/original.json")
@@ -206,7 +206,7 @@ def test_snapshot_deep_json_is_refused_not_a_recursion_error(seed):
 # failure says which parts changed the host in this run instead of "nothing was written"
 def test_numa_pin_refusal_names_what_the_parts_before_it_wrote(tmp_path):
     from fixtures import health
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import tune
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune
     from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
     root = str(tmp_path)
     health.gpu_host(root)
@@ -230,11 +230,13 @@ def test_numa_pin_refusal_names_what_the_parts_before_it_wrote(tmp_path):
 @pytest.mark.parametrize("plant", ["folder_at_link", "file_at_folder"])
 def test_device_nodes_writes_nothing_when_the_link_path_is_in_the_way(tmp_path, plant):
     from digest import digest
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import device_nodes
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.device_nodes import (
+        device_nodes_part,
+    )
     root = str(tmp_path / "host")
     os.makedirs(root)
     hosts.seed_host(root)
-    link = os.path.join(root, device_nodes.WANTS_LINK.lstrip("/"))
+    link = os.path.join(root, device_nodes_part.WANTS_LINK.lstrip("/"))
     if plant == "folder_at_link":
         os.makedirs(os.path.join(link, "operator-notes"))
     else:
@@ -242,8 +244,8 @@ def test_device_nodes_writes_nothing_when_the_link_path_is_in_the_way(tmp_path, 
         with open(os.path.dirname(link), "w") as handle:
             handle.write("not a folder\n")
     before = digest(root)
-    out = device_nodes.install(root)
+    out = device_nodes_part.install(root)
     assert out["failed"] and "nothing was written" in out["msg"], out
     assert "multi-user.target.wants" in out["msg"] and "move it away" in out["msg"]
     assert digest(root) == before
-    assert not os.path.lexists(os.path.join(root, device_nodes.UNIT_PATH.lstrip("/")))
+    assert not os.path.lexists(os.path.join(root, device_nodes_part.UNIT_PATH.lstrip("/")))

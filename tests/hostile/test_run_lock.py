@@ -9,7 +9,7 @@ from digest import changed, digest
 from fixtures import hosts
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import run_lock as runlock
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import run_lock as runlock
 from ansible_collections.gpuhost.tuning.plugins.modules import (
     dkms_build,
     host_tune,

@@ -15,7 +15,7 @@ import pytest
 from conftest import install_collection, tree_snapshot
 from fixtures import hosts
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.facts import WANTED_KEYS
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit.facts import WANTED_KEYS
 
 # One pytest-xdist worker runs this whole file (--dist loadgroup):
 # its tests share the module's fleet and first run.

@@ -17,7 +17,7 @@ import time
 import platforms
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import audit_program
+from ansible_collections.gpuhost.tuning.plugins.module_utils.programs import audit_program
 from conftest import install_collection
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("audit_timer_live")]

@@ -25,7 +25,8 @@ import time
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import dkms, kernels as kernel
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import kernels
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms import dkms
 from ansible_collections.gpuhost.tuning.plugins.modules import dkms_build
 from modrun import run_module
 
@@ -47,8 +48,8 @@ USRSRC = "/usr/src/%s-%s" % (NAME, VERSION)
 
 def _headers_kernel():
     found = [os.path.basename(os.path.dirname(p)) for p in glob.glob("/lib/modules/*/build")
-             if kernel.has_headers("/", os.path.basename(os.path.dirname(p)))]
-    return sorted(found, key=kernel.kernel_sort_key)[-1] if found else None
+             if kernels.has_headers("/", os.path.basename(os.path.dirname(p)))]
+    return sorted(found, key=kernels.kernel_sort_key)[-1] if found else None
 
 
 def _dkms(*args, check=True):

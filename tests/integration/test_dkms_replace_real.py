@@ -25,9 +25,9 @@ import pytest
 from driverstandin import DOUBLES, NEW, OLD, copy_headers, headers_kernel, host_root, \
     module_source
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import runner
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import dkms
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import dkms_build as dkms_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import runner
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms import dkms
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms import dkms_build
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("dkms_replace_real")]
 
@@ -55,8 +55,8 @@ def tree(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUHOST_DKMS_ROOT", root)
     run = runner.Runner(processes=subprocess)
     for version in (OLD, NEW):
-        dkms_write.add(run, root, "nvidia", version, dkms=WRAPPER)
-    done = dkms_write.ensure(run, root, "nvidia", NEW, release, dkms=WRAPPER)
+        dkms_build.add(run, root, "nvidia", version, dkms=WRAPPER)
+    done = dkms_build.ensure(run, root, "nvidia", NEW, release, dkms=WRAPPER)
     assert done["state_after"] == "installed", done
     assert _ko_version(root, release) == NEW
     return run, root, release
@@ -76,21 +76,21 @@ def _status(run, release):
 
 def test_replace_installs_the_older_version_with_force(suite, tree):
     run, root, release = tree
-    done = dkms_write.ensure(run, root, "nvidia", OLD, release, dkms=WRAPPER, replace=True)
+    done = dkms_build.ensure(run, root, "nvidia", OLD, release, dkms=WRAPPER, replace=True)
     assert done["changed"] is True
     assert done["commands"][-1] == [WRAPPER, "install", "-m", "nvidia", "-v", OLD,
                                     "-k", release, "--force"]
     assert _ko_version(root, release) == OLD
     assert (OLD, "installed", None) in _status(run, release)
-    again = dkms_write.ensure(run, root, "nvidia", OLD, release, dkms=WRAPPER, replace=True)
+    again = dkms_build.ensure(run, root, "nvidia", OLD, release, dkms=WRAPPER, replace=True)
     assert again["changed"] is False and again["commands"] == []
     assert _ko_version(root, release) == OLD
 
 
 def test_without_replace_the_newer_ko_stays_and_ensure_says_so(suite, tree):
     run, root, release = tree
-    with pytest.raises(dkms_write.DkmsError) as err:
-        dkms_write.ensure(run, root, "nvidia", OLD, release, dkms=WRAPPER)
+    with pytest.raises(dkms_build.DkmsError) as err:
+        dkms_build.ensure(run, root, "nvidia", OLD, release, dkms=WRAPPER)
     assert _ko_version(root, release) == NEW
     warning = KEEPS_NEWER_WARNING[suite]
     rows = dict((v, (state, w)) for v, state, w in _status(run, release))

@@ -1,4 +1,4 @@
-"""The driver gate's module reading (readers/kmod_info.py) against modules REAL dkms built
+"""The driver gate's module reading (subjects/driver/kmod_info.py) against modules REAL dkms built
 and installed, on both platforms (the ``suite`` fixture, tests/platforms.py): Debian 12's
 dkms 3.0.10 here, Debian 13's dkms 3.2.2 inside the trixie test image (plain ``.ko`` in
 the test root, compressed by the real ``xz`` as the kernel's modules_install does, read
@@ -26,10 +26,10 @@ import pytest
 from driverstandin import DOUBLES, NEW, OLD, copy_headers, headers_kernel, host_root, \
     module_source
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import runner
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import driver_state as ds
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import kmod_info
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import dkms_build as dkms_write
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import runner
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver import driver_state
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver import kmod_info
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms import dkms_build
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("driver_gate_real")]
 
@@ -57,8 +57,8 @@ def test_the_gate_reads_the_version_of_the_module_dkms_really_installed(
     monkeypatch.setenv("GPUHOST_DKMS_ROOT", root)
     run = runner.Runner(processes=subprocess)
     for version in (OLD, NEW):
-        dkms_write.add(run, root, "nvidia", version, dkms=WRAPPER)
-    dkms_write.ensure(run, root, "nvidia", NEW, release, dkms=WRAPPER)
+        dkms_build.add(run, root, "nvidia", version, dkms=WRAPPER)
+    dkms_build.ensure(run, root, "nvidia", NEW, release, dkms=WRAPPER)
 
     found = glob.glob(os.path.join(root, "lib/modules", release, "updates/dkms/nvidia.ko*"))
     assert len(found) == 1, found
@@ -66,11 +66,11 @@ def test_the_gate_reads_the_version_of_the_module_dkms_really_installed(
     assert [p["version"] for p in picked] == [NEW, NEW], picked
     assert picked[0]["path"] == "/" + os.path.relpath(found[0], root)
     assert picked[0]["version"] == _modinfo(found[0]) and picked[0]["vermagic"] == release
-    assert ds.driver_state(root, NEW, next_kernel_release=release)["gate"]["ok"] is True
+    assert driver_state.driver_state(root, NEW, next_kernel_release=release)["gate"]["ok"] is True
 
-    with pytest.raises(dkms_write.DkmsError):   # both dkms: the older one is not installed
-        dkms_write.ensure(run, root, "nvidia", OLD, release, dkms=WRAPPER)
-    state = ds.driver_state(root, OLD, next_kernel_release=release)
+    with pytest.raises(dkms_build.DkmsError):   # both dkms: the older one is not installed
+        dkms_build.ensure(run, root, "nvidia", OLD, release, dkms=WRAPPER)
+    state = driver_state.driver_state(root, OLD, next_kernel_release=release)
     installed = [e["version"] for e in state["host"]["dkms"]
                  if e["kernel"] == release and e["state"] == "installed"]
     assert _modinfo(found[0]) == NEW
@@ -81,7 +81,7 @@ def test_the_gate_reads_the_version_of_the_module_dkms_really_installed(
         assert any("loads %s (search order), which holds version %s, not %s" % (
             picked[0]["path"], NEW, OLD) in r for r in refusals), refusals
     else:
-        assert ds.driver_state(root, NEW, next_kernel_release=release)["gate"]["ok"] is True
+        assert driver_state.driver_state(root, NEW, next_kernel_release=release)["gate"]["ok"] is True
 
     # the same real module as the kernel's modules_install compresses it (scripts/
     # Makefile.modinst: xz --check=crc32 --lzma2=dict=1MiB), read as the real modinfo does

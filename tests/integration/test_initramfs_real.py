@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import kernels as kernel
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import kernels
 from ansible_collections.gpuhost.tuning.plugins.modules import initramfs_check
 from modrun import run_module
 
@@ -27,8 +27,8 @@ def _image_kernels():
 
 def test_modprobe_option_is_seen_only_after_update_initramfs(suite):
     old = _image_kernels()
-    assert kernel.installed_kernels("/") == [old]
-    assert kernel.release_flavour(old) == "debian"
+    assert kernels.installed_kernels("/") == [old]
+    assert kernels.release_flavour(old) == "debian"
     args = {"kernels": [old], "files": [CONF], "require": False}
     with open(CONF, "w") as handle:
         handle.write("options gpuhost_hello disable_hmm=1\n")

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import kernels as kernel
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import kernels
 
 pytestmark = [pytest.mark.integration]
 IN_IMAGE = True
@@ -29,7 +29,7 @@ def _linux_version(*args):
 
 
 def test_sort_key_agrees_with_linux_version_sort(suite):
-    assert sorted(RELEASES, key=kernel.kernel_sort_key) == _linux_version("sort", *RELEASES)
+    assert sorted(RELEASES, key=kernels.kernel_sort_key) == _linux_version("sort", *RELEASES)
 
 
 def test_installed_kernels_and_package_names_of_the_image(suite):
@@ -37,9 +37,9 @@ def test_installed_kernels_and_package_names_of_the_image(suite):
         info = dict(line.strip().split("=", 1) for line in handle if "=" in line)
     old = info["old_kernel"]
     # the image's one kernel, read from /lib/modules and /boot as linux-base lists it
-    assert kernel.installed_kernels("/") == _linux_version("list") == [old]
-    assert kernel.has_headers("/", old)
-    names = kernel.kernel_info("/", old)
+    assert kernels.installed_kernels("/") == _linux_version("list") == [old]
+    assert kernels.has_headers("/", old)
+    names = kernels.kernel_info("/", old)
     assert (names["image_package"], names["headers_package"]) == (
         "linux-image-" + old, "linux-headers-" + old)
     for package in (names["image_package"], names["headers_package"]):

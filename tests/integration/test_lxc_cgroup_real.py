@@ -32,7 +32,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
 from ansible_collections.gpuhost.tuning.plugins.modules import lxc_cgroup_devices
 from fixtures import hosts
 from fixtures import lxc as fx

@@ -1,4 +1,4 @@
-"""The HTML report (output/page.py html_files) on screens from 800 to 1,920 px, measured in
+"""The HTML report (engines/report/page.py html_files) on screens from 800 to 1,920 px, measured in
 headless Chromium (Debian's chromium package, installed by the integration tier's set-up:
 Makefile INTEGRATION_PKGS).
 
@@ -29,8 +29,8 @@ import subprocess
 import pytest
 from fixtures import hosts
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import documents, page
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import documents, page
 
 # One pytest-xdist worker runs this file (--dist loadgroup): the pages are made once.
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("report_screens")]

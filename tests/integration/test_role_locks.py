@@ -12,7 +12,7 @@ from digest import changed, digest
 from fixtures import bootloader as fx
 from fixtures import hosts
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import run_lock as runlock
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import run_lock
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_PY = os.path.join(REPO, ".venv", "bin", "python")
@@ -54,7 +54,7 @@ def _play(tmp_path, root, role, extra=None):
     playbook.write_text("- name: %s on its own\n  hosts: all\n  gather_facts: false\n"
                         "  roles:\n    - role: gpuhost.tuning.%s\n" % (role, role))
     env = dict(os.environ)
-    env.pop(runlock.ENV_TOKEN, None)
+    env.pop(run_lock.ENV_TOKEN, None)
     env.update({
         "ANSIBLE_COLLECTIONS_PATH": COLLECTIONS,
         "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
@@ -80,12 +80,12 @@ def _play(tmp_path, root, role, extra=None):
 
 
 def _foreign(root):
-    env_token = os.environ.pop(runlock.ENV_TOKEN, None)
+    env_token = os.environ.pop(run_lock.ENV_TOKEN, None)
     try:
-        return runlock.acquire(root, HOLDER)
+        return run_lock.acquire(root, HOLDER)
     finally:
         if env_token is not None:
-            os.environ[runlock.ENV_TOKEN] = env_token
+            os.environ[run_lock.ENV_TOKEN] = env_token
 
 
 def test_boot_config_on_its_own_is_refused_while_another_run_holds_the_lock(tmp_path):

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.sysctl import (
     sysctl_settings as sysctl_write,
 )
 from ansible_collections.gpuhost.tuning.plugins.modules import sysctl_settings

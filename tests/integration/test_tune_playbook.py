@@ -15,8 +15,8 @@ import yaml
 from conftest import install_collection, tree_snapshot
 from fixtures import hosts
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import cpu as cpu_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cpu import cpu as cpu_mod
 
 # One pytest-xdist worker runs this whole file (--dist loadgroup):
 # its tests share one collection copy and one podman container name.
@@ -76,7 +76,7 @@ def recap(output):
 
 
 def managed_findings(root):
-    result = audit_mod.audit(root, WANTED)
+    result = audit.audit(root, WANTED)
     return [f for f in result["findings"] if f["id"] in MANAGED]
 
 
@@ -220,7 +220,7 @@ def test_an_unreadable_key_fails_the_host_after_everything_else(seed):
     assert "kernel.nmi_watchdog" in proc.stdout.split("Fail the host")[-1]
     # everything else was done; the audit names the file it would not read
     assert managed_findings(root) == []
-    errors = audit_mod.audit(root, WANTED)["errors"]
+    errors = audit.audit(root, WANTED)["errors"]
     assert any("nmi_watchdog: a character device, not a regular file" in str(e)
                for e in errors), errors
     with open(os.path.join(reports, "localhost-tune.json")) as handle:

@@ -99,7 +99,7 @@ def test_galaxy_build_of_the_checkout_ships_content_and_no_developer_state(tmp_p
     assert {"plugins/modules/setpci_maxreadreq.py", "plugins/modules/cpuidle_state.py",
             "plugins/modules/lxc_cgroup_devices.py", "plugins/modules/dkms_build.py",
             "plugins/modules/kernel_cmdline.py"} <= modules
-    assert "plugins/module_utils/onhost/hostfs.py" in names
+    assert "plugins/module_utils/platform/hostfs.py" in names
     assert any(re.match(r"roles/[a-z_]+/tasks/main\.yml$", n) for n in names)
     assert "roles/common/defaults/main.yml" in names
     assert "meta/runtime.yml" in names
@@ -135,7 +135,7 @@ def test_build_ignore_drops_developer_state_that_is_present(tmp_path):
 
     assert forbidden(names) == []
     assert "tests/unit/test_kept.py" in names
-    assert "plugins/module_utils/onhost/hostfs.py" in names
+    assert "plugins/module_utils/platform/hostfs.py" in names
 
 
 # ---------------------------------------------------------------- execution environment

@@ -10,8 +10,8 @@ import re
 import yaml
 from packaging.version import Version
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import deprecated
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import deprecated
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # A version of this collection named in prose: "gpuhost.tuning 0.2.0", "until 0.3.0", ...

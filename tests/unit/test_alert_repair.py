@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import metrics
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXT = os.path.join(REPO, "extensions")

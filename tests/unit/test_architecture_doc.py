@@ -3,9 +3,9 @@ backticks exists in this checkout, so the page cannot drift from the code unseen
 named ``facts.DEFAULT_WANTED`` and ``snapshot.PARTS`` long after both were gone).
 
 Checked: spans that look like repository paths (``plugins/...``, ``tests/...``, a
-module_utils sub-package path such as ``parts/registry.py``), bare ``<name>.py`` file names
+module_utils sub-package path such as ``engines/tune/tune_registry.py``), bare ``<name>.py`` file names
 (some file of that name under plugins/ or tests/), and dotted names whose head is a
-module_utils module (``fleet.run.judge``, ``runner.QUERY_TIMEOUT_S``, ``hostfs.RootLock``):
+module_utils module (``engines.fleet.fleet_run.judge``, ``runner.QUERY_TIMEOUT_S``, ``hostfs.RootLock``):
 the last part must be defined at the top level of that file, or in a class it names. Spans
 with placeholders (``<column>``), commands and call signatures are left alone.
 """
@@ -143,7 +143,7 @@ def _facts_listed():
 
 
 def test_the_layer_picture_lists_every_fact_collect_returns(tmp_path):
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts
 
     assert _facts_listed() == set(facts.collect(str(tmp_path), None))
 
@@ -155,7 +155,7 @@ def test_every_name_the_page_cites_exists():
 @pytest.mark.parametrize("span, ok", [
     ("runner.QUERY_TIMEOUT_S", True),
     ("runner.NO_SUCH_LIMIT", False),
-    ("fleet.run.judge", True),
+    ("engines.fleet.fleet_run.judge", True),
     ("plugins/module_utils/no_such.py", False),
     ("no_such_file.py", False),
     ("tests/unit/test_architecture_doc.py::test_every_name_the_page_cites_exists", True),

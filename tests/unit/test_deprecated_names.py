@@ -2,7 +2,7 @@
 
 The deprecated names are read from where they are declared: each role's rename map
 (``__gpuhost_<role>_renamed`` in ``roles/<role>/vars/main.yml``, where the role maps an old
-name onto its new one), module_utils/core/deprecated.py (option aliases, return keys) and the
+name onto its new one), module_utils/platform/deprecated.py (option aliases, return keys) and the
 per-key options of the modules taking ``wanted`` (facts.WANTED_KEYS, tune.PER_KEY,
 post_boot_verify.PER_KEY). The changelog (it says what was renamed) and the files that do the
 mapping are the only places left to name them.
@@ -20,9 +20,9 @@ import pytest
 import yaml
 from conftest import REPO
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import deprecated
-from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import tune
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import deprecated
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts
 from ansible_collections.gpuhost.tuning.plugins.modules import post_boot_verify
 
 PER_KEY = {"host_audit": facts.WANTED_KEYS, "host_tune": tune.PER_KEY,
@@ -86,7 +86,7 @@ def test_no_remedy_doc_or_playbook_names_a_renamed_variable():
 
 
 def test_the_old_remedies_are_caught():
-    """The remedy lines of checks/gpu_xid.py and gpu_memory.py before 4fd0dca."""
+    """The remedy lines of subjects/health/gpu_xid_check.py and gpu_memory.py before 4fd0dca."""
     before = ('"reboot: plan a maintenance window, then '
               'ansible-playbook gpuhost.tuning.reboot_verify -l %s -e gpuhost_reboot=true"')
     assert named(before, renamed_variables()) == ["gpuhost_reboot"]

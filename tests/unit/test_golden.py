@@ -38,9 +38,9 @@ from fixtures import (
 from fixtures import passthrough as ptfix
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import host_capture as capture
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import host_capture
 from ansible_collections.gpuhost.tuning.plugins.modules import host_audit
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "audit")
@@ -305,7 +305,7 @@ def test_capture_of_each_golden_host_audits_the_same(name, tmp_path):
     # the CUDA results come from a live probe, never from a capture: compare without them
     wanted = dict(hosts.common_wanted(host=name),
                   **dict((k, v) for k, v in extra.items() if k != "cuda"))
-    builder, original, _recorded = capture.capture(src, wanted)
+    builder, original, _recorded = host_capture.capture(src, wanted)
     buf = io.BytesIO()
     builder.write(buf, "{}")
     dest = str(tmp_path / "unpacked")

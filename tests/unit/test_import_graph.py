@@ -168,10 +168,10 @@ def shortest_circle(edges, members):
 def test_the_graph_sees_lazy_and_top_level_imports():
     edges = graph()
     # top level (report imports metrics), lazy (facts imports bootloader inside a function)
-    assert "module_utils.output.metrics" in edges["module_utils.output.report"]
-    assert "module_utils.readers.boot_entries" in edges["module_utils.readers.facts"]
-    assert "module_utils.output.report" in edges["action.report_merge"]
-    assert "module_utils.checks.base" in edges["module_utils.checks"]
+    assert "module_utils.engines.report.metrics" in edges["module_utils.engines.report.report"]
+    assert "module_utils.subjects.boot.boot_entries" in edges["module_utils.engines.audit.facts"]
+    assert "module_utils.engines.report.report" in edges["action.report_merge"]
+    assert "module_utils.platform.findings" in edges["module_utils.engines.audit.check_registry"]
 
 
 def test_relative_imports_are_edges_too(tmp_path):

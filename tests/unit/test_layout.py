@@ -45,11 +45,12 @@ def has_mirror(plugin):
 
 
 def test_mirror_path_is_derived_from_the_plugin_path():
-    assert mirror("module_utils/checks/gpu_xid.py") == "module_utils/checks/test_gpu_xid.py"
+    assert mirror("module_utils/subjects/health/gpu_xid_check.py") == (
+        "module_utils/subjects/health/test_gpu_xid_check.py")
     assert mirror("module_utils/a/b/c.py") == "module_utils/a/b/test_c.py"
     assert mirror("modules/host_audit.py") == "modules/test_host_audit.py"
     found = plugin_files()
-    assert "module_utils/checks/base.py" in found and "modules/host_audit.py" in found
+    assert "module_utils/platform/findings.py" in found and "modules/host_audit.py" in found
     assert not [p for p in found if p.endswith("__init__.py")]
 
 

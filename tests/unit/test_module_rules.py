@@ -14,7 +14,7 @@ import os
 import pytest
 from conftest import REPO
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import validate
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import validate
 
 MODULES = sorted(os.path.basename(p)[:-3]
                  for p in glob.glob(os.path.join(REPO, "plugins", "modules", "*.py")))
@@ -66,7 +66,7 @@ def test_a_module_without_rules_is_refused_before_it_runs():
 
 def test_the_lock_is_released_when_the_module_exits(tmp_path):
     """exit_json raises SystemExit inside the with block: the lock goes with it."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.hostfs import (
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import (
         LockError,
         RootLock,
     )

@@ -7,7 +7,7 @@ captures give none of the node checks' findings."""
 import pytest
 from fixtures import devnodes, hosts, realhost
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
 
 # Every finding id the node checks added (issue 25: GPU count, host health, held GPUs,
 # device nodes at container start, NVLink).

@@ -41,20 +41,20 @@ def test_common_adds_no_check_and_every_entry_point_validates_the_shared_options
 
 def test_the_part_switches_are_the_registry_s():
     """Each tune part's switch in role tune (spec, default, vars) is written from the part."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import registry
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune_registry
 
     options = _spec("tune")["main"]["options"]
     with open(os.path.join(REPO, "roles", "tune", "defaults", "main.yml")) as handle:
         defaults = yaml.safe_load(handle)
     with open(os.path.join(REPO, "roles", "tune", "vars", "main.yml")) as handle:
         switches = yaml.safe_load(handle)["__gpuhost_tune_switches"]
-    assert list(switches) == list(registry.PARTS)
-    for name, default_on, doc in registry.switches():
-        assert options[registry.switch(name)] == {
+    assert list(switches) == list(tune_registry.PARTS)
+    for name, default_on, doc in tune_registry.switches():
+        assert options[tune_registry.switch(name)] == {
             "type": "bool", "default": default_on,
             "description": [doc] if isinstance(doc, str) else list(doc)}, name
-        assert defaults[registry.switch(name)] is default_on
-        assert switches[name] == "{{ %s }}" % registry.switch(name)
+        assert defaults[tune_registry.switch(name)] is default_on
+        assert switches[name] == "{{ %s }}" % tune_registry.switch(name)
 
 
 ADD_A_PART = '''
@@ -103,20 +103,20 @@ def test_adding_a_part_touches_the_files_architecture_md_says(tmp_path):
         shutil.copytree(os.path.join(REPO, folder), str(copy / folder),
                         ignore=shutil.ignore_patterns("__pycache__"))
     before = _tree(str(copy))
-    with open(str(copy / "plugins/module_utils/parts/peermem.py"), "a") as handle:
+    with open(str(copy / "plugins/module_utils/subjects/peermem/peermem_part.py"), "a") as handle:
         handle.write(ADD_A_PART.replace("TUNE_PART =", "HUGEPAGES_PART ="))
-    reg = copy / "plugins/module_utils/parts/registry.py"
+    reg = copy / "plugins/module_utils/engines/tune/tune_registry.py"
     text = reg.read_text()
     assert text.count("    placement_write.TUNE_PART,\n") == 1
     reg.write_text(text.replace("    placement_write.TUNE_PART,\n",
-                                "    placement_write.TUNE_PART,\n    peermem.HUGEPAGES_PART,\n"))
+                                "    placement_write.TUNE_PART,\n    peermem_part.HUGEPAGES_PART,\n"))
     proc = subprocess.run([sys.executable, str(copy / "scripts" / "role-specs.py")],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     after = _tree(str(copy))
     touched = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
-    assert touched == ["plugins/module_utils/parts/peermem.py",
-                       "plugins/module_utils/parts/registry.py", "plugins/modules/host_tune.py",
+    assert touched == ["plugins/module_utils/subjects/peermem/peermem_part.py",
+                       "plugins/module_utils/engines/tune/tune_registry.py", "plugins/modules/host_tune.py",
                        "plugins/modules/tuning_snapshot.py",  # its files default
                        "roles/tune/defaults/main.yml", "roles/tune/meta/argument_specs.yml",
                        "roles/tune/vars/main.yml"]
@@ -134,11 +134,11 @@ def test_adding_a_part_touches_the_files_architecture_md_says(tmp_path):
 
 
 def test_host_tune_documents_each_part_option_as_the_part_does():
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import registry
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune_registry
 
     with open(os.path.join(REPO, "plugins", "modules", "host_tune.py")) as handle:
         doc = yaml.safe_load(handle.read().split('DOCUMENTATION = r"""', 1)[1].split('"""')[0])
-    for name, spec, description in registry.options():
+    for name, spec, description in tune_registry.options():
         assert doc["options"][name]["description"] == description, name
         assert doc["options"][name].get("default") == spec.get("default"), name
-    assert doc["options"]["parts"]["choices"] == list(registry.PARTS)
+    assert doc["options"]["parts"]["choices"] == list(tune_registry.PARTS)

@@ -21,9 +21,7 @@ from fixtures import hosts, procsys
 from fixtures import pci as pcifix
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import (
-    setpci_maxreadreq as pci_write,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import setpci_maxreadreq
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune, tune_report
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "tune")
@@ -154,14 +152,14 @@ def test_a_device_ignoring_the_mrrs_write(tmp_path, monkeypatch):
     name = "seed_mrrs_dropped"
     SCENARIOS[name] = (_seed, [(False, {}), (False, {})])
     bad = pcifix.device_dir(str(tmp_path / "host"), "0000:03:00.0")
-    real_write = pci_write._write_config
+    real_write = setpci_maxreadreq._write_config
 
     def drop_one(path, offset, data):
         if os.path.dirname(path) == bad:
             return  # a device that keeps MRRS at what it was
         real_write(path, offset, data)
 
-    monkeypatch.setattr(pci_write, "_write_config", drop_one)
+    monkeypatch.setattr(setpci_maxreadreq, "_write_config", drop_one)
     try:
         _compare(name, _record(name, tmp_path))
     finally:

@@ -13,13 +13,11 @@ from conftest import REPO
 from fixtures import hosts
 
 from ansible_collections.gpuhost.tuning.plugins.doc_fragments import wanted as wanted_doc
-from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import tune
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import facts
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import audit_program
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
-    audit_timer as audittimer,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts
+from ansible_collections.gpuhost.tuning.plugins.module_utils.programs import audit_program
+from ansible_collections.gpuhost.tuning.plugins.module_utils.programs import audit_timer
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import (
     post_boot_verify as verify,
 )
 
@@ -152,12 +150,12 @@ def test_the_subset_check_fails_on_the_tasks_as_they_were():
 
 def _recording(monkeypatch, module):
     seen = []
-    real = module.audit_mod.audit
+    real = module.audit.audit
 
     def audit(root, wanted=None, **kwargs):
         seen.append(set(k for k, v in (wanted or {}).items() if v is not None))
         return real(root, wanted, **kwargs)
-    monkeypatch.setattr(module.audit_mod, "audit", audit)
+    monkeypatch.setattr(module.audit, "audit", audit)
     return seen
 
 
@@ -186,7 +184,7 @@ def test_the_scheduled_audit_takes_every_wanted_value(tmp_path, monkeypatch):
     root = str(tmp_path / "host")
     hosts.seed_host(root)
     os.makedirs(root + "/var/lib/prometheus/node-exporter")
-    result = audittimer.timer_run({"root": root, "host": "gpu01", "wanted": dict(
+    result = audit_timer.timer_run({"root": root, "host": "gpu01", "wanted": dict(
         hosts.common_wanted("gpu01"), xid_window_days=3, gpu_count=8),
         "textfile": "/var/lib/prometheus/node-exporter/gpuhost_audit.prom"}, runner=None)
     assert set(result["config"]["wanted"]) == KEYS
@@ -237,7 +235,7 @@ def test_a_run_in_the_process_leaves_host_tunes_spec_as_it_was():
     """Ansible's validator fills a dict option's default in place: host_tune's spec was one
     module-level dict, so the first run's wanted defaults became option wanted's default
     (the ansible-doc test of host_tune failed after another test's run in its worker)."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.core import argspec
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec
 
     argspec.fill(tune.argument_spec(), {"root": "/nonexistent"})
     assert tune.argument_spec()["wanted"]["default"] == {}

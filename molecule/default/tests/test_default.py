@@ -182,7 +182,7 @@ def test_installed_boot_program_restores_mrrs_on_the_tree_after_a_reset(host):
     assert mrrs(host, SEED_GPUS[3], set_to=512) == 512
     run = host.run(
         "PYTHONPATH=%s/usr/local/lib/gpuhost-tuning python3 -m "
-        "ansible_collections.gpuhost.tuning.plugins.module_utils.onhost.boot_program "
+        "ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune.boot_program "
         "--config %s/etc/gpuhost-tuning/boot.json --root %s" % (TREE, TREE, TREE))
     assert run.rc == 0, run.stdout + run.stderr
     assert "done: settings applied and read back" in run.stdout

@@ -7,8 +7,8 @@ from fixtures import hosts
 from fixtures.cudaprobe import probe_999, probe_ok
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import cuda
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import cuda
 from ansible_collections.gpuhost.tuning.plugins.modules import host_audit
 
 

@@ -8,8 +8,8 @@ import tarfile
 import pytest
 from fixtures import health, hosts, realhost
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import host_capture as capture
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import host_capture
 
 WANTED = hosts.common_wanted(host="pve-gpu01")
 MINE = ("pcie_aer_errors", "p2p_iommu_translated", "p2p_acs_redirect", "gpu_bar1_small",
@@ -51,7 +51,7 @@ def test_health_host_findings_and_columns(gpu_host):
 
 def test_capture_holds_the_files_read_and_audits_the_same(gpu_host, tmp_path):
     root, original = gpu_host
-    builder, _result, recorded = capture.capture(root, WANTED)
+    builder, _result, recorded = host_capture.capture(root, WANTED)
     gpu = "/sys/devices/pci0000:80/0000:80:03.1/0000:83:00.0"
     for path in (gpu + "/aer_dev_fatal", "/sys/devices/pci0000:80/0000:80:03.1/"
                  "aer_rootport_total_err_fatal", "/sys/kernel/iommu_groups/16/type",

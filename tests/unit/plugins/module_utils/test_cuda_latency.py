@@ -12,7 +12,7 @@ import sys
 import fakecuda
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import (
     cuda,
     cuda_child,
     cuda_driver,

@@ -6,9 +6,10 @@ import shutil
 import pytest
 from fixtures import health, realhost
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import aer, p2p, placement
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import pci as pci_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import pci_p2p
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import aer, p2p
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.placement import placement
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import pci
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import pci_p2p
 
 H200 = realhost.H200
 GPU = "0000:00:06.0"
@@ -22,7 +23,7 @@ def h200(tmp_path):
 
 
 def test_real_h200_reads_as_it_is(h200):
-    dev = pci_mod.PciDevice(h200, GPU)
+    dev = pci.PciDevice(h200, GPU)
     # the hypervisor made BAR0 64-bit: the 256 GiB memory aperture is register 2
     assert pci_p2p.largest_bar(dev) == (2, 256 << 30)
     assert pci_p2p.iommu_group(dev) == (None, None)  # no IOMMU in the VM

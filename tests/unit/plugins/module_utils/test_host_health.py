@@ -12,12 +12,10 @@ import tarfile
 import pytest
 from fixtures import hosts, kernmsg, nvhealth
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import cmdout
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
-    host_capture as capture,
-    kernel_log as kernlog,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import cmdout
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import host_capture
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.health import kernel_log
 
 NOW = hosts.SEED_CAPTURED_AT
 MINE = ("gpu_lost", "gpu_count_expected", "host_hardware_error", "host_edac_errors",
@@ -29,7 +27,7 @@ def _health(tmp_path, messages, boot_offset=86400, window=7):
     """host_health facts of a tree whose stored kernel log holds ``[(age_s, message)]``."""
     root = nvhealth.stored_kernel_log(tmp_path, messages, NOW, boot_offset, window)
     outputs = cmdout.CommandOutputs(root)
-    return kernlog.health_facts(root, outputs, window, boot_time=kernlog.boot_time(root))
+    return kernel_log.health_facts(root, outputs, window, boot_time=kernel_log.boot_time(root))
 
 
 def _ids(result, only=MINE):
@@ -112,7 +110,7 @@ def test_the_issue_host_capture_audits_the_same(tmp_path):
     os.makedirs(src)
     hosts.lost_gpu_host(src, unbound=True)
     wanted = hosts.common_wanted("pve-gpu01")
-    builder, original, _recorded = capture.capture(src, wanted)
+    builder, original, _recorded = host_capture.capture(src, wanted)
     buf = io.BytesIO()
     builder.write(buf, "{}")
     dest = str(tmp_path / "unpacked")

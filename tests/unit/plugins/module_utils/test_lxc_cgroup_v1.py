@@ -9,7 +9,7 @@ import os
 from fixtures import hosts
 from fixtures import lxc as lxcfix
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
 
 V1_ONLY = "\n".join([
     "arch: amd64",

@@ -11,7 +11,7 @@ from conftest import tree_snapshot
 from fixtures import health, hosts, lxc
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import snapshot, tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import snapshot, tune
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune, tuning_snapshot
 
 NODE1 = "lxc.cgroup2.cpuset.cpus: 32-63,96-127\nlxc.cgroup2.cpuset.mems: 1\n"

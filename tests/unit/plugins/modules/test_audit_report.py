@@ -6,8 +6,8 @@ import pytest
 from fixtures import hosts
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report
 from ansible_collections.gpuhost.tuning.plugins.modules import audit_report
 
 

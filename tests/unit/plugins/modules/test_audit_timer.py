@@ -9,12 +9,13 @@ import pytest
 from fixtures import hosts
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import audit_program, hostfs
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import metrics
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.programs import audit_program
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import metrics
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import unitinstall
+from ansible_collections.gpuhost.tuning.plugins.module_utils.programs import (
     audit_timer as audittimer,
-    unitinstall,
 )
 from ansible_collections.gpuhost.tuning.plugins.modules import audit_timer
 
@@ -69,7 +70,7 @@ def test_installs_units_config_and_library_then_the_service_writes_the_metrics(
     repo_utils = os.path.dirname(unitinstall.__file__)
     while os.path.basename(repo_utils) != "module_utils":
         repo_utils = os.path.dirname(repo_utils)
-    for module in (audit_mod, audit_program, hostfs, metrics):
+    for module in (audit, audit_program, hostfs, metrics):
         assert os.path.relpath(module.__file__, repo_utils) in shipped
     for name in shipped:
         if name.endswith(".py") and not name.endswith("__init__.py"):
@@ -116,7 +117,7 @@ def test_the_installed_program_runs_the_live_host_s_commands_through_its_entry_p
            "PYTHONDONTWRITEBYTECODE": "1", "GPUHOST_NVSMI_XML": nvhealth.B200_580,
            "GPUHOST_JOURNAL_TEXT": str(journal), "GPUHOST_DOUBLES_LOG": str(log)}
     entry = ("import runpy, sys; import "
-             "ansible_collections.gpuhost.tuning.plugins.module_utils.core.cmdout as cmdout; "
+             "ansible_collections.gpuhost.tuning.plugins.module_utils.platform.cmdout as cmdout; "
              "cmdout.is_live = lambda root: True; runpy.run_module(%r, run_name='__main__')"
              % audittimer.MODULE)
     proc = subprocess.run([sys.executable, "-S", "-B", "-c", entry, "--config",

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import boot_program as bootapply
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import boot_program
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import (
     boot_service as bootservice,
 )
 from ansible_collections.gpuhost.tuning.plugins.modules import boot_service
@@ -21,7 +21,7 @@ LINK = "etc/systemd/system/multi-user.target.wants/gpuhost-tuning.service"
 CONFIG = "etc/gpuhost-tuning/boot.json"
 LIB = "usr/local/lib/gpuhost-tuning"
 UTILS = LIB + "/ansible_collections/gpuhost/tuning/plugins/module_utils"
-MODULE_UTILS = os.path.dirname(os.path.dirname(bootapply.__file__))
+MODULE_UTILS = os.path.dirname(os.path.dirname(os.path.dirname(boot_program.__file__)))
 
 
 def run(root, check_mode=False, diff=False, **args):
@@ -53,7 +53,7 @@ def test_installs_unit_config_library_and_wants_link(tmp_path):
                  "Before=pve-guests.service", "WantedBy=multi-user.target",
                  "Environment=PYTHONPATH=/usr/local/lib/gpuhost-tuning",
                  "ExecStart=/usr/bin/python3 -m ansible_collections.gpuhost.tuning.plugins."
-                 "module_utils.onhost.boot_program --config /etc/gpuhost-tuning/boot.json"):
+                 "module_utils.engines.tune.boot_program --config /etc/gpuhost-tuning/boot.json"):
         assert line in unit
     link = os.path.join(str(root), LINK)
     assert os.path.islink(link)
@@ -88,7 +88,7 @@ def test_check_mode_changes_nothing_and_diffs_unit_and_config(tmp_path, snapshot
     assert "RemainAfterExit=yes" in by_header["/etc/systemd/system/gpuhost-tuning.service"][
         "after"]
     assert '"deeper_than": "C1"' in by_header["/etc/gpuhost-tuning/boot.json"]["after"]
-    assert any("onhost/boot_program.py" in d.get("prepared", "") for d in result["diff"])
+    assert any("engines/tune/boot_program.py" in d.get("prepared", "") for d in result["diff"])
 
 
 def test_changed_library_or_config_is_rewritten_and_stale_files_removed(tmp_path):
@@ -96,18 +96,18 @@ def test_changed_library_or_config_is_rewritten_and_stale_files_removed(tmp_path
     stale = os.path.join(str(tmp_path), UTILS, "old_helper.py")
     with open(stale, "w") as handle:
         handle.write("# from an older collection\n")
-    with open(os.path.join(str(tmp_path), UTILS, "onhost/pci.py"), "a") as handle:
+    with open(os.path.join(str(tmp_path), UTILS, "subjects/pcie/pci.py"), "a") as handle:
         handle.write("# edited by hand\n")
     result = run(tmp_path, mrrs_size=2048, diff=True)
     assert result["changed"] is True
     actions = dict((f["path"], f["action"]) for f in result["files"])
-    assert actions["/" + UTILS + "/onhost/pci.py"] == "update"
+    assert actions["/" + UTILS + "/subjects/pcie/pci.py"] == "update"
     assert actions["/" + UTILS + "/old_helper.py"] == "remove"
     assert actions["/" + CONFIG] == "update"
     assert actions["/" + UNIT] == "ok"
     assert not os.path.exists(stale)
-    assert read(tmp_path, UTILS + "/onhost/pci.py", "rb") == read(
-        MODULE_UTILS, "onhost/pci.py", "rb")
+    assert read(tmp_path, UTILS + "/subjects/pcie/pci.py", "rb") == read(
+        MODULE_UTILS, "subjects/pcie/pci.py", "rb")
     assert json.loads(read(tmp_path, CONFIG))["mrrs"]["size"] == 2048
 
 
@@ -145,7 +145,7 @@ def installed_program(root, tree, status=0):
     env["PYTHONPATH"] = os.path.join(str(root), LIB)  # the installed copy only
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     proc = subprocess.run(
-        [sys.executable, "-m", bootapply.MODULE, "--config", os.path.join(str(root), CONFIG),
+        [sys.executable, "-m", boot_program.MODULE, "--config", os.path.join(str(root), CONFIG),
          "--root", tree], capture_output=True, text=True, env=env, cwd="/", check=False)
     assert proc.returncode == status, proc.stdout + proc.stderr
     return proc
@@ -162,7 +162,7 @@ def test_the_installed_library_imports_and_runs_against_a_host_tree(tmp_path, ho
         assert pcifix.devctl_of(tree, addr) & 0x7000 == 0x5000
     # it ran the installed copy, not the checkout
     probe = subprocess.run(
-        [sys.executable, "-c", "import %s as m; print(m.__file__)" % bootapply.MODULE],
+        [sys.executable, "-c", "import %s as m; print(m.__file__)" % boot_program.MODULE],
         capture_output=True, text=True, cwd="/", check=True,
         env=dict(os.environ, PYTHONPATH=os.path.join(str(tmp_path), LIB)))
-    assert probe.stdout.strip() == os.path.join(str(tmp_path), UTILS, "onhost/boot_program.py")
+    assert probe.stdout.strip() == os.path.join(str(tmp_path), UTILS, "engines/tune/boot_program.py")

@@ -96,7 +96,7 @@ def test_hosts_without_cpuidle_are_not_an_error(tmp_path):
 
 
 def test_dropped_write_fails_naming_cpu_and_state(tmp_path, monkeypatch):
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import (
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cpu import (
         cpuidle_state as cpu_write,
     )
     root = cpufix.epyc_cpus(tmp_path, threads=4)

@@ -5,9 +5,11 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import dkms as dkms_utils
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import dkms_build as dkms_write
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms import dkms
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms import (
+    dkms_build as dkms_write,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner
 from ansible_collections.gpuhost.tuning.plugins.modules import dkms_build
 from fixtures import dkms as fx
 from modrun import run_module
@@ -57,7 +59,7 @@ def test_dkms_missing_headers_exit_is_reported_even_past_our_check(host, tmp_pat
     fake = fx.fake_dkms(tmp_path / "bin", host, version=dkms_version)
     monkeypatch.setattr(dkms_write, "headers_error", lambda root, kernel: None)
     runner = Runner(processes=subprocess)
-    with pytest.raises(dkms_utils.DkmsError) as err:
+    with pytest.raises(dkms.DkmsError) as err:
         dkms_write.ensure(runner, str(host), "nvidia", kernel=NEW, dkms=fake.path)
     assert "install proxmox-headers-6.14.11-5-bpo12-pve" in str(err.value)
     assert "cannot be found" in str(err.value)

@@ -37,10 +37,10 @@ print(json.dumps({"failed": bool(result.get("failed")), "msg": result.get("msg")
 # What changes a host: the packages whole, and the write side the boot-time program needs
 # (it lives in onhost, beside the readers it shares with the audit).
 WRITERS = ("writers.", "parts.")
-WRITE_FILES = ("onhost.setpci_maxreadreq", "onhost.cpuidle_state")
+WRITE_FILES = ("subjects.pcie.setpci_maxreadreq", "subjects.cpu.cpuidle_state")
 # Files of other packages that only a tune, a snapshot or the boot-time service need.
-TUNE_ONLY = ("onhost.boot_program", "core.run_lock", "readers.host_capture", "readers.cuda",
-             "readers.cuda_driver", "readers.cuda_child")
+TUNE_ONLY = ("engines.tune.boot_program", "platform.run_lock", "engines.audit.host_capture", "subjects.cuda.cuda",
+             "subjects.cuda.cuda_driver", "subjects.cuda.cuda_child")
 
 
 def _imports(module, args):
@@ -61,7 +61,7 @@ def seed(tmp_path_factory):
 
 def test_audit_imports_no_writer_and_no_tune_only_module(seed):
     used = _imports("host_audit", {"root": seed})
-    assert "readers.facts" in used and "checks.pcie_mrrs" in used  # it did run the audit
+    assert "engines.audit.facts" in used and "subjects.pcie.pcie_mrrs_check" in used  # it did run the audit
     assert [name for name in used if name.startswith(WRITERS) or name in WRITE_FILES] == []
     assert [name for name in used if name in TUNE_ONLY] == []
 
@@ -69,5 +69,5 @@ def test_audit_imports_no_writer_and_no_tune_only_module(seed):
 def test_a_tune_does_import_the_writers(seed):
     """The same measurement sees a writer when one is imported (the test above can fail)."""
     used = _imports("host_tune", {"root": seed, "host": "seed"})
-    assert "writers.sysctl_settings" in used and "parts.snapstore" in used
-    assert "onhost.setpci_maxreadreq" in used and "onhost.cpuidle_state" in used
+    assert "subjects.sysctl.sysctl_settings" in used and "platform.snapstore" in used
+    assert "subjects.pcie.setpci_maxreadreq" in used and "subjects.cpu.cpuidle_state" in used

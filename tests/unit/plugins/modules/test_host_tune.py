@@ -11,13 +11,11 @@ from fixtures import hosts, procsys
 from fixtures import pci as pcifix
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import peermem
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import (
-    setpci_maxreadreq as pci_write,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import tune
-from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import verify
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.peermem import peermem_part
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import setpci_maxreadreq
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import verify_part
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
 from conftest import TESTS
 
@@ -111,14 +109,14 @@ def test_a_device_ignoring_the_mrrs_write_fails_the_host_after_everything_else(
         seed, monkeypatch):
     root, built = seed
     bad = "0000:03:00.0"
-    real_write = pci_write._write_config
+    real_write = setpci_maxreadreq._write_config
 
     def drop_one(path, offset, data):
         if os.path.dirname(path) == pcifix.device_dir(root, bad):
             return  # QEMU's emulated PCIe devices keep MRRS at what it was
         real_write(path, offset, data)
 
-    monkeypatch.setattr(pci_write, "_write_config", drop_one)
+    monkeypatch.setattr(setpci_maxreadreq, "_write_config", drop_one)
     result = run(root)
     assert result["failed"] is True and result["changed"] is True
     assert result["failures"][0].startswith(
@@ -207,7 +205,7 @@ def test_infiniband_tree_gets_nvidia_peermem_at_boot_without_modprobe(seed):
      "persist", "skipped"),
 ])
 def test_nvidia_peermem_decision_matches_the_role(mode, nvidia, root, action, status):
-    decision = peermem.decision(mode, nvidia, root)
+    decision = peermem_part.decision(mode, nvidia, root)
     assert (decision["action"], decision["status"]) == (action, status)
 
 
@@ -221,7 +219,9 @@ class FailingModprobe(object):
         return "/sbin/" + name
 
     def run(self, args, **_kwargs):
-        from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import CommandError
+        from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import (
+            CommandError,
+        )
         self.calls.append(args)
         raise CommandError(args, 1, "", "modprobe: ERROR: could not insert 'nvidia_peermem': "
                                         "Invalid argument")
@@ -230,7 +230,7 @@ class FailingModprobe(object):
 def test_a_failed_modprobe_is_reported_and_the_other_parts_still_run(seed, monkeypatch):
     root, _built = seed
     procsys.proc_modules(root, procsys.SEED_MODULES + [("ib_core", 471040, 2, "-")])
-    monkeypatch.setattr(peermem, "is_live", lambda _root: True)  # as if root were the host
+    monkeypatch.setattr(peermem_part, "is_live", lambda _root: True)  # as if root were the host
     runner = FailingModprobe()
     result = tune.tune_run({"root": root, "host": "gpu01", "sysctl": WANTED["sysctl"],
                             "parts": ["sysctl", "nvidia_peermem", "verify"]}, runner=runner)
@@ -285,7 +285,7 @@ class _Marker(object):
 def test_a_registered_part_runs_in_its_place_with_its_option(seed, monkeypatch):
     root, _built = seed
     registry = list(tune.REGISTRY)
-    registry.insert(registry.index(verify.VERIFY_PART) - 1, _Marker())
+    registry.insert(registry.index(verify_part.VERIFY_PART) - 1, _Marker())
     names, steps, managed = tune._derive(registry)
     monkeypatch.setattr(tune, "REGISTRY", tuple(registry))
     monkeypatch.setattr(tune, "MANAGED", managed)

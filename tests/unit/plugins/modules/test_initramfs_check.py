@@ -9,7 +9,7 @@ import stat
 import pytest
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import runner as runner_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import runner
 from ansible_collections.gpuhost.tuning.plugins.modules import initramfs_check
 from fixtures import hosts
 
@@ -75,7 +75,7 @@ def test_a_missing_image_or_a_failing_lister_is_a_problem(seed, tmp_path):
 
 def test_a_hanging_lister_is_killed_at_the_runners_limit(seed, tmp_path, monkeypatch):
     # the module passes no timeout of its own: the runner's default bounds the lister
-    monkeypatch.setattr(runner_mod, "DEFAULT_TIMEOUT_S", 1)
+    monkeypatch.setattr(runner, "DEFAULT_TIMEOUT_S", 1)
     res = check(seed, _lister(tmp_path, sleep=30), kernels=[NEW], require=False)
     assert not res["ok"] and "did not return in 1 s" in res["problems"][0]
     assert res["stale"] == [NEW]

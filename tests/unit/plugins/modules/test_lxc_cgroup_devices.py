@@ -119,7 +119,9 @@ def test_backup_keeps_the_old_bytes(tmp_path):
     with open(backup) as handle:
         assert handle.read() == lxcfix.container_129_text()
     # a backup name is not a config PVE (or list_configs) would pick up
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.readers.lxc import list_configs
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.lxc.lxc import (
+        list_configs,
+    )
     assert [v for v, _p in list_configs(str(tmp_path))] == [129, 130]
 
 

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
 from ansible_collections.gpuhost.tuning.plugins.modules import boot_service, kernel_state
 from fixtures import dkms, hosts
 

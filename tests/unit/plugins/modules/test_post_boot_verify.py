@@ -2,8 +2,8 @@
 
 import os
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit as audit_mod
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import (
     post_boot_verify as verify,
 )
 from ansible_collections.gpuhost.tuning.plugins.modules import post_boot_verify

@@ -10,8 +10,8 @@ import pytest
 from fixtures import hosts
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report
 from ansible_collections.gpuhost.tuning.plugins.modules import report_merge
 
 GENERATED = "2026-01-05 03:00:00Z"
@@ -264,7 +264,7 @@ def test_the_newest_tune_report_of_a_host_wins(tmp_path):
 
 
 def _rollout(hosts_, results, dest, generated):
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.output import rollout
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import rollout
     return rollout.report_run({"hosts": hosts_, "results": results, "dest": str(dest),
                                "name": "rollout", "title": "reboot_verify",
                                "generated_at": generated})

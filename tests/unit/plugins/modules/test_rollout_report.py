@@ -4,7 +4,7 @@ import json
 
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import rollout
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import rollout
 from ansible_collections.gpuhost.tuning.plugins.modules import rollout_report
 
 HOSTS = ["gpu1", "gpu2", "gpu3"]

@@ -8,7 +8,7 @@ import os
 import pytest
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import run_lock as runlock
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import run_lock as runlock
 from ansible_collections.gpuhost.tuning.plugins.modules import run_lock
 
 

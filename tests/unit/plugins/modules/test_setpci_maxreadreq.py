@@ -4,10 +4,8 @@ import errno
 import os
 
 import pytest
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import (
-    setpci_maxreadreq as pci_write,
-)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core.runner import Runner
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import setpci_maxreadreq
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner
 from ansible_collections.gpuhost.tuning.plugins.modules import setpci_maxreadreq as module
 from modrun import run_module
 
@@ -183,7 +181,7 @@ def test_no_match_warns(tmp_path):
 
 def test_one_device_drops_the_write_others_still_done(seed, monkeypatch):
     root, info = seed
-    real_write = pci_write._write_config
+    real_write = setpci_maxreadreq._write_config
     bad = fx.device_dir(root, "0000:03:00.0")
 
     def drop_one(path, offset, data):
@@ -191,7 +189,7 @@ def test_one_device_drops_the_write_others_still_done(seed, monkeypatch):
             return  # the device ignores the write (as QEMU's emulated devices do)
         real_write(path, offset, data)
 
-    monkeypatch.setattr(pci_write, "_write_config", drop_one)
+    monkeypatch.setattr(setpci_maxreadreq, "_write_config", drop_one)
     result = run_module(module, {"root": root})
     assert result["failed"] is True
     assert result["changed"] is True
@@ -215,7 +213,7 @@ def test_lockdown_eperm(seed, monkeypatch):
     def refuse(path, offset, data):
         raise OSError(errno.EPERM, os.strerror(errno.EPERM), path)
 
-    monkeypatch.setattr(pci_write, "_write_config", refuse)
+    monkeypatch.setattr(setpci_maxreadreq, "_write_config", refuse)
     result = run_module(module, {"root": root})
     assert result["failed"] is True and result["changed"] is False
     assert len(result["failed_devices"]) == 16

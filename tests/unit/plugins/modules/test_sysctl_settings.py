@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.onhost import hostfs
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import sysctl as sysctl_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.sysctl import sysctl
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.sysctl import (
     sysctl_settings as sysctl_write,
 )
 from ansible_collections.gpuhost.tuning.plugins.modules import sysctl_settings
@@ -241,12 +241,12 @@ def test_a_later_file_undoing_a_key_at_boot_fails_naming_it(host):
 
 
 def test_satisfied_is_exact_except_for_buffer_sizes():
-    assert sysctl_mod.satisfied("vm.swappiness", "10", 10)
-    assert not sysctl_mod.satisfied("vm.swappiness", "60", "10")
-    assert not sysctl_mod.satisfied("vm.swappiness", None, "10")
-    assert sysctl_mod.satisfied("net.ipv4.tcp_rmem", "4096\t131072  6291456", "4096 131072 6291456")
+    assert sysctl.satisfied("vm.swappiness", "10", 10)
+    assert not sysctl.satisfied("vm.swappiness", "60", "10")
+    assert not sysctl.satisfied("vm.swappiness", None, "10")
+    assert sysctl.satisfied("net.ipv4.tcp_rmem", "4096\t131072  6291456", "4096 131072 6291456")
     # a larger socket buffer is as good; a smaller one is not; every rmem/wmem key alike
-    for key in sysctl_mod.AT_LEAST:
-        assert sysctl_mod.satisfied(key, "33554432", "16777216"), key
-        assert not sysctl_mod.satisfied(key, "212992", "16777216"), key
-    assert not sysctl_mod.satisfied("kernel.perf_event_paranoid", "2", "1")
+    for key in sysctl.AT_LEAST:
+        assert sysctl.satisfied(key, "33554432", "16777216"), key
+        assert not sysctl.satisfied(key, "212992", "16777216"), key
+    assert not sysctl.satisfied("kernel.perf_event_paranoid", "2", "1")

@@ -9,16 +9,16 @@ from fixtures import hosts
 from fixtures import lxc as lxcfix
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.checks import run as audit_mod
-from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import (
-    device_nodes as devnodes_write,
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.device_nodes import (
+    device_nodes_part,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import snapshot, tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import snapshot, tune
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
 
 WANTED = hosts.common_wanted()
-UNIT = devnodes_write.UNIT_PATH.lstrip("/")
-LINK = devnodes_write.WANTS_LINK.lstrip("/")
+UNIT = device_nodes_part.UNIT_PATH.lstrip("/")
+LINK = device_nodes_part.WANTS_LINK.lstrip("/")
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def run(root, parts, check_mode=False, diff=False):
 
 
 def unit_findings(root):
-    return [f for f in audit_mod.audit(root, WANTED)["findings"]
+    return [f for f in audit.audit(root, WANTED)["findings"]
             if f["id"] == "device_nodes_unit_missing"]
 
 
@@ -56,7 +56,7 @@ def test_installs_the_unit_the_audit_accepts_and_a_second_run_changes_nothing(se
     with open(os.path.join(seed, UNIT)) as handle:
         text = handle.read()
     assert "Before=pve-guests.service" in text and "nvidia-modprobe -u -c=0" in text
-    assert os.readlink(os.path.join(seed, LINK)) == devnodes_write.UNIT_PATH
+    assert os.readlink(os.path.join(seed, LINK)) == device_nodes_part.UNIT_PATH
     assert unit_findings(seed) == []
     row = [r for r in first["rows"] if r["part"] == "device_nodes"][0]
     assert row["status"] == "changed" and "systemctl not run" in row["note"]
@@ -81,7 +81,7 @@ def test_a_changed_unit_is_rewritten_and_revert_removes_both_files(seed):
     result = run(seed, ["snapshot", "device_nodes"])
     assert result.get("failed") is not True, result.get("msg")
     with open(os.path.join(seed, UNIT)) as handle:
-        assert handle.read() == devnodes_write.UNIT_TEXT
+        assert handle.read() == device_nodes_part.UNIT_TEXT
     restored = snapshot.restore(seed, "original")
     assert restored["failures"] == []
     with open(os.path.join(seed, UNIT)) as handle:

@@ -10,8 +10,8 @@ import pytest
 from fixtures import hosts
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.output import report
-from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune
 from ansible_collections.gpuhost.tuning.plugins.modules import tune_report
 
 WANTED = hosts.common_wanted()

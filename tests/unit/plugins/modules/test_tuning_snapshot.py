@@ -6,10 +6,8 @@ tested in test_snapshot.py (through this module)."""
 import pytest
 from modrun import run_module
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.parts import snapshot as snap
-from ansible_collections.gpuhost.tuning.plugins.module_utils.writers import (
-    sysctl_settings as sysctl_write,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import snapshot
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.sysctl import sysctl_settings
 from ansible_collections.gpuhost.tuning.plugins.modules import tuning_snapshot
 from fixtures import procsys
 
@@ -30,7 +28,7 @@ def run(root, check_mode=False, diff=False, **args):
 
 
 def test_the_parts_option_offers_the_snapshot_parts_in_their_order():
-    spec = snap.snapshot_spec()
+    spec = snapshot.snapshot_spec()
     assert spec["parts"]["choices"] == spec["parts"]["default"]
     assert spec["parts"]["default"][-1] == "files"
 
@@ -55,7 +53,7 @@ def test_check_mode_records_nothing(host, snapshot_tree):
 @pytest.mark.parametrize("diff", [False, True])
 def test_the_diff_is_returned_only_with_diff(host, diff):
     run(host)
-    sysctl_write.write_sysctl(host, "vm.swappiness", "10")
+    sysctl_settings.write_sysctl(host, "vm.swappiness", "10")
     res = run(host, diff=diff, state="restore", parts=["sysctl"], check_mode=True)
     assert not res.get("failed"), res
     assert res["differs"] == ["sysctl vm.swappiness"]
@@ -64,12 +62,12 @@ def test_the_diff_is_returned_only_with_diff(host, diff):
 
 def test_a_restore_that_does_not_take_fails_the_task(host, monkeypatch):
     run(host)
-    sysctl_write.write_sysctl(host, "vm.swappiness", "10")
+    sysctl_settings.write_sysctl(host, "vm.swappiness", "10")
 
     def refuse(root, key, value):
-        raise sysctl_write.SysctlWriteError("%s: value did not read back" % key, "mismatch", key)
+        raise sysctl_settings.SysctlWriteError("%s: value did not read back" % key, "mismatch", key)
 
-    monkeypatch.setattr(sysctl_write, "write_sysctl", refuse)
+    monkeypatch.setattr(sysctl_settings, "write_sysctl", refuse)
     res = run(host, state="restore", parts=["sysctl"])
     assert res.get("failed") and res.get("failures"), res
     assert res["msg"].startswith("restore of /var/lib/gpuhost/original.json incomplete: 1 item")

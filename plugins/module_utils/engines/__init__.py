@@ -1,0 +1,1 @@
+"""What runs the subjects: the audit, the tune, the fleet checks, the reports."""

@@ -1,0 +1,1 @@
+"""The audit: the facts read once, the check registry, the run, capture."""

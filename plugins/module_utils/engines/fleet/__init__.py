@@ -1,0 +1,1 @@
+"""The fleet checks over one report's documents."""

@@ -1,0 +1,1 @@
+"""Reports, metrics and the rollout summary: rendering and writing."""

@@ -1,0 +1,1 @@
+"""The tune: the part registry, the loop, the snapshot, the boot program."""

@@ -1,0 +1,1 @@
+"""Kernels, the kernel command line, boot entries, initramfs."""

@@ -1,0 +1,1 @@
+"""CPU: frequency drivers, idle states, NUMA balancing."""

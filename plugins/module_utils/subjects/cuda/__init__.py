@@ -1,0 +1,1 @@
+"""The CUDA probe, its measured tune parts, CUDA inside containers."""

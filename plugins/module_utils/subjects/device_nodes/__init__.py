@@ -1,0 +1,1 @@
+"""The /dev nodes GPU containers bind, and their boot-time unit."""

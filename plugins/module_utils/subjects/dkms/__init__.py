@@ -1,0 +1,1 @@
+"""DKMS modules and their builds."""

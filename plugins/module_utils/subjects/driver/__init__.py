@@ -1,0 +1,1 @@
+"""The NVIDIA driver on the host and in containers, and its upgrade."""

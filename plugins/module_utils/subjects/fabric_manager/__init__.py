@@ -1,0 +1,1 @@
+"""NVIDIA Fabric Manager."""

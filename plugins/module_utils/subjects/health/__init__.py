@@ -1,0 +1,1 @@
+"""GPU and host health: nvidia-smi, the kernel log, XIDs, EDAC."""

@@ -1,0 +1,1 @@
+"""What the host is: procfs, system info, guest or node, failed readers."""

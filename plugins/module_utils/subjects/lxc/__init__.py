@@ -1,0 +1,1 @@
+"""LXC container configs and their GPU device rules."""

@@ -1,0 +1,1 @@
+"""NVLink state and errors."""

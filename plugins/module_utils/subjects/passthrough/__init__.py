@@ -1,0 +1,1 @@
+"""GPUs passed to VMs: VM configs, vfio, verification."""

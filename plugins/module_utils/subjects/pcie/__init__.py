@@ -1,0 +1,1 @@
+"""PCIe: config space, MRRS, AER, peer-to-peer paths, device owners."""

@@ -1,0 +1,1 @@
+"""Nvidia_peermem and the NVIDIA module settings."""

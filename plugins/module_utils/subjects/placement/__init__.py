@@ -1,0 +1,1 @@
+"""GPU NUMA placement of containers."""

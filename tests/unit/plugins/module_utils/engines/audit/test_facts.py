@@ -1,0 +1,71 @@
+"""facts: the wanted values the audit judges against (``wanted_spec``, completed by
+``merged_wanted``) and ``collect``, every fact of the audit schema read once from a root, a
+failing reader an entry in ``errors`` and not a crash, a refused file (a FIFO) named there
+too. Whole-host judgements: test_audit.py; the golden reports: tests/unit/test_golden.py."""
+
+import os
+
+import pytest
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.host import sysinfo
+from fixtures import hosts
+
+
+def test_wanted_spec_is_what_role_audit_passes():
+    spec = facts.wanted_spec()
+    assert sorted(set(hosts.common_wanted()) - set(spec)) == []
+    assert spec["nvidia_uvm_modprobe_file"]["default"] == sysinfo.UVM_MODPROBE_FILE
+    assert spec["mrrs_size"]["choices"] == [128, 256, 512, 1024, 2048, 4096]
+
+
+def test_merged_wanted_fills_defaults_and_refuses_bad_values():
+    out = facts.merged_wanted({"mrrs_size": None, "sysctl": {"vm.swappiness": "10"}})
+    assert out["mrrs_size"] == 4096 and out["sysctl"] == {"vm.swappiness": "10"}
+    assert out["lxc_config_dir"] == "/etc/pve/lxc"
+    with pytest.raises(ValueError, match="mrrs_size"):
+        facts.merged_wanted({"mrrs_size": 3000})
+
+
+@pytest.fixture(scope="module")
+def seed_facts(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("seed"))
+    hosts.seed_host(root)
+    return root, facts.collect(root, hosts.common_wanted())
+
+
+def test_collect_on_the_seed_host(seed_facts):
+    _root, got = seed_facts
+    assert got["errors"] == []
+    assert got["kernel"]["running"] == hosts.SEED_RUNNING
+    assert len(got["gpus"]) == 8
+    assert got["nvidia"]["driver_version"] == hosts.SEED_NVIDIA
+
+
+def test_an_empty_root_gives_facts_not_errors(tmp_path):
+    got = facts.collect(str(tmp_path))
+    assert got["gpus"] == [] and got["kernel"]["running"] is None
+
+
+def test_a_failing_reader_is_an_error_entry_naming_its_section(tmp_path, monkeypatch):
+    root = str(tmp_path)
+    hosts.vm_host(root)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("reader bug")
+
+    monkeypatch.setattr(facts, "cpu_facts", broken)
+    got = facts.collect(root)
+    assert {"section": "cpu", "error": "RuntimeError: reader bug"} in got["errors"]
+    assert got["gpus"]  # the other readers still ran
+
+
+def test_a_fifo_where_a_file_should_be_is_named_in_errors(tmp_path):
+    root = str(tmp_path)
+    hosts.vm_host(root)
+    path = os.path.join(root, "proc/cmdline")
+    if os.path.exists(path):
+        os.unlink(path)
+    os.mkfifo(path)
+    got = facts.collect(root)  # returns: a FIFO is never opened
+    assert any("cmdline" in e["error"] for e in got["errors"]), got["errors"]
