@@ -193,7 +193,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate i
     pci_addresses,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.pci import PciError  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.setpci_maxreadreq import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.mrrs_part import (  # noqa: E402
     mrrs_failure,
     mrrs_run,
     mrrs_spec,

@@ -1,5 +1,7 @@
 """The import graph of the collection's Python, read from the source (``ast``, nothing
-imported): no circle, and no module_utils file over 500 lines.
+imported): the layers hold (platform <- subjects <- engines <- programs <- plugins: no import
+points up, no circle between subject folders or engine folders), no import sits inside a
+function but the listed lazy ones, no circle, and no module_utils file over 500 lines.
 
 Edges are every ``import`` of a collection file by another, lazy ones inside functions
 included (a lazy import closes a circle as surely as a top-level one; it only hides it from
@@ -59,8 +61,12 @@ def imports(path, known, name=None):
     imports (``from . import hostfs``) are resolved against ``name``, the file's own."""
     with open(path, encoding="utf-8") as handle:
         tree = ast.parse(handle.read(), path)
+    return _imports_of(tree, known, name, path.endswith("__init__.py"))
+
+
+def _imports_of(tree, known, name, is_package):
     package = (name or "").split(".")
-    if not path.endswith("__init__.py"):
+    if not is_package:
         package = package[:-1]
     out = set()
     for node in ast.walk(tree):
@@ -83,6 +89,31 @@ def imports(path, known, name=None):
             for alias in node.names:
                 if alias.name.startswith(PKG) and alias.name[len(PKG):] in known:
                     out.add(alias.name[len(PKG):])
+    return out
+
+
+def _lazy_nodes(tree):
+    """ids of the import statements inside a function or method of ``tree``."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                    out.add(id(sub))
+    return out
+
+
+def lazy_imports(path, known, name):
+    """The collection files ``path`` imports inside a function (names as :func:`files`)."""
+    with open(path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read(), path)
+    lazy = _lazy_nodes(tree)
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) not in lazy or not isinstance(node, ast.ImportFrom):
+            continue
+        module = ast.Module(body=[node], type_ignores=[])
+        out |= _imports_of(module, known, name, path.endswith("__init__.py"))
     return out
 
 
@@ -167,11 +198,13 @@ def shortest_circle(edges, members):
 
 def test_the_graph_sees_lazy_and_top_level_imports():
     edges = graph()
-    # top level (report imports metrics), lazy (facts imports bootloader inside a function)
+    # top level (report imports metrics), lazy (host_audit imports cuda inside a function)
     assert "module_utils.engines.report.metrics" in edges["module_utils.engines.report.report"]
-    assert "module_utils.subjects.boot.boot_entries" in edges["module_utils.engines.audit.facts"]
+    assert "module_utils.subjects.cuda.cuda" in edges["modules.host_audit"]
     assert "module_utils.engines.report.report" in edges["action.report_merge"]
-    assert "module_utils.platform.findings" in edges["module_utils.engines.audit.check_registry"]
+    known = files()
+    assert "module_utils.subjects.cuda.cuda" in lazy_imports(
+        known["modules.host_audit"], known, "modules.host_audit")
 
 
 def test_relative_imports_are_edges_too(tmp_path):
@@ -219,3 +252,119 @@ def test_no_module_utils_file_over_the_limit():
     missing = [rel for rel in OVERSIZE if not os.path.exists(os.path.join(folder, rel))]
     problems += ["%s is listed in OVERSIZE but gone: take it off" % rel for rel in missing]
     assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------
+# layers
+
+# The layers of module_utils, lowest first (docs/architecture.md, "Layers"); every other
+# plugin file (modules, action, filter, plugin_utils, doc_fragments) is above them all.
+LAYER_ORDER = ("module_utils.platform", "module_utils.subjects", "module_utils.engines",
+               "module_utils.programs")
+# Folders of a layer whose imports between each other must form no circle.
+FOLDERED = ("module_utils.subjects", "module_utils.engines")
+
+# The imports inside a function that stay, each with its reason: a module that runs on every
+# host of a fleet compiles only what its call runs (AnsiballZ ships the files either way;
+# the host compiles a file only when it is imported). Anything else imported inside a
+# function dodges a circle or a layer: move it to the top, or move the code to its layer.
+LAZY = {
+    ("modules.host_audit", "module_utils.platform.capture_unpack"):
+        "only an audit of a capture tarball unpacks one",
+    ("modules.host_audit", "module_utils.engines.audit.host_capture"):
+        "only host_capture's list of the files the audit reads",
+    ("modules.host_audit", "module_utils.subjects.cuda.cuda"):
+        "only the opt-in CUDA probe",
+    ("module_utils.platform.validate", "module_utils.platform.run_lock"):
+        "only a changing module takes the run lock; a read-only one compiles less",
+}
+
+
+def layer(name):
+    """The index of ``name``'s layer in LAYER_ORDER; len(LAYER_ORDER) for plugin files."""
+    for index, prefix in enumerate(LAYER_ORDER):
+        if name == prefix or name.startswith(prefix + "."):
+            return index
+    return len(LAYER_ORDER)
+
+
+def folder(name):
+    """``module_utils.subjects.pcie`` for a file of a foldered layer, else None."""
+    for prefix in FOLDERED:
+        if name.startswith(prefix + "."):
+            rest = name[len(prefix) + 1:].split(".")
+            return prefix + "." + rest[0] if len(rest) > 1 else None
+    return None
+
+
+def upward(edges):
+    """``[(file, imported)]``: imports of a file of a higher layer."""
+    return sorted((a, b) for a, targets in edges.items() for b in targets
+                  if layer(b) > layer(a))
+
+
+def folder_edges(edges):
+    out = dict()
+    for a, targets in edges.items():
+        fa = folder(a)
+        if fa is None:
+            continue
+        out.setdefault(fa, set())
+        for b in targets:
+            fb = folder(b)
+            if fb is not None and fb != fa and layer(fa) == layer(fb):
+                out[fa].add(fb)
+                out.setdefault(fb, set())
+    return out
+
+
+def test_every_module_utils_file_is_in_a_layer():
+    stray = [n for n in files() if n.startswith("module_utils.") and layer(n) == len(LAYER_ORDER)]
+    assert not stray, "module_utils files outside the layers %s: %s" % (LAYER_ORDER, stray)
+
+
+def test_no_import_points_up_a_layer():
+    found = upward(graph())
+    assert not found, "imports pointing up a layer (move the code down, or the import " \
+        "up):\n" + "\n".join("  %s imports %s" % pair for pair in found)
+
+
+def test_subject_folders_and_engine_folders_form_no_circle():
+    edges = folder_edges(graph())
+    found = [shortest_circle(edges, c) for c in components(edges)]
+    assert not found, "circle(s) between folders: %s" % "; ".join(found)
+
+
+def test_no_import_inside_a_function_but_the_listed_lazy_ones():
+    known = files()
+    found = set()
+    for name, path in known.items():
+        found |= set((name, target) for target in lazy_imports(path, known, name))
+    new = sorted(found - set(LAZY))
+    assert not new, "imports inside a function (move them to the top; a documented lazy " \
+        "one goes in LAZY with its reason): %s" % new
+    gone = sorted(set(LAZY) - found)
+    assert not gone, "no longer lazy, take it off LAZY: %s" % gone
+
+
+def test_the_layer_rules_catch_an_import_pointing_up_and_a_folder_circle():
+    edges = {
+        "module_utils.platform.hostfs": {"module_utils.subjects.pcie.pci"},
+        "module_utils.subjects.pcie.pci": {"module_utils.platform.hostfs",
+                                           "module_utils.subjects.cpu.cpu"},
+        "module_utils.subjects.cpu.cpu": {"module_utils.subjects.pcie.aer"},
+        "module_utils.subjects.pcie.aer": set(),
+        "modules.host_audit": {"module_utils.programs.audit_program"},
+        "module_utils.programs.audit_program": set(),
+    }
+    assert upward(edges) == [("module_utils.platform.hostfs", "module_utils.subjects.pcie.pci")]
+    assert components(folder_edges(edges)) == [frozenset(
+        ["module_utils.subjects.pcie", "module_utils.subjects.cpu"])]
+
+
+def test_a_lazy_import_is_found_inside_a_method(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("from %spkg import top\n\nclass A:\n    def f(self):\n"
+                    "        from %spkg import inner\n" % (PKG, PKG))
+    known = {"pkg.top", "pkg.inner"}
+    assert lazy_imports(str(path), known, "x.m") == {"pkg.inner"}

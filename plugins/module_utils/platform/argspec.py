@@ -15,16 +15,21 @@ import copy
 
 try:
     from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-except ImportError:  # the scheduled audit (onhost/audit_program) on a host without Ansible
+except ImportError:  # the scheduled audit (programs/audit_program) on a host without Ansible
     ArgumentSpecValidator = None
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.pci import (  # noqa: F401
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.findings import SEVERITIES
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.pci_ids import (
     GPU_CLASSES,
     MRRS_SIZES,
     NVIDIA_VENDOR,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (
+    ValidationError,
+    fail,
+)
 
-# The wanted PCIe Max Read Request Size when none is given (one of pci.MRRS_SIZES): the one
+# The wanted PCIe Max Read Request Size when none is given (one of pci_ids.MRRS_SIZES): the one
 # spec of ``mrrs_size`` (``mrrs_size()``) for every module that names it.
 MRRS_DEFAULT = 4096
 
@@ -148,10 +153,6 @@ def _short(value, limit=120):
 
 def _results_rule(option):
     def rule(p):
-        from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (
-            ValidationError,
-            fail,
-        )
 
         value = p.get(option)
         if value is None and p.get("hosts") is not None:
@@ -172,10 +173,6 @@ tune_report_rules = _results_rule("results")
 def audit_report_rules(p):
     """Each host's audit as host_audit returns it: findings a list of mappings with
     FINDING_KEYS, a known severity and a text id (the message names host and key)."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.findings import SEVERITIES
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (
-        ValidationError,
-    )
 
     _results_rule("audits")(p)
     for host, audit in p["audits"].items():
@@ -205,7 +202,6 @@ def audit_report_rules(p):
 
 
 def report_merge_rules(p):
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import fail
 
     if not p.get("folders"):
         fail("folders", p.get("folders"), "one or more report folders (one per slice or run)")

@@ -22,7 +22,7 @@ import time
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import host_path
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import CommandError
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import CommandError, Runner
 
 CAPTURE_DIR = "/.gpuhost-capture"
 
@@ -55,9 +55,6 @@ class CommandOutputs(object):
 
     def _runner(self):
         if self.runner is None:
-            from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import (
-                Runner,
-            )
             self.runner = Runner()
         return self.runner
 

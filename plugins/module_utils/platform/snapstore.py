@@ -84,7 +84,7 @@ def load(path, root=None, check=None):
         raise SnapshotError("%s is not a gpuhost.tuning snapshot (schema %s)" % (path, SCHEMA))
     if not isinstance(doc["state"], dict):
         damaged(path)("state is not a mapping")
-    FILES.check(doc["state"].get("files") or {}, damaged(path), root)
+    _check_files(doc["state"].get("files") or {}, damaged(path), root)
     if check is not None:
         check(doc, path, root)
     # after the sections' own checks (their messages are the more precise), before any
@@ -310,12 +310,12 @@ def _remove_empty_parents(root, path, stop):
     return removed
 
 
-def _remove_folder(root, path, full):
+def _remove_folder(root, path, full, installed):
     """Remove a folder the snapshot records as absent: the files gpuhost.tuning installed
-    in it (bootservice.installed_paths) and its empty subfolders. A folder that holds any
-    other file stays, with a message naming them."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import boot_service
-    ours = set(boot_service.installed_paths(root))
+    in it (``installed(root)``: the installers' own paths, boot_service.installed_paths) and
+    its empty subfolders. A folder that holds any other file stays, with a message naming
+    them."""
+    ours = set(installed(root)) if installed is not None else set()
     left, remove = [], []
     for current, dirs, names in os.walk(full):
         for name in names + [d for d in dirs if os.path.islink(os.path.join(current, d))]:
@@ -331,12 +331,12 @@ def _remove_folder(root, path, full):
         os.rmdir(current)
 
 
-def _put_file(root, path, rec):
+def _put_file(root, path, rec, installed=None):
     full = under_root(root, path, "snapshot file", follow=False)
     if os.path.lexists(full):
         if os.path.isdir(full) and not os.path.islink(full):
             if rec["type"] != "dir":
-                _remove_folder(root, path, full)
+                _remove_folder(root, path, full, installed)
         elif rec["type"] != "file":
             os.unlink(full)
     if rec["type"] == "absent":
@@ -358,7 +358,7 @@ def _put_file(root, path, rec):
         _owner(full, rec)
 
 
-def _restore_files(root, recorded, check_mode, out, failures):
+def _restore_files(root, recorded, check_mode, out, failures, installed=None):
     for path in sorted(recorded):
         rec = recorded[path]
         now = record_file(root, path)
@@ -370,7 +370,7 @@ def _restore_files(root, recorded, check_mode, out, failures):
             entry["status"] = "changed"
             if not check_mode:
                 try:
-                    _put_file(root, path, rec)
+                    _put_file(root, path, rec, installed)
                 except (IOError, OSError) as exc:
                     entry.update(status="failed", reason="%s: %s" % (path, exc))
                     failures.append(entry["reason"])
@@ -440,12 +440,18 @@ class FilesSection(object):
     label = "{path}"
     restore_report = (("files put back", "changed", "path"),)
 
+    def __init__(self, installed=None):
+        # installed(root): the paths gpuhost.tuning's installers wrote (a folder the
+        # snapshot records as absent is removed only when it holds nothing else)
+        self.installed = installed
+
     def record(self, ctx):
         return dict((path, record_file(ctx.root, path)) for path in ctx.params["files"])
 
     def restore(self, ctx, recorded):
         items, failures = [], []
-        _restore_files(ctx.root, recorded or {}, ctx.check_mode, items, failures)
+        _restore_files(ctx.root, recorded or {}, ctx.check_mode, items, failures,
+                       self.installed)
         return items, failures
 
     def check(self, recorded, bad, root):
@@ -459,4 +465,3 @@ class FilesSection(object):
                 "%s: %s" % (item["path"], item["after"]))
 
 
-FILES = FilesSection()

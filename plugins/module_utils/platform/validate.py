@@ -19,7 +19,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import pci
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import pci_ids
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import (
     LockError,
     PathError,
@@ -163,7 +163,7 @@ def cpu_list(option, text):
 
 def vendor_id(option, value):
     try:
-        text = pci._norm_hex(value, "vendor")
+        text = pci_ids.norm_hex(value, "vendor")
     except ValueError:
         text = ""
     if len(text) != 4:
@@ -178,7 +178,7 @@ def pci_classes(option, values):
                              "nothing)")
     for value in values:
         try:
-            pci.normalize_class(value)
+            pci_ids.normalize_class(value)
         except ValueError as exc:
             raise ValidationError("%s: %s" % (option, exc))
 
@@ -186,7 +186,7 @@ def pci_classes(option, values):
 def pci_addresses(option, values):
     for value in values or []:
         try:
-            pci.normalize_address(value)
+            pci_ids.normalize_address(value)
         except ValueError as exc:
             raise ValidationError("%s: %s" % (option, exc))
 

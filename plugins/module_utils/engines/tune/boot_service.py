@@ -17,6 +17,7 @@ import json
 import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import pci_ids
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import pci
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import setpci_maxreadreq
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import unitinstall
@@ -84,7 +85,7 @@ def make_config(mrrs_size=4096, vendor=argspec.NVIDIA_VENDOR, classes=argspec.GP
         setpci_maxreadreq.size_field(mrrs_size)
         config["mrrs"] = {
             "size": int(mrrs_size),
-            "vendor": pci._norm_hex(vendor, "PCI vendor"),
+            "vendor": pci.norm_hex(vendor, "PCI vendor"),
             "classes": [pci.normalize_class(c) for c in classes],
             "include_upstream": bool(include_upstream),
         }
@@ -216,7 +217,7 @@ def service_spec():
     """Option spec of module boot_service (its defaults fill ``service_run``'s params)."""
     spec = dict(
         state=dict(type="str", choices=["present", "absent"], default="present"),
-        mrrs_size=argspec.mrrs_size(choices=[0] + list(setpci_maxreadreq.MRRS_SIZES)),
+        mrrs_size=argspec.mrrs_size(choices=[0] + list(pci_ids.MRRS_SIZES)),
         cpuidle_deeper_than=dict(type="str", default="C1"),
         after=dict(type="list", elements="str", default=["nvidia-persistenced.service"]),
         before=dict(type="list", elements="str", default=["pve-guests.service"]),

@@ -7,7 +7,7 @@ every registered part with a ``snapshot_key``, in registry order, then the ``fil
 section); and the snapshot's own two tune parts, which record through the sections on
 their context.
 
-A section (a tune part, or ``snapstore.FILES``) has ``snapshot_key`` (its key in the
+A section (a tune part, or ``tune_registry.FILES``) has ``snapshot_key`` (its key in the
 snapshot's ``state`` and in a restore's result), ``record(ctx)`` (its part of the state;
 None leaves the key out), ``restore(ctx, recorded)`` (``(items, failures)``, each item
 with ``status`` ok, changed, skipped or failed and a ``reason``), ``check(recorded, bad,

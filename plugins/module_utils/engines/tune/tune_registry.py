@@ -52,7 +52,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.device_nod
     device_nodes_part,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import latency_part
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import setpci_maxreadreq
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import mrrs_part
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.peermem import peermem_part
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.placement import (
     placement_write,
@@ -74,7 +74,7 @@ REGISTRY = (
     latency_part.BEFORE_PART,
     sysctl_settings.TUNE_PART,
     cpuidle_state.TUNE_PART,
-    setpci_maxreadreq.TUNE_PART,
+    mrrs_part.TUNE_PART,
     boot_service.TUNE_PART,
     peermem_part.TUNE_PART,
     device_nodes_part.TUNE_PART,
@@ -183,5 +183,8 @@ def managed_files(params=None, registry=REGISTRY):
 PARTS, STEPS, MANAGED = derive(REGISTRY)
 DEFAULT_PARTS = default_parts(REGISTRY)
 # The snapshot's sections: the parts that declare one, in run order, then the files.
-SECTIONS = tuple(p for p in REGISTRY if hasattr(p, "snapshot_key")) + (snapstore.FILES,)
+# The files section: every path the parts declare; a folder recorded as absent goes only when
+# it holds nothing but what the installers wrote (boot_service.installed_paths).
+FILES = snapstore.FilesSection(installed=boot_service.installed_paths)
+SECTIONS = tuple(p for p in REGISTRY if hasattr(p, "snapshot_key")) + (FILES,)
 MANAGED_FILES = tuple(managed_files())

@@ -46,6 +46,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot.kerne
     tokenize,
     validate,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot.kernels import (
+    installed_kernels,
+)
 
 
 def format_param(name, value):
@@ -338,9 +341,6 @@ def plan(root, params=None, absent=None, backend="auto", runner=None, grub_file=
     verify(result["after"], params, absent,
            ", ".join(f["path"] for f in result["files"]))
     changed = any(f["changed"] for f in result["files"])
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot.kernels import (
-        installed_kernels,
-    )
     result.update({
         "backend": backend,
         "tool": tool,

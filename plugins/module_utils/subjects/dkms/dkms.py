@@ -33,6 +33,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import hos
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import host_path
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot.kernels import (
     has_headers,
+    installed_kernels,
     headers_package,
     kernel_sort_key,
     resolve_under,
@@ -41,6 +42,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms.dkms_
     parse_conf,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import QUERY_TIMEOUT_S
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.fabric_manager.fabric_manager import (
+    package_version,
+)
 
 DKMS_TREE = "/var/lib/dkms"
 MODULE_SUFFIXES = (".ko", ".ko.xz", ".ko.zst", ".ko.gz")
@@ -263,10 +267,6 @@ def wording(root="/"):
     """``WARNINGS``' key for the dkms installed under ``root``: ``3.2`` for dkms 3.1 and
     later (only 3.0.10 and 3.2.2 are checked), else ``3.0`` (also when dpkg's status has
     no dkms: a tree without it keeps the wording tree_status always had)."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.fabric_manager.fabric_manager import (
-        package_version,
-    )
-
     _package, version = package_version(root, "dkms")
     match = re.match(r"^(\d+)\.(\d+)", version or "")
     if match and (int(match.group(1)), int(match.group(2))) >= (3, 1):
@@ -431,10 +431,6 @@ def coverage(root="/", names=None, entries=None):
     no warning. ``entries`` defaults to ``tree_status(root)`` (pass parsed ``dkms status``
     output on a live host).
     """
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot.kernels import (
-        installed_kernels,
-    )
-
     entries = tree_status(root) if entries is None else entries
     wanted = sorted(set(names) if names else {e["name"] for e in entries})
     out = []

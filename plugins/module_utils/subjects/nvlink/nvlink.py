@@ -33,6 +33,10 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import bou
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.health.nvsmi import (
     normalize_bus_id,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import (
+    CommandError,
+    CommandTimeout,
+)
 
 STATUS_NAME = "nvidia-smi-nvlink-s.txt"
 ERRORS_NAME = "nvidia-smi-nvlink-e.txt"
@@ -135,10 +139,6 @@ def judged(counters):
 
 def _produce(args, name):
     def produce(runner):
-        from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import (
-            CommandError,
-            CommandTimeout,
-        )
         tool = runner.which("nvidia-smi")
         if not tool:
             return None, {"source": None, "error": "nvidia-smi not installed"}

@@ -25,6 +25,13 @@ import re
 import struct
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import hostfs
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.pci_ids import (
+    GPU_CLASSES,
+    NVIDIA_VENDOR,
+    norm_hex,
+    normalize_address,
+    normalize_class,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import (
     host_path,
     read_bytes,
@@ -55,12 +62,6 @@ DEVCTL_MPS_MASK = 0x00E0
 DEVCTL_MPS_SHIFT = 5
 
 
-# The GPUs selected when nothing else is asked: NVIDIA's vendor id and the PCI display
-# controller classes 0300 (VGA compatible) and 0302 (3D controller, a datacenter GPU).
-NVIDIA_VENDOR = "10de"
-GPU_CLASSES = ("0300", "0302")
-# The Max Read Request Sizes DevCtl bits 14:12 encode (128 << field, field 0-5), in bytes.
-MRRS_SIZES = (128, 256, 512, 1024, 2048, 4096)
 
 PORT_TYPES = {
     0x0: "endpoint",
@@ -74,10 +75,6 @@ PORT_TYPES = {
     0xA: "rc_event_collector",
 }
 
-_ADDR_RE = re.compile(
-    r"^(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):"
-    r"(?P<dev>[0-9a-fA-F]{1,2})\.(?P<fn>[0-7])$"
-)
 _SYSFS_BDF_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _HOST_BRIDGE_RE = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}$")
 _SPEED_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s", re.IGNORECASE)
@@ -90,23 +87,6 @@ class PciError(Exception):
 
 # ---------------------------------------------------------------------------------------
 # addresses and paths
-
-
-def normalize_address(addr):
-    """``01:00.0`` / ``0000:01:00.0`` / ``0000:01:00.0`` upper case -> ``0000:01:00.0``."""
-    text = str(addr if addr is not None else "").strip()
-    match = _ADDR_RE.match(text)
-    if not match:
-        raise ValueError(
-            "invalid PCI address %r: use domain:bus:device.function like 0000:01:00.0 "
-            "or bus:device.function like 01:00.0 (as printed by lspci -D)" % (addr,)
-        )
-    domain = int(match.group("domain") or "0", 16)
-    bus = int(match.group("bus"), 16)
-    dev = int(match.group("dev"), 16)
-    if dev > 0x1F:
-        raise ValueError("invalid PCI address %r: device number %#x is above 0x1f" % (addr, dev))
-    return "%04x:%02x:%02x.%d" % (domain, bus, dev, int(match.group("fn")))
 
 
 def is_address(name):
@@ -433,30 +413,10 @@ class PciDevice(object):
 # selection and summaries
 
 
-def _norm_hex(value, what):
-    text = str(value).strip().lower()
-    if text.startswith("0x"):
-        text = text[2:]
-    if not text or not re.match(r"^[0-9a-f]+$", text):
-        raise ValueError("invalid %s %r: use hex digits like 10de" % (what, value))
-    return text
-
-
-def normalize_class(value):
-    """``0300`` / ``0x0302`` / ``030200`` -> lowercase hex of 4 or 6 digits."""
-    text = _norm_hex(value, "PCI class")
-    if len(text) not in (4, 6):
-        raise ValueError(
-            "invalid PCI class %r: use 4 hex digits (class and subclass, e.g. '0302') or 6 "
-            "(with prog-if, e.g. '030200'); quote it in YAML, 0300 unquoted is a number"
-            % (value,))
-    return text
-
-
 def select_devices(root, vendor=NVIDIA_VENDOR, classes=GPU_CLASSES):
     """Devices of ``vendor`` whose class starts with one of ``classes`` (endpoint classes:
     ``0300`` VGA, ``0302`` 3D controller), as PciDevice, in address order."""
-    vendor = "%04x" % int(_norm_hex(vendor, "PCI vendor"), 16)
+    vendor = "%04x" % int(norm_hex(vendor, "PCI vendor"), 16)
     prefixes = tuple(normalize_class(c) for c in classes)
     found = []
     for address in list_devices(root):

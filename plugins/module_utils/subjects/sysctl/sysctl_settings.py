@@ -31,6 +31,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.sysctl.sys
     read_many,
     read_sysctl,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec
 
 
 class SysctlWriteError(Exception):
@@ -224,8 +225,6 @@ OWN_FILE = "/etc/sysctl.d/99-gpuhost-tuning.conf"
 
 def settings_spec():
     """Option spec of module sysctl_settings (its defaults fill ``settings_run``'s params)."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec
-
     spec = dict(
         values=dict(type="dict"),
         at_least=dict(type="list", elements="str", default=list(AT_LEAST)),
@@ -319,8 +318,6 @@ def settings_run(params, check_mode=False, warn=None):
     the module's defaults). Returns the module's result dict, ``diff`` (a list) included.
     Raises ValueError/OSError when nothing could be done; per-key problems are in the result
     (see ``settings_failure``). ``warn(text)`` is called once per skipped key."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec
-
     # snapshot_dir: host_tune's (where the original snapshot says which file it may take over)
     p = argspec.fill(settings_spec(), params, internal=("snapshot_dir",))
     root = p["root"]

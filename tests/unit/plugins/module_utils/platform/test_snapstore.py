@@ -8,6 +8,8 @@ import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import snapstore
 
+FILES = snapstore.FilesSection()
+
 FOLDER = snapstore.SNAPSHOT_DIR
 
 
@@ -107,15 +109,15 @@ def test_the_files_section_puts_a_changed_file_back_and_removes_a_created_one(tm
     ctx = Ctx()
     ctx.root = root
     ctx.params = {"files": ["/etc/sysctl.d/90-gpu.conf", "/etc/new.d/a.conf"]}
-    recorded = snapstore.FILES.record(ctx)
-    assert snapstore.FILES.summary(recorded) == {"files": {
+    recorded = FILES.record(ctx)
+    assert FILES.summary(recorded) == {"files": {
         "/etc/sysctl.d/90-gpu.conf": "file", "/etc/new.d/a.conf": "absent"}}
     with open(conf, "w") as handle:
         handle.write("new\n")
     os.makedirs(os.path.join(root, "etc/new.d"))
     with open(os.path.join(root, "etc/new.d/a.conf"), "w") as handle:
         handle.write("made by a part\n")
-    items, failures = snapstore.FILES.restore(ctx, recorded)
+    items, failures = FILES.restore(ctx, recorded)
     assert failures == []
     # the folder a part created for its file goes with it
     assert sorted(i["path"] for i in items if i["status"] == "changed") == [
@@ -123,5 +125,5 @@ def test_the_files_section_puts_a_changed_file_back_and_removes_a_created_one(tm
     with open(conf) as handle:
         assert handle.read() == "old\n"
     assert not os.path.exists(os.path.join(root, "etc/new.d"))
-    again, _failures = snapstore.FILES.restore(ctx, recorded)
+    again, _failures = FILES.restore(ctx, recorded)
     assert not [i for i in again if i["status"] == "changed"]

@@ -9,6 +9,8 @@ import pytest
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import sections
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import snapstore
 
+FILES = snapstore.FilesSection()
+
 FOLDER = snapstore.SNAPSHOT_DIR
 CONF = "/etc/sysctl.d/90-gpu.conf"
 
@@ -61,7 +63,7 @@ def _ctx(root, check_mode=False):
 
 def test_take_collects_every_section_and_writes_the_original_once(tmp_path):
     root, knob = _tree(tmp_path), Knob()
-    both = (knob, snapstore.FILES)
+    both = (knob, FILES)
     taken = sections.take(both, _ctx(root))
     assert taken["changed"] and taken["path"] == os.path.join(FOLDER, "original.json")
     assert sorted(taken["state"]) == ["files", "knob"]
@@ -72,7 +74,7 @@ def test_take_collects_every_section_and_writes_the_original_once(tmp_path):
 
 def test_restore_puts_each_section_back_and_reports_it(tmp_path):
     root, knob = _tree(tmp_path), Knob()
-    both = (knob, snapstore.FILES)
+    both = (knob, FILES)
     sections.take(both, _ctx(root))
     knob.value = "512"
     with open(os.path.join(root, CONF.lstrip("/")), "w") as handle:
@@ -89,7 +91,7 @@ def test_restore_puts_each_section_back_and_reports_it(tmp_path):
 
 def test_a_full_restore_removes_the_applied_state_and_a_partial_one_keeps_it(tmp_path):
     root, knob = _tree(tmp_path), Knob()
-    both = (knob, snapstore.FILES)
+    both = (knob, FILES)
     sections.take(both, _ctx(root))
     knob.value = "512"
     sections.take(both, _ctx(root), kind="applied")
@@ -106,7 +108,7 @@ def test_a_full_restore_removes_the_applied_state_and_a_partial_one_keeps_it(tmp
 
 def test_restore_of_some_parts_only_and_a_refusal_is_a_failure(tmp_path):
     root, knob = _tree(tmp_path), Knob()
-    both = (knob, snapstore.FILES)
+    both = (knob, FILES)
     sections.take(both, _ctx(root))
     knob.value = "512"
     only_files = sections.restore(both, _ctx(root), parts=["files"])
@@ -118,10 +120,10 @@ def test_restore_of_some_parts_only_and_a_refusal_is_a_failure(tmp_path):
 def test_a_damaged_section_is_refused_before_anything_is_restored(tmp_path):
     root, knob = _tree(tmp_path), Knob()
     knob.value = 4096  # not text: the section's check refuses the recorded document
-    sections.take((knob, snapstore.FILES), _ctx(root))
+    sections.take((knob, FILES), _ctx(root))
     knob.value = "512"
     with pytest.raises(snapstore.SnapshotError, match="knob value is not text"):
-        sections.restore((knob, snapstore.FILES), _ctx(root))
+        sections.restore((knob, FILES), _ctx(root))
     assert knob.value == "512"
 
 
@@ -135,7 +137,7 @@ class TuneCtx(object):
         self.params = {"snapshot_dir": FOLDER, "sysctl": {}, "lxc_config_dir": "/etc/pve/lxc"}
         self.selection = {}
         self.files = [CONF]
-        self.sections = (snapstore.FILES,)
+        self.sections = (FILES,)
 
 
 def test_the_before_part_records_and_the_applied_part_only_after_a_change(tmp_path):

@@ -103,6 +103,6 @@ def test_managed_files_take_file_options_from_the_params_or_their_default():
 
 
 def test_the_snapshot_sections_are_the_parts_that_declare_one_then_the_files():
-    assert tune_registry.SECTIONS[-1] is tune_registry.snapstore.FILES
+    assert tune_registry.SECTIONS[-1] is tune_registry.FILES
     assert all(hasattr(p, "snapshot_key") for p in tune_registry.SECTIONS[:-1])
     assert sections.BEFORE_PART in tune_registry.REGISTRY

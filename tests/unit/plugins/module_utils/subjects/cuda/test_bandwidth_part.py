@@ -21,7 +21,7 @@ from modrun import run_module
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import measured
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import bandwidth_part
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import setpci_maxreadreq
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import mrrs_part
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
 
@@ -108,14 +108,14 @@ def test_rates_before_and_after_the_pcie_change_per_gpu_with_the_link_share(
     first, second = built["gpus"][:2]
     # The driver prints the bus id with an 8-digit upper-case domain.
     fake(devices="00000000:00:10.0,00000000:00:11.0", h2d_gbs="0.2,0.1", d2h_gbs="0.2,0.1")
-    mrrs_run = setpci_maxreadreq.TUNE_PART.run
+    mrrs_run = mrrs_part.TUNE_PART.run
 
     def mrrs_then_faster(ctx):  # the copy rates the GPUs give once MRRS is written
         out = mrrs_run(ctx)
         monkeypatch.setenv("FAKECUDA_H2D_GBS", "0.4,0.1")
         monkeypatch.setenv("FAKECUDA_D2H_GBS", "0.1,0.1")
         return out
-    monkeypatch.setattr(setpci_maxreadreq.TUNE_PART, "run", mrrs_then_faster)
+    monkeypatch.setattr(mrrs_part.TUNE_PART, "run", mrrs_then_faster)
 
     result = run(root, parts=WITH_BANDWIDTH, cuda_library=lib)
     assert result.get("failed") is not True, result.get("msg")
