@@ -145,7 +145,7 @@ MAPPING = {
     "readers/boot_entries_run.py": "subjects/boot/boot_entries_run.py",
     "readers/boot_grub.py": "subjects/boot/boot_grub.py",
     "readers/boot_sdboot.py": "subjects/boot/boot_sdboot.py",
-    "readers/initramfs_check.py": "subjects/boot/initramfs_check.py",
+    "readers/initramfs_check.py": "subjects/boot/initramfs_images.py",
     "readers/post_boot_verify.py": "subjects/boot/post_boot_verify.py",
     "checks/kernel.py": "subjects/boot/kernel_check.py",
     "readers/dkms.py": "subjects/dkms/dkms.py",

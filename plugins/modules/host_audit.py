@@ -716,11 +716,7 @@ def rules(p):
     if not isinstance(p.get("cuda") or [], list) or \
             not all(isinstance(item, dict) for item in p.get("cuda") or []):
         fail("cuda", p.get("cuda"), "a list of cuda_probe results")
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit.facts import (
-        WANTED_KEYS,
-    )
-
-    facts.wanted_values(p, WANTED_KEYS)
+    facts.wanted_values(p, facts.WANTED_KEYS)
 
 
 def main():

@@ -409,9 +409,7 @@ def rules(p):
         int_range("numa_pin_vmids", vmid, *VMID_RANGE)
     bandwidth_options(p)
     latency_options(p)
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune.tune import PER_KEY
-
-    facts.wanted_values(p, PER_KEY)
+    facts.wanted_values(p, tune.PER_KEY)
 
 
 def build_module():

@@ -106,7 +106,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate i
     names,
     non_empty_list,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import initramfs_check  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import initramfs_images  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
 
 
@@ -131,7 +131,7 @@ def main():
             kernels=dict(type="list", elements="str", required=True),
             files=dict(type="list", elements="str", default=[]),
             absent_files=dict(type="list", elements="str", default=[]),
-            image=dict(type="str", default=initramfs_check.IMAGE),
+            image=dict(type="str", default=initramfs_images.IMAGE),
             require=dict(type="bool", default=True),
             executable=dict(type="path"),
             root=dict(type="path", default="/"),
@@ -147,7 +147,7 @@ def _run(module):
     lister = p["executable"] or module.get_bin_path("lsinitramfs")
     if not lister:
         module.fail_json(msg="lsinitramfs not found on the PATH: install initramfs-tools")
-    result = initramfs_check.check_images(p["root"], p["kernels"], lister, Runner(module),
+    result = initramfs_images.check_images(p["root"], p["kernels"], lister, Runner(module),
                                     files=p["files"], absent_files=p["absent_files"],
                                     image=p["image"])
     if p["require"] and result["problems"]:

@@ -129,7 +129,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate i
     int_range,
     names,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import initramfs_check  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import initramfs_images  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.passthrough import vm_verify  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import HostFileError  # noqa: E402
@@ -151,7 +151,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             kernel=dict(type="str", required=True),
-            image=dict(type="str", default=initramfs_check.IMAGE),
+            image=dict(type="str", default=initramfs_images.IMAGE),
             require=dict(type="bool", default=True),
             executable=dict(type="path"),
             timeout=dict(type="int", default=vm_verify.DEFAULT_LIST_TIMEOUT),

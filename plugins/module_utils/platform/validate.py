@@ -268,17 +268,6 @@ def gpu(p, vendor="vendor", classes="classes"):
     pci_classes(classes, p.get(classes))
 
 
-def policy_options(p):
-    """The operator policy (subjects/health/policy.py): acknowledged findings, XID overrides, pass marks."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import check_registry
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.health import policy
-
-    try:
-        policy.check_options(p, check_registry.finding_order())
-    except ValueError as exc:
-        raise ValidationError(str(exc))
-
-
 def latency_options(p):
     """The latency measurement (host_tune's latency part, cuda_probe's latency): round
     trips per mode and the sleep before each, a library."""

@@ -1,12 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The audit's checks, one file per report column; see ``base`` for the contract.
+"""The audit's checks: every check file of every subject folder (``<column>_check.py``), and
+the fleet checks (subjects/pcie/aer_change.py, subjects/driver/driver_drift.py); see
+platform/findings.py and platform/fleet_findings.py for the contracts.
 
-Importing this package registers every check. Each column file is imported here by name,
-which is also what lets Ansible's module_utils finder ship them inside a module (a new file
-must be added to the imports below, in any order: columns sort by their position). The
-columns of the fleet checks (module_utils/fleet) are registered from their declarations.
+Importing this file registers every check. Each file is imported here by name, which is also
+what lets Ansible's module_utils finder ship them inside a module (a new check file is one
+line below, in any order: columns sort by their position, fleet checks run in their declared
+order). The fleet checks' columns are registered from their declarations.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -57,7 +59,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.placement 
     gpu_numa_check,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.sysctl import sysctl_check  # noqa: F401
-from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.fleet import fleet_registry
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver import driver_drift  # noqa: F401
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import aer_change  # noqa: F401
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import fleet_findings
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.findings import (  # noqa: F401
     SEVERITIES,
     SEVERITY_RANK,
@@ -67,5 +71,5 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.findings i
     finding_order,
 )
 
-# the fleet checks' own columns, n/a on one host (declared in module_utils/fleet)
-findings.report_level(fleet_registry.fleet_checks())
+# the fleet checks' own columns, n/a on one host (declared beside each fleet check)
+findings.report_level(fleet_findings.fleet_checks())

@@ -18,10 +18,10 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import kernel_cmdline
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import check_registry
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cpu import cpu
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms import dkms
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import kernels
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import boot_facts
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.lxc import lxc
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import pci
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec, cmdout
@@ -42,10 +42,18 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.health imp
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import device_owner
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.host import virt
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.passthrough import vmgpu
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import (
-    host_path,
-    read_text,
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import host_path
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (
+    ValidationError,
+    boot_params,
+    gpu,
+    idle_state_name,
+    inside,
+    int_range,
+    names,
+    sysctl_values,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.health import policy
 
 
 def wanted_spec():
@@ -97,19 +105,6 @@ def per_key_spec(keys=WANTED_KEYS):
 def wanted_values(p, per_key=()):
     """The wanted values of a module taking option ``wanted`` (completed, the deprecated
     per-key options ``per_key`` over it), checked; returns them."""
-    # imported here: only a module's rules check options (the audit itself never does)
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (
-        ValidationError,
-        boot_params,
-        gpu,
-        idle_state_name,
-        inside,
-        int_range,
-        names,
-        policy_options,
-        sysctl_values,
-    )
-
     try:
         w = wanted_intake(p, per_key)
     except ValueError as exc:
@@ -122,7 +117,10 @@ def wanted_values(p, per_key=()):
     names("lxc_gpu_drivers", w.get("lxc_gpu_drivers"))
     inside(dict(w, root=p.get("root") or "/"), "lxc_config_dir")
     gpu(w, "gpu_vendor", "gpu_classes")
-    policy_options(w)
+    try:    # the operator policy: acknowledged findings, XID overrides, copy rate marks
+        policy.check_options(w, check_registry.finding_order())
+    except ValueError as exc:
+        raise ValidationError(str(exc))
     return w
 
 
@@ -159,82 +157,6 @@ def _guard(errors, section, func, default=None):
     except Exception as exc:  # noqa: BLE001 - one reader must not sink the whole audit
         errors.append({"section": section, "error": "%s: %s" % (type(exc).__name__, exc)})
         return default
-
-
-def _boot_config(root):
-    """``{tool, backend, cmdline, source}`` of the boot configuration, read offline."""
-    config = kernel_cmdline.read_config(root)
-    tool = config.get("tool")
-    return {
-        "tool": None if tool in (None, "unknown") else tool,
-        "backend": config.get("backend") if config.get("cmdline") is not None else None,
-        "cmdline": config.get("cmdline"),
-        "source": config.get("source"),
-    }
-
-
-def _pinned_kernel(root):
-    """The kernel proxmox-boot-tool pinned (next-boot pin first), or None."""
-    for path in ("/etc/kernel/next-boot-pin", "/etc/kernel/proxmox-boot-pin"):
-        text = read_text(host_path(root, path))
-        if text:
-            return text.split()[0]
-    return None
-
-
-def _loader_next_boot(root):
-    """``(kernel, how)`` the boot loader's own files say boots next (GRUB's grub.cfg and
-    grubenv, systemd-boot entries on an ESP under root), or ``(None, None)`` when they cannot
-    be read offline (Proxmox ESPs are not mounted)."""
-    try:
-        from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import (
-            boot_entries,
-        )
-        loader = boot_entries.inspect(root)
-    except Exception:  # noqa: BLE001 - optional refinement; pins and newest still decide
-        return None, None
-    pins = loader.get("kernel_list") or {}
-    if pins.get("next_boot"):
-        return pins["next_boot"], "proxmox-boot-tool next-boot pin"
-    if pins.get("pinned"):
-        return pins["pinned"], "proxmox-boot-tool pin"
-    if loader.get("next_boot_kernel"):
-        return loader["next_boot_kernel"], "boot loader default entry (%s)" % (
-            loader.get("default_how") or loader.get("backend"))
-    return None, None
-
-
-def kernel_facts(root):
-    running = kernels.running_kernel(root)
-    installed = kernels.installed_kernels(root)
-    newest = installed[-1] if installed else None
-    pinned = _pinned_kernel(root)
-    loader_kernel, how = _loader_next_boot(root)
-    if loader_kernel in installed:
-        next_boot, next_how = loader_kernel, how
-    elif pinned in installed:
-        next_boot, next_how = pinned, "proxmox-boot-tool pin"
-    else:
-        next_boot, next_how = newest, "newest installed kernel" if newest else None
-    headers = dict((k, kernels.has_headers(root, k))
-                   for k in sorted(set(installed + ([running] if running else [])),
-                                   key=kernels.kernel_sort_key))
-    boot = _boot_config(root)
-    return {
-        "running": running,
-        "cmdline": procfs.read_cmdline(root),
-        "installed": installed,
-        "newest": newest,
-        "pinned": pinned,
-        "next_boot": next_boot,
-        "next_boot_source": next_how,
-        "running_installed": running in installed if running else None,
-        "headers": headers,
-        "configured_cmdline": boot["cmdline"],
-        "configured_cmdline_source": boot["source"],
-        "boot_tool": boot["tool"],
-        "boot_backend": boot["backend"],
-    }
 
 
 def cpu_facts(root):
@@ -420,7 +342,7 @@ def _collect(root, wanted, outputs):
     facts["virt"] = _guard(errors, "virt", lambda: virt.detect(root), {
         "kind": "unknown", "guest": None, "technology": None, "proxmox_node": None,
         "evidence": [], "dmi": {}})
-    facts["kernel"] = _guard(errors, "kernel", lambda: kernel_facts(root), {})
+    facts["kernel"] = _guard(errors, "kernel", lambda: boot_facts.kernel_facts(root), {})
     running = (facts["kernel"] or {}).get("running")
     facts["cpu"] = _guard(errors, "cpu", lambda: cpu_facts(root), {})
     keys = list((wanted.get("sysctl") or {}).keys())

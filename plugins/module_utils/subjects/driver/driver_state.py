@@ -39,6 +39,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import boot_facts
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms import dkms
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver import container_driver
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.fabric_manager import fabric_manager
@@ -167,9 +168,8 @@ def next_modules(root, modules, kernel, runner=None):
 
 
 def next_kernel(root):
-    """The kernel that boots next, by the audit's rule (``facts.kernel_facts``)."""
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts
-    return facts.kernel_facts(root).get("next_boot")
+    """The kernel that boots next, by the audit's rule (``boot_facts.kernel_facts``)."""
+    return boot_facts.kernel_facts(root).get("next_boot")
 
 
 def fabric_manager_state(root):

@@ -7,7 +7,7 @@ it, each such GPU is on vfio-pci and each VM that ran before or is ``onboot`` ru
 (module vm_verify).
 
 Formats: the VM configs and modprobe.d as ``subjects/passthrough/vmgpu.py`` reads them; ``lsinitramfs``
-listings as ``subjects/boot/initramfs_check.py``; ``qm`` as qemu-server ``src/PVE/CLI/qm.pm`` prints it
+listings as ``subjects/boot/initramfs_images.py``; ``qm`` as qemu-server ``src/PVE/CLI/qm.pm`` prints it
 (github:proxmox/qemu-server at e6352be): ``qm status <vmid>`` -> ``status: <qmpstatus>``
 (``running``, ``stopped``, ``paused``, ...), ``qm start <vmid>`` exits non-zero with the
 task's error on stderr (``VM <vmid> already running`` when it runs).
@@ -17,7 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import initramfs_check
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import initramfs_images
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import pci
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import host_path
@@ -88,7 +88,7 @@ def binders(dev, files, loaded=()):
             or any(d in item["softdeps"] or d in item["blacklist"] for d in needed)]
 
 
-def gate(root, kernel, lister, runner, image=initramfs_check.IMAGE, timeout=DEFAULT_LIST_TIMEOUT):
+def gate(root, kernel, lister, runner, image=initramfs_images.IMAGE, timeout=DEFAULT_LIST_TIMEOUT):
     """``{kernel, image, devices, problems, ok}``: for each GPU a VM passes through, the
     modprobe.d files binding it to vfio-pci (``files``) and those of them inside
     ``kernel``'s initramfs (``in_image``). A host with no such GPU lists nothing."""
@@ -109,7 +109,7 @@ def gate(root, kernel, lister, runner, image=initramfs_check.IMAGE, timeout=DEFA
                                "id": dev.get("id"), "driver": dev.get("driver"),
                                "files": found, "in_image": []})
         wanted += [f for f in found if f not in wanted]
-    listed = initramfs_check.check_images(root, [kernel], lister, runner, files=wanted,
+    listed = initramfs_images.check_images(root, [kernel], lister, runner, files=wanted,
                                     image=image, timeout=timeout)
     item = listed["images"][0]
     unreadable = not item["exists"] or (listed["problems"] and not item["present"]
