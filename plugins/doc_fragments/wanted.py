@@ -10,7 +10,8 @@ __metaclass__ = type
 class ModuleDocFragment(object):
     """The wanted values of a GPU host, one text for every module that takes them whole
     (host_audit, host_tune, audit_timer, post_boot_verify). The matching spec is
-    module_utils/engines/audit/facts.py ``wanted_spec()`` (tests/unit/test_wanted.py compares the two);
+    module_utils/engines/audit/facts.py ``wanted_spec()`` (tests/unit/test_wanted.py compares the
+    two);
     role common composes the dict once as ``__gpuhost_wanted``."""
 
     DOCUMENTATION = r"""

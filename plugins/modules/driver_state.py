@@ -232,8 +232,8 @@ def main():
 def _run(module):
     p = module.params
     try:
-        state = driver_state.driver_state(p["root"], p["target_version"], p["next_kernel"], p["phase"],
-                                p["containers"], runner=Runner(module))
+        state = driver_state.driver_state(p["root"], p["target_version"], p["next_kernel"],
+                                          p["phase"], p["containers"], runner=Runner(module))
     except (driver_state.DriverStateError, LxcError, OSError) as exc:
         module.fail_json(msg="driver_state: %s" % exc, changed=False)
     module.exit_json(changed=False, **state)

@@ -178,7 +178,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate i
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot.kernel_cmdline import (  # noqa: E402
     BootConfigError,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot.kernel_cmdline_write import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot.kernel_cmdline_write import (  # noqa: E402,E501
     plan,
     write,
 )

@@ -118,8 +118,8 @@ dkms_needed:
 known_bad:
   description:
     - For O(kernel), each NVIDIA driver in the DKMS tree known not to build for its kernel
-      series (a known-bad pair of module_utils/subjects/driver/driver_kernel.py, each with its source),
-      as a sentence naming the pair, the version that builds and the source; empty without
+      series (a known-bad pair of module_utils/subjects/driver/driver_kernel.py, each with its
+      source), as a sentence naming the pair, the version that builds and the source; empty without
       O(kernel). Role kernel_upgrade refuses the upgrade on one before installing anything.
   returned: always
   type: list

@@ -175,7 +175,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate i
     sysctl_key,
     sysctl_values,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.sysctl.sysctl_settings import (  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.sysctl.sysctl_settings import (  # noqa: E402,E501
     settings_failure,
     settings_run,
     settings_spec,

@@ -37,7 +37,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver imp
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.driver_stage import (
     Stager,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.driver_stage_files import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.driver_stage_files import (  # noqa: E501
     StageError,
 )
 
@@ -212,7 +212,7 @@ def test_a_tmp_link_in_the_debs_keep_or_apt_cache_is_never_written(tree, where):
     if where == "keep":
         done = driver_stage_files.keep_debs(tree.root, {"libcuda1": OLD + "-1"}, warnings=warnings)
     else:
-        done = driver_stage_files.unkeep_debs(tree.root, {"libcuda1": OLD + "-1"}, warnings=warnings)
+        done = driver_stage_files.unkeep_debs(tree.root, {"libcuda1": OLD + "-1"}, warnings=warnings)  # noqa: E501
     assert tree.outside() == [] and warnings == []
     assert done == [DEB]
     with open(tree.path("%s/%s" % (dest, DEB)), "rb") as handle:
@@ -339,7 +339,7 @@ def test_a_cached_deb_linked_to_a_0600_file_is_not_kept(tree):
     packages = {"libcuda1": OLD + "-1", "nvidia-smi": OLD + "-1"}
     for check_mode in (True, False):
         warnings = []
-        done = driver_stage_files.keep_debs(tree.root, packages, check_mode=check_mode, warnings=warnings)
+        done = driver_stage_files.keep_debs(tree.root, packages, check_mode=check_mode, warnings=warnings)  # noqa: E501
         assert done == []
         assert len(warnings) == 2
         assert warnings[0].startswith("%s: a symbolic link to %s, not a regular file: not "
@@ -363,9 +363,9 @@ def test_a_cached_deb_that_is_a_fifo_is_skipped_in_seconds(tree):
     tree.seal()
     started = time.time()
     warnings = []
-    assert driver_stage_files.keep_debs(tree.root, {"libcuda1": OLD + "-1"}, warnings=warnings) == []
+    assert driver_stage_files.keep_debs(tree.root, {"libcuda1": OLD + "-1"}, warnings=warnings) == []  # noqa: E501
     assert warnings and warnings[0].startswith("%s: a FIFO, not a regular file: not kept" % fifo)
-    assert driver_stage_files.keep_build(tree.root, "nvidia", OLD, [KERNEL], warnings=warnings) == [KERNEL]
+    assert driver_stage_files.keep_build(tree.root, "nvidia", OLD, [KERNEL], warnings=warnings) == [KERNEL]  # noqa: E501
     assert warnings[1].startswith("%s: a FIFO, not a regular file: not copied"
                                   % tree.path(built + "/make.log"))
     assert os.path.isfile(tree.path("%s/dkms/nvidia/%s/%s/module/nvidia.ko"
@@ -403,7 +403,7 @@ def test_a_2_pib_installed_size_caps_the_pull_at_the_ceiling_and_the_host_free_s
 
 def test_a_host_without_room_pulls_nothing_and_says_so(tree, container, monkeypatch):
     stager, runner, plan = container(installed_size="1099511627776")
-    monkeypatch.setattr(driver_stage_files, "free_bytes", lambda folder: driver_stage_files.HOST_FREE_MARGIN + 100)
+    monkeypatch.setattr(driver_stage_files, "free_bytes", lambda folder: driver_stage_files.HOST_FREE_MARGIN + 100)  # noqa: E501
     stager._keep_ct_debs(plan, APT)
     # 100 bytes of room: each pull stops there (from the cache, then after apt's fetch)
     assert set(_fsize(runner)) == {100}

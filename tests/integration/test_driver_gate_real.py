@@ -81,7 +81,7 @@ def test_the_gate_reads_the_version_of_the_module_dkms_really_installed(
         assert any("loads %s (search order), which holds version %s, not %s" % (
             picked[0]["path"], NEW, OLD) in r for r in refusals), refusals
     else:
-        assert driver_state.driver_state(root, NEW, next_kernel_release=release)["gate"]["ok"] is True
+        assert driver_state.driver_state(root, NEW, next_kernel_release=release)["gate"]["ok"] is True  # noqa: E501
 
     # the same real module as the kernel's modules_install compresses it (scripts/
     # Makefile.modinst: xz --check=crc32 --lzma2=dict=1MiB), read as the real modinfo does

@@ -108,15 +108,17 @@ def test_adding_a_part_touches_the_files_architecture_md_says(tmp_path):
     reg = copy / "plugins/module_utils/engines/tune/tune_registry.py"
     text = reg.read_text()
     assert text.count("    placement_write.TUNE_PART,\n") == 1
-    reg.write_text(text.replace("    placement_write.TUNE_PART,\n",
-                                "    placement_write.TUNE_PART,\n    peermem_part.HUGEPAGES_PART,\n"))
+    reg.write_text(text.replace(
+        "    placement_write.TUNE_PART,\n",
+        "    placement_write.TUNE_PART,\n    peermem_part.HUGEPAGES_PART,\n"))
     proc = subprocess.run([sys.executable, str(copy / "scripts" / "role-specs.py")],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     after = _tree(str(copy))
     touched = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
-    assert touched == ["plugins/module_utils/subjects/peermem/peermem_part.py",
-                       "plugins/module_utils/engines/tune/tune_registry.py", "plugins/modules/host_tune.py",
+    assert touched == ["plugins/module_utils/engines/tune/tune_registry.py",
+                       "plugins/module_utils/subjects/peermem/peermem_part.py",
+                       "plugins/modules/host_tune.py",
                        "plugins/modules/tuning_snapshot.py",  # its files default
                        "roles/tune/defaults/main.yml", "roles/tune/meta/argument_specs.yml",
                        "roles/tune/vars/main.yml"]

@@ -22,7 +22,10 @@ import time
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import host_path
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import CommandError, Runner
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import (
+    CommandError,
+    Runner,
+)
 
 CAPTURE_DIR = "/.gpuhost-capture"
 

@@ -191,7 +191,8 @@ def evaluate(facts, wanted):
 
 def report_level(fleet_checks):
     """Register the column and finding id of every fleet check that has a column of its
-    own (``platform.fleet_findings.fleet_check``): one host's audit cannot see the others, so the column
+    own (``platform.fleet_findings.fleet_check``): one host's audit cannot see the others, so the
+    column
     is n/a there with the fleet check's note, and its finding id ranks by the fleet check's
     order. Declared once, in the fleet check's file."""
     for item in fleet_checks:

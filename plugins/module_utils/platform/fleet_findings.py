@@ -64,7 +64,8 @@ class FleetCheck(object):
                 "note": HOST_LEVEL_NOTE}
 
     def host_level(self, facts, wanted):
-        """Why ``host_audit`` leaves this check's column n/a (``platform.findings.report_level``)."""
+        """Why ``host_audit`` leaves this check's column n/a
+        (``platform.findings.report_level``)."""
         del facts, wanted
         return HOST_LEVEL_NOTE
 

@@ -14,7 +14,8 @@ Files in ``<root>/var/lib/gpuhost/`` (JSON, one document each)::
                                restore, since the host is no longer in that state
 
 The ``files`` section records each file, link or folder a tune part may write (content and
-mode, or that it does not exist; the parts declare them, ``engines.tune.tune_registry`` collects them)
+mode, or that it does not exist; the parts declare them, ``engines.tune.tune_registry`` collects
+them)
 and puts them back as recorded, removing those that did not exist and the empty folders a
 tune run created above them.
 """
@@ -434,7 +435,8 @@ class FilesSection(object):
     """The ``files`` section of a snapshot, the one no single part owns: every path the
     registered parts declare in ``files`` (and their ``file_options``' values). The
     section protocol (``record``, ``restore``, ``check``, ``summary``, ``diff_lines``,
-    ``label``, ``restore_report``) is the one a tune part follows (engines/tune/tune_registry.py)."""
+    ``label``, ``restore_report``) is the one a tune part follows
+    (engines/tune/tune_registry.py)."""
 
     name = snapshot_key = "files"
     label = "{path}"

@@ -1,1 +1,2 @@
-"""The host-side programs that run the engines without Ansible (the scheduled audit) and their installers."""
+"""The host-side programs that run the engines without Ansible (the scheduled audit) and their
+installers."""

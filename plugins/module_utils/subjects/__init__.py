@@ -1,1 +1,2 @@
-"""One folder per subject of the host: its readers, its checks (*_check.py), its writers and tune parts; a subject imports platform and lower subjects."""
+"""One folder per subject of the host: its readers, its checks (*_check.py), its writers and tune
+parts; a subject imports platform and lower subjects."""

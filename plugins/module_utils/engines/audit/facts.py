@@ -75,7 +75,8 @@ def wanted_spec():
         host=dict(type="str"),
         xid_window_days=dict(type="int", default=gpu_health.DEFAULT_WINDOW_DAYS),
         bandwidth_min_pct=dict(type="int", default=70),
-        # operator policy (subjects/health/policy.py): judged in the checks, never read from the host
+        # operator policy (subjects/health/policy.py): judged in the checks, never read from the
+        # host
         acknowledged=dict(type="list", elements="dict", default=[]),
         xid_policy=dict(type="list", elements="dict", default=[]),
         copy_rate_marks=dict(type="list", elements="dict", default=[]),

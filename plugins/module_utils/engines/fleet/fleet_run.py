@@ -28,7 +28,8 @@ def _checked(item, host, findings):
 
 def judge(documents, context, whole_fleet=True):
     """Run every fleet check over ``documents`` (report documents, changed in place) with
-    ``context`` (``platform.fleet_findings.Context``); ``whole_fleet=False`` (a slice) runs only those
+    ``context`` (``platform.fleet_findings.Context``); ``whole_fleet=False`` (a slice) runs only
+    those
     that need no other host. Returns the documents."""
     added = dict((doc["host"], []) for doc in documents)
     for item in fleet_registry.fleet_checks():

@@ -76,7 +76,8 @@ def group_findings(findings):
         row["subjects"].append(subject)
         row["details"].append((subject, item.get("detail")))
     for row in rows:
-        # several subjects: one command that covers them all (engines.audit.text.group_remedy), never
+        # several subjects: one command that covers them all (engines.audit.text.group_remedy),
+        # never
         # the template's <subject>
         row["remedy"] = (text.group_remedy(row["finding"].get("remedy") or "",
                                            row["finding"].get("subject"), row["subjects"])

@@ -5,7 +5,8 @@
 reboot or driver reload.
 
 PCIe Max Read Request Size (Device Control bits 14:12, masked write, read back) on every
-GPU the host owns at this boot and its upstream bridges (``subjects/pcie/device_owner.py``: a GPU bound to
+GPU the host owns at this boot and its upstream bridges (``subjects/pcie/device_owner.py``: a GPU
+bound to
 vfio-pci or pci-stub now, or named by a VM config or split for vGPU, is left alone), and
 the CPU idle states deeper than a named one (per-CPU ``disable`` flags). Run by the
 systemd unit ``gpuhost-tuning.service``::
@@ -14,7 +15,8 @@ systemd unit ``gpuhost-tuning.service``::
         ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune.boot_program \\
         --config /etc/gpuhost-tuning/boot.json
 
-Stdlib + hostfs/pci/passthrough/cpu only: ``engines/tune/boot_service.py`` (module ``boot_service``, the
+Stdlib + hostfs/pci/passthrough/cpu only: ``engines/tune/boot_service.py`` (module
+``boot_service``, the
 installer) copies this file and those, byte for byte, under ``/usr/local/lib/gpuhost-tuning``
 so the boot-time code is the code the modules run. Each line printed goes to the journal
 under systemd; the exit status is non-zero, naming every device or CPU state that did not

@@ -411,7 +411,7 @@ def service_failure(result):
     return result.get("msg") if result.get("failed") else None
 
 
-# --- the tune part (module host_tune; protocol in engines/tune/tune.py) --------------------------------
+# --- the tune part (module host_tune; protocol in engines/tune/tune.py) ---------------------------
 
 
 class ServicePart(object):

@@ -2,7 +2,8 @@
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A snapshot over the sections the tune parts declare: collect, check, summarize, take,
-restore and the restore's diff, each a loop over ``sections`` (``engines.tune.tune_registry.SECTIONS``:
+restore and the restore's diff, each a loop over ``sections``
+(``engines.tune.tune_registry.SECTIONS``:
 every registered part with a ``snapshot_key``, in registry order, then the ``files``
 section); and the snapshot's own two tune parts, which record through the sections on
 their context.
@@ -141,7 +142,7 @@ def restore_diff(sections, result):
             "before": "".join(before), "after": "".join(after)}
 
 
-# --- the tune parts (module host_tune; protocol in engines/tune/tune_registry.py) ---------------------
+# --- the tune parts (module host_tune; protocol in engines/tune/tune_registry.py) -----------------
 
 # lxc_config_dir, which the snapshot reads too, is a wanted value (tune.PER_KEY, ctx.wanted).
 OPTIONS = dict(snapshot_dir=dict(type="path", default=snapstore.SNAPSHOT_DIR))

@@ -7,7 +7,8 @@ it; the kernel_cmdline module and the boot_config role.
 
 Nothing here runs the refresh (``proxmox-boot-tool refresh``, ``update-grub``,
 ``kernel-install``): callers report ``refresh_required`` and the command. Parsing and reading
-is subjects/boot/kernel_cmdline.py's; the audit imports only that (docs/architecture.md, "What the audit
+is subjects/boot/kernel_cmdline.py's; the audit imports only that (docs/architecture.md, "What the
+audit
 imports")."""
 
 from __future__ import absolute_import, division, print_function

@@ -4,7 +4,8 @@
 """CPU idle states (cpuidle sysfs) and CPU frequency driver facts (read).
 
 Stdlib + hostfs only: the boot-time service ships this file to hosts and runs it without
-Ansible; changing idle states is in subjects/cpu/cpuidle_state.py. Layout (see docs/hardware-facts.md):
+Ansible; changing idle states is in subjects/cpu/cpuidle_state.py. Layout (see
+docs/hardware-facts.md):
 
 - ``/sys/devices/system/cpu/online``: range list (``0-63,65-127``); offline CPUs have no
   ``cpuidle`` folder.
@@ -343,4 +344,4 @@ def cpufreq_info(root):
     }
 
 
-# --- the tune part (module host_tune; protocol in engines/tune/tune.py) --------------------------------
+# --- the tune part (module host_tune; protocol in engines/tune/tune.py) ---------------------------

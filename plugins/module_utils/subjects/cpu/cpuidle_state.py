@@ -4,7 +4,8 @@
 """Disabling and re-enabling CPU idle states under a root, with read-back: the cpuidle_state
 module, the tune's cpuidle part and the boot-time service.
 
-Stdlib + hostfs + cpu only: the boot-time service ships this file with subjects/cpu/cpu.py. Reading the
+Stdlib + hostfs + cpu only: the boot-time service ships this file with subjects/cpu/cpu.py. Reading
+the
 states is subjects/cpu/cpu.py's; the audit imports only that (docs/architecture.md, "What the audit
 imports"). States are chosen by name or by latency, never by index.
 """

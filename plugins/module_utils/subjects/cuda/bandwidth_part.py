@@ -2,7 +2,8 @@
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The ``bandwidth`` tune part (module host_tune): pinned host-to-device and device-to-host
-copy rates of every GPU, measured with the CUDA probe (``subjects/cuda/cuda.py``) before the tune parts
+copy rates of every GPU, measured with the CUDA probe (``subjects/cuda/cuda.py``) before the tune
+parts
 change the host and again after them, so the tune report shows what the tuning bought:
 per GPU and direction ``before -> after`` in GB/s with the share of the GPU's link.
 

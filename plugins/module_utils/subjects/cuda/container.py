@@ -4,7 +4,8 @@
 """Proxmox containers after a boot: the device-rules pass (module lxc_cgroup_devices) and
 one container's repair, restart and GPU checks (module container_verify).
 
-The config editing itself is subjects/lxc/lxc.py's; this file reads ``/proc/devices``, writes the file
+The config editing itself is subjects/lxc/lxc.py's; this file reads ``/proc/devices``, writes the
+file
 (atomically, read back) and drives ``pct`` through the runner.
 """
 

@@ -42,7 +42,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms.dkms_
     parse_conf,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import QUERY_TIMEOUT_S
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.fabric_manager.fabric_manager import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.fabric_manager.fabric_manager import (  # noqa: E501
     package_version,
 )
 

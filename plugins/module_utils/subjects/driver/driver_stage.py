@@ -25,10 +25,10 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.dri
     scheme_names,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms import dkms_build
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.driver_stage_ct import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.driver_stage_ct import (  # noqa: E501
     ContainerStager,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.driver_stage_files import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.driver_stage_files import (  # noqa: E501
     APT_INSTALL,
     StageError,
     copy_atomic,

@@ -22,7 +22,7 @@ __metaclass__ = type
 import os
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import hostfs
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.driver_stage_files import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.driver_stage_files import (  # noqa: E501
     APT_INSTALL,
     ARCHIVES,
     HOST_FREE_MARGIN,

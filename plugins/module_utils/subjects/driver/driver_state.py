@@ -18,7 +18,8 @@ Host
   ``.modinfo`` holds - dkms 3.0.10 can leave the old ``.ko`` where the tree says the new
   one is installed, and only the file decides what boots;
 - kernels: the running one and the one that boots next (the audit's rule, ``facts``);
-- fabric manager: needed on NVSwitch hosts, its package version (``subjects/fabric_manager/fabric_manager.py``).
+- fabric manager: needed on NVSwitch hosts, its package version
+(``subjects/fabric_manager/fabric_manager.py``).
 
 GPU containers (a config that binds nvidia devices, the audit's rule), read from the root
 file system on the host without starting the container (``/etc/pve/storage.cfg`` decides
@@ -42,7 +43,9 @@ import re
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import boot_facts
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms import dkms
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver import container_driver
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.fabric_manager import fabric_manager
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.fabric_manager import (
+    fabric_manager,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import hostfs
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import kernels
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver import kmod_info

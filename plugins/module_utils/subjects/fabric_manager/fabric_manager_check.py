@@ -8,7 +8,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.fabric_manager import fabric_manager
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.fabric_manager import (
+    fabric_manager,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.findings import (
     check,
     column,

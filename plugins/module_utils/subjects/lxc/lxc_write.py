@@ -2,10 +2,12 @@
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Editing Proxmox VE container configs: the device rules and mounts a GPU container needs
-(lxc_cgroup_devices, through subjects/cuda/container.py) and live-section values (the placement part).
+(lxc_cgroup_devices, through subjects/cuda/container.py) and live-section values (the placement
+part).
 Every byte not changed is kept, as subjects/lxc/lxc.py describes.
 
-Reading and parsing configs is subjects/lxc/lxc.py's; the audit imports only that (docs/architecture.md,
+Reading and parsing configs is subjects/lxc/lxc.py's; the audit imports only that
+(docs/architecture.md,
 "What the audit imports")."""
 
 from __future__ import absolute_import, division, print_function

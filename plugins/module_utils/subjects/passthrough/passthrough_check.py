@@ -2,7 +2,8 @@
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Column Passthrough: devices VMs pass through (``hostpciN:``), their IOMMU, binding and
-reset, hookscripts, vGPU, and GPUs claimed by a VM and a container (``subjects/passthrough/vmgpu.py``)."""
+reset, hookscripts, vGPU, and GPUs claimed by a VM and a container
+(``subjects/passthrough/vmgpu.py``)."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -6,8 +6,10 @@ must bind every GPU a VM passes through to vfio-pci (module vfio_initramfs_check
 it, each such GPU is on vfio-pci and each VM that ran before or is ``onboot`` runs again
 (module vm_verify).
 
-Formats: the VM configs and modprobe.d as ``subjects/passthrough/vmgpu.py`` reads them; ``lsinitramfs``
-listings as ``subjects/boot/initramfs_images.py``; ``qm`` as qemu-server ``src/PVE/CLI/qm.pm`` prints it
+Formats: the VM configs and modprobe.d as ``subjects/passthrough/vmgpu.py`` reads them;
+``lsinitramfs``
+listings as ``subjects/boot/initramfs_images.py``; ``qm`` as qemu-server ``src/PVE/CLI/qm.pm``
+prints it
 (github:proxmox/qemu-server at e6352be): ``qm status <vmid>`` -> ``status: <qmpstatus>``
 (``running``, ``stopped``, ``paused``, ...), ``qm start <vmid>`` exits non-zero with the
 task's error on stderr (``VM <vmid> already running`` when it runs).

@@ -18,7 +18,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.pci i
     PciError,
     _SYSFS_BDF_RE,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.setpci_maxreadreq import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.setpci_maxreadreq import (  # noqa: E501
     lockdown_state,
     plan_mrrs,
     set_mrrs,

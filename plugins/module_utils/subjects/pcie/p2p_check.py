@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Column P2P: peer-to-peer readiness of hosts with two or more GPUs (``subjects/pcie/p2p.py``): IOMMU
+"""Column P2P: peer-to-peer readiness of hosts with two or more GPUs (``subjects/pcie/p2p.py``):
+IOMMU
 domain types, ACS on the switch ports between GPUs, the GPUs' memory aperture (BAR1)."""
 
 from __future__ import absolute_import, division, print_function

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Column PCIe errors: AER counters of every GPU and every bridge above one (``subjects/pcie/aer.py``)."""
+"""Column PCIe errors: AER counters of every GPU and every bridge above one
+(``subjects/pcie/aer.py``)."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -19,7 +19,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.findings i
 
 
 def host_gpus(facts):
-    """The GPUs the host's rules judge (owner ``host`` or ``none``; see subjects/pcie/device_owner.py)."""
+    """The GPUs the host's rules judge (owner ``host`` or ``none``; see
+    subjects/pcie/device_owner.py)."""
     return [g for g in facts.get("gpus") or []
             if g.get("owner", "host") in device_owner.HOST_OWNERS]
 

@@ -98,7 +98,7 @@ def _modprobe(runner):
     return {"changed": True, "cmd": [binary, "nvidia_peermem"], "stdout": out, "stderr": err}
 
 
-# --- the tune part (module host_tune; protocol in engines/tune/tune.py) --------------------------------
+# --- the tune part (module host_tune; protocol in engines/tune/tune.py) ---------------------------
 
 
 class PeermemPart(object):

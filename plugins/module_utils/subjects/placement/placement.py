@@ -16,7 +16,8 @@ Sources, all files:
   (least-loaded CPUs, no regard for NUMA); one without ``cores`` may run on every CPU.
   ``pvestatd`` leaves a container with a cpuset key alone.
 
-The tune part that pins a container writes the two cpuset keys; it is in subjects/placement/placement_write.py.
+The tune part that pins a container writes the two cpuset keys; it is in
+subjects/placement/placement_write.py.
 """
 
 from __future__ import absolute_import, division, print_function

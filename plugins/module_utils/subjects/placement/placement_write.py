@@ -6,7 +6,8 @@
 config, every other byte kept (the container picks them up at its next start), and the
 snapshot puts the recorded lines back.
 
-Finding the GPUs, nodes and CPU sets is subjects/placement/placement.py's; the audit imports only that
+Finding the GPUs, nodes and CPU sets is subjects/placement/placement.py's; the audit imports only
+that
 (docs/architecture.md, "What the audit imports")."""
 
 from __future__ import absolute_import, division, print_function
@@ -370,7 +371,8 @@ class NumaPinPart(object):
         "byte. Lines set by hand after that snapshot are refused as the operator's.",
         "Trade-off - the container then runs on those CPUs only and pvestatd no longer "
         "balances it; size its C(cores) to match."]
-    # the snapshot's section (protocol in engines/tune/tune_registry.py): the cpuset lines of every GPU
+    # the snapshot's section (protocol in engines/tune/tune_registry.py): the cpuset lines of every
+    # GPU
     # container; a host without GPU containers records what it recorded before
     snapshot_key = "placement"
     label = "lxc {vmid}"

@@ -83,4 +83,4 @@ def at_least_value(current, wanted):
 # The sysctl_settings pass (module sysctl_settings and module host_tune call it)
 
 
-# --- the tune part (module host_tune; protocol in engines/tune/tune.py) --------------------------------
+# --- the tune part (module host_tune; protocol in engines/tune/tune.py) ---------------------------

@@ -165,4 +165,4 @@ def test_the_installed_library_imports_and_runs_against_a_host_tree(tmp_path, ho
         [sys.executable, "-c", "import %s as m; print(m.__file__)" % boot_program.MODULE],
         capture_output=True, text=True, cwd="/", check=True,
         env=dict(os.environ, PYTHONPATH=os.path.join(str(tmp_path), LIB)))
-    assert probe.stdout.strip() == os.path.join(str(tmp_path), UTILS, "engines/tune/boot_program.py")
+    assert probe.stdout.strip() == os.path.join(str(tmp_path), UTILS, "engines/tune/boot_program.py")  # noqa: E501

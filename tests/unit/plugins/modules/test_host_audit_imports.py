@@ -39,7 +39,7 @@ print(json.dumps({"failed": bool(result.get("failed")), "msg": result.get("msg")
 WRITERS = ("writers.", "parts.")
 WRITE_FILES = ("subjects.pcie.setpci_maxreadreq", "subjects.cpu.cpuidle_state")
 # Files of other packages that only a tune, a snapshot or the boot-time service need.
-TUNE_ONLY = ("engines.tune.boot_program", "platform.run_lock", "engines.audit.host_capture", "subjects.cuda.cuda",
+TUNE_ONLY = ("engines.tune.boot_program", "platform.run_lock", "engines.audit.host_capture", "subjects.cuda.cuda",  # noqa: E501
              "subjects.cuda.cuda_driver", "subjects.cuda.cuda_child")
 
 
@@ -61,7 +61,7 @@ def seed(tmp_path_factory):
 
 def test_audit_imports_no_writer_and_no_tune_only_module(seed):
     used = _imports("host_audit", {"root": seed})
-    assert "engines.audit.facts" in used and "subjects.pcie.pcie_mrrs_check" in used  # it did run the audit
+    assert "engines.audit.facts" in used and "subjects.pcie.pcie_mrrs_check" in used  # it did run the audit  # noqa: E501
     assert [name for name in used if name.startswith(WRITERS) or name in WRITE_FILES] == []
     assert [name for name in used if name in TUNE_ONLY] == []
 

@@ -5,7 +5,10 @@ import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import check_registry
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.fleet import fleet_registry
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import findings, fleet_findings
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import (
+    findings,
+    fleet_findings,
+)
 
 
 def test_every_fleet_check_is_declared_once_and_runs_in_order():

@@ -13,7 +13,7 @@ SUBJECTS = os.path.join(os.path.dirname(os.path.dirname(check_registry.__file__)
 
 def test_every_check_file_of_every_subject_is_registered():
     on_disk = set()
-    for folder, _dirs, names in os.walk(SUBJECTS):
+    for _folder, _dirs, names in os.walk(SUBJECTS):
         on_disk.update(n[:-3] for n in names if n.endswith("_check.py"))
     with open(check_registry.__file__, encoding="utf-8") as handle:
         text = handle.read()

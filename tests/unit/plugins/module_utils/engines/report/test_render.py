@@ -1,4 +1,5 @@
-"""The report templates (engines/report/templates.py) rendered with Jinja2 (engines/report/render.py):
+"""The report templates (engines/report/templates.py) rendered with Jinja2
+(engines/report/render.py):
 what needs Jinja2 and what does not, and the message where it is absent."""
 
 import subprocess

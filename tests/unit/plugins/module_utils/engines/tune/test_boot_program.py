@@ -146,7 +146,7 @@ def test_unit_has_the_ordering_and_runs_the_shipped_module():
     files = boot_service.library_files()
     prefix = "ansible_collections/gpuhost/tuning/plugins/module_utils/"
     for name in boot_service.shipped():
-        here = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(boot_program.__file__))), name)
+        here = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(boot_program.__file__))), name)  # noqa: E501
         with open(here, "rb") as handle:
             assert files[prefix + name] == handle.read()
     assert prefix + "__init__.py" in files and "ansible_collections/__init__.py" in files

@@ -65,4 +65,4 @@ def test_desired_files_hold_unit_config_and_library():
     files = boot_service.desired_files(boot_service.make_config(), boot_service.render_unit())
     assert files[boot_service.UNIT_PATH].startswith(b"# Installed by gpuhost.tuning")
     assert json.loads(files[boot_service.CONFIG_PATH].decode()) == boot_service.make_config()
-    assert len([p for p in files if p.startswith(boot_service.LIB_DIR + "/")]) == len(boot_service.library_files())
+    assert len([p for p in files if p.startswith(boot_service.LIB_DIR + "/")]) == len(boot_service.library_files())  # noqa: E501

@@ -42,7 +42,7 @@ def test_parts_tables_come_from_the_registered_parts():
                                 "gpu_numa_mismatch": "numa_pin",
                                 "gpu_container_unpinned": "numa_pin",
                                 "device_nodes_unit_missing": "device_nodes"}
-    assert tune_registry.STEPS == ("snapshot_before", "bandwidth_before", "latency_before", "sysctl",
+    assert tune_registry.STEPS == ("snapshot_before", "bandwidth_before", "latency_before", "sysctl",  # noqa: E501
                               "cpuidle", "pcie", "boot_service", "nvidia_peermem",
                               "nvidia_peermem_at_boot", "modules_load_dir", "device_nodes",
                               "numa_pin",
@@ -97,7 +97,7 @@ def test_managed_files_take_file_options_from_the_params_or_their_default():
         marker_file=dict(type="path", default="/etc/marker.d/default.conf"))})()
     assert tune_registry.managed_files(registry=[part]) == [
         "/etc/marker", "/etc/marker.d/default.conf"]
-    assert tune_registry.managed_files({"marker_file": "/etc/other.conf"}, registry=[part, part]) == [
+    assert tune_registry.managed_files({"marker_file": "/etc/other.conf"}, registry=[part, part]) == [  # noqa: E501
         "/etc/marker", "/etc/other.conf"]
     assert tune_registry.MANAGED_FILES == tuple(tune_registry.managed_files())
 

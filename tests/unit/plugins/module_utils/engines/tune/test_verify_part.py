@@ -1,4 +1,5 @@
-"""engines/tune/verify_part.py: the verifying audit after tuning, and which remaining findings fail the
+"""engines/tune/verify_part.py: the verifying audit after tuning, and which remaining findings fail
+the
 host (those owned by the parts that ran, less the subjects a part skipped)."""
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import (

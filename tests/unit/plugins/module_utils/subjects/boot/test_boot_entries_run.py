@@ -53,7 +53,7 @@ def test_require_names_every_problem(tmp_path):
 def test_entries_check_without_wants_is_ok_and_without_entries_is_not():
     found = {"entries": [], "unreadable_esps": [], "backend": "systemd-boot",
              "tool": "proxmox-boot-tool"}
-    assert boot_entries_run.entries_check(found, {}, [], []) == {"ok": True, "problems": [], "checked": []}
+    assert boot_entries_run.entries_check(found, {}, [], []) == {"ok": True, "problems": [], "checked": []}  # noqa: E501
     check = boot_entries_run.entries_check(found, {"amd_pstate": "active"}, [], [])
     assert not check["ok"]
     assert check["problems"][0] == ("no boot entries found (systemd-boot, proxmox-boot-tool): "

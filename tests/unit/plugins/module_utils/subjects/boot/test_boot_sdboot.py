@@ -1,6 +1,7 @@
 """module_utils/bootloader_sdboot: Boot Loader Specification type #1 entries and
 loader.conf (as proxmox-boot-tool and kernel-install write them: tests/fixtures/
-subjects/boot/boot_entries.py), systemd-boot's EFI variables, the menu order and where the ESPs are."""
+subjects/boot/boot_entries.py), systemd-boot's EFI variables, the menu order and where the ESPs
+are."""
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import boot_sdboot
 from fixtures import bootloader as fx
@@ -55,7 +56,7 @@ def test_efi_variables_override_loader_conf(tmp_path):
     base = fx.kernel_install_entries(tmp_path, ["6.1.0-55-amd64", "6.1.0-56-amd64"],
                                      "root=UUID=x ro quiet")
     esps = [{"uuid": None, "path": base}]
-    assert boot_sdboot.read_systemd_boot(str(tmp_path), esps)["default"]["kernel"] == "6.1.0-56-amd64"
+    assert boot_sdboot.read_systemd_boot(str(tmp_path), esps)["default"]["kernel"] == "6.1.0-56-amd64"  # noqa: E501
     fx.efivar(tmp_path, "LoaderEntryDefault", "%s-6.1.0-55-amd64.conf" % fx.MACHINE_ID)
     sd = boot_sdboot.read_systemd_boot(str(tmp_path), esps)
     assert sd["default"]["kernel"] == "6.1.0-55-amd64"
@@ -81,7 +82,7 @@ def test_locate_esps_by_uuid_and_reports_unreadable(tmp_path):
 
 
 def test_loader_conf_last_assignment_wins_and_comments_skipped():
-    conf = boot_sdboot.parse_loader_conf("# systemd-boot\ntimeout 3\n#default x\ndefault proxmox-*\n"
+    conf = boot_sdboot.parse_loader_conf("# systemd-boot\ntimeout 3\n#default x\ndefault proxmox-*\n"  # noqa: E501
                                  "console-mode keep\ntimeout 5\n")
     assert conf == {"timeout": "5", "default": "proxmox-*", "console-mode": "keep"}
 

@@ -94,6 +94,6 @@ def test_the_image_pattern(tmp_path):
     path = os.path.join(root, "boot/efi/%s/initrd" % K)
     os.makedirs(os.path.dirname(path))
     open(path, "w").close()
-    res = initramfs_images.check_images(root, [K], "lsinitramfs", Runner(), image="/boot/efi/{kernel}"
+    res = initramfs_images.check_images(root, [K], "lsinitramfs", Runner(), image="/boot/efi/{kernel}"  # noqa: E501
                                  "/initrd")
     assert res["ok"] and res["images"][0]["image"] == "/boot/efi/%s/initrd" % K

@@ -1,4 +1,5 @@
-"""subjects/boot/kernel_check.py: kernel_headers_missing, reboot_pending (newer kernel, command line not
+"""subjects/boot/kernel_check.py: kernel_headers_missing, reboot_pending (newer kernel, command
+line not
 running) and boot_param (wanted boot parameters in the boot configuration)."""
 
 import pytest

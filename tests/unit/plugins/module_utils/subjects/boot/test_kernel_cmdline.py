@@ -14,7 +14,7 @@ def test_tokenize_keeps_quoted_values_whole():
     assert kernel_cmdline.tokenize(line) == [
         "root=UUID=abc", "ro", 'dyndbg="file drivers/gpu/* +p"', "quiet", "--", "single"]
     assert kernel_cmdline.split_token('dyndbg="file a +p"') == ("dyndbg", "file a +p")
-    assert kernel_cmdline.split_token("root=ZFS=rpool/ROOT/pve-1") == ("root", "ZFS=rpool/ROOT/pve-1")
+    assert kernel_cmdline.split_token("root=ZFS=rpool/ROOT/pve-1") == ("root", "ZFS=rpool/ROOT/pve-1")  # noqa: E501
     with pytest.raises(kernel_cmdline.BootConfigError):
         kernel_cmdline.tokenize('a="b c')
 

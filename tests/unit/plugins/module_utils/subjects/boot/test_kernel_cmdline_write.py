@@ -45,7 +45,7 @@ def test_apply_flags_removal_and_false():
 
 def test_apply_quotes_values_with_spaces_and_keeps_untouched_tokens():
     line = 'root=x dyndbg="module nvidia +p"'
-    assert kernel_cmdline_write.apply(line, {"foo": "a b"}) == 'root=x dyndbg="module nvidia +p" foo="a b"'
+    assert kernel_cmdline_write.apply(line, {"foo": "a b"}) == 'root=x dyndbg="module nvidia +p" foo="a b"'  # noqa: E501
 
 
 def test_apply_unchanged_string_is_returned_byte_for_byte():
@@ -156,7 +156,7 @@ def test_plan_grub_append_style_dropin_does_not_duplicate(tmp_path):
 
 def test_plan_grub_new_dropin_file(tmp_path):
     boot.debian_grub(tmp_path)
-    planned = kernel_cmdline_write.plan(str(tmp_path), {"nmi_watchdog": 0}, grub_file="99-gpuhost.cfg")
+    planned = kernel_cmdline_write.plan(str(tmp_path), {"nmi_watchdog": 0}, grub_file="99-gpuhost.cfg")  # noqa: E501
     files = {f["path"]: f for f in planned["files"]}
     new = files["/etc/default/grub.d/99-gpuhost.cfg"]
     assert new["exists"] is False and new["changed"]

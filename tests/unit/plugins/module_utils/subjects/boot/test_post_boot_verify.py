@@ -29,7 +29,7 @@ def test_module_param_problems(tmp_path):
 
 def test_parse_systemctl_show():
     text = "LoadState=loaded\nResult=success\nExecMainStatus=0\nActiveState=active\njunk\n"
-    assert post_boot_verify.parse_systemctl_show(text) == {"LoadState": "loaded", "Result": "success",
+    assert post_boot_verify.parse_systemctl_show(text) == {"LoadState": "loaded", "Result": "success",  # noqa: E501
                                                  "ExecMainStatus": "0",
                                                  "ActiveState": "active"}
     assert post_boot_verify.parse_systemctl_show(None) == {}
@@ -60,8 +60,8 @@ def test_judge_passes_a_tuned_host_in_checks_order():
     checks = post_boot_verify.judge(WANTED, GOOD_NOW, GOOD_AUDIT, SERVICE)
     assert [c["name"] for c in checks] == list(post_boot_verify.CHECKS)
     assert set(_status(checks).values()) == {"pass"}
-    assert post_boot_verify.line(checks[0]) == "PASS  kernel  running 6.14.11-5-bpo12-pve, expected " \
-                                     "6.14.11-5-bpo12-pve"
+    assert post_boot_verify.line(checks[0]) == (
+        "PASS  kernel  running 6.14.11-5-bpo12-pve, expected 6.14.11-5-bpo12-pve")
 
 
 @pytest.mark.parametrize("pending,off", [(False, "fail"), (True, "pending")])

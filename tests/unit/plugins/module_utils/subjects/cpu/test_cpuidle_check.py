@@ -1,4 +1,5 @@
-"""subjects/cpu/cpuidle_check.py: cpuidle_deep_state, idle states deeper than the wanted one enabled."""
+"""subjects/cpu/cpuidle_check.py: cpuidle_deep_state, idle states deeper than the wanted one
+enabled."""
 
 from auditcase import judge
 

@@ -1,4 +1,5 @@
-"""subjects/device_nodes/device_nodes_check.py: the device nodes a GPU container binds at start (moved from
+"""subjects/device_nodes/device_nodes_check.py: the device nodes a GPU container binds at start
+(moved from
 test_devnodes.py): missing or stale nodes, the boot unit that makes them, /dev groups and
 /dev/char links, on `ls -lan`-format listings of /dev (fixtures/devnodes.py)."""
 

@@ -54,5 +54,5 @@ def test_a_unit_folder_leading_out_of_the_root_is_refused(tmp_path):
     outside.mkdir()
     os.symlink(str(outside), str(root / "etc" / "systemd"))
     out = device_nodes_part.install(str(root))
-    assert out["failed"] and out["msg"].startswith("installing %s failed: " % device_nodes_part.UNIT_NAME)
+    assert out["failed"] and out["msg"].startswith("installing %s failed: " % device_nodes_part.UNIT_NAME)  # noqa: E501
     assert os.listdir(str(outside)) == []

@@ -1,4 +1,5 @@
-"""subjects/dkms/dkms_check.py: dkms_missing_for_kernel, the next boot's kernel without the DKMS modules
+"""subjects/dkms/dkms_check.py: dkms_missing_for_kernel, the next boot's kernel without the DKMS
+modules
 the running one has."""
 
 from auditcase import judge

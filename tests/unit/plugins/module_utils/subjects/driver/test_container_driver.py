@@ -55,7 +55,7 @@ def test_rootfs_path(rootfs, want):
 
 def test_a_zfs_mountpoint_wins_over_the_pool_name():
     stores = {"tank": {"type": "zfspool", "pool": "tank/ct", "mountpoint": "/mnt/ct/"}}
-    assert container_driver.rootfs_path("tank:subvol-1-disk-0", stores) == ("/mnt/ct/subvol-1-disk-0",
+    assert container_driver.rootfs_path("tank:subvol-1-disk-0", stores) == ("/mnt/ct/subvol-1-disk-0",  # noqa: E501
                                                                  None)
 
 
@@ -66,7 +66,7 @@ def test_container_facts_of_the_gpu_containers_only(tmp_path):
     drv.ct_none(root, 130)
     drv.ct_lvm(root, 131)
     drv.ct_installed_deb(root, 140, version="590.48.01")
-    facts = dict((f["vmid"], f) for f in container_driver.container_facts(root, CONFIGS, [129, 130, 131]))
+    facts = dict((f["vmid"], f) for f in container_driver.container_facts(root, CONFIGS, [129, 130, 131]))  # noqa: E501
     assert sorted(facts) == [129, 130, 131]
     assert facts[129]["version"] == "580.95.05" and facts[129]["note"] is None
     assert facts[129]["library"] == "/usr/lib/x86_64-linux-gnu/libcuda.so.1"

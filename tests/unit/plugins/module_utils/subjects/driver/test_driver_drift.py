@@ -1,4 +1,5 @@
-"""subjects/driver/driver_drift.py: fleet_drift, the host whose driver, kernel, VBIOS, GPU count or container
+"""subjects/driver/driver_drift.py: fleet_drift, the host whose driver, kernel, VBIOS, GPU count or
+container
 user space differs from the fleet's majority (moved from test_gpuhealth.py)."""
 
 from fixtures import nvhealth as health

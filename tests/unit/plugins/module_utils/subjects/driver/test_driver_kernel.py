@@ -1,4 +1,5 @@
-"""subjects/driver/driver_kernel.py: each known-bad row refuses its pair, names the fix and the source,
+"""subjects/driver/driver_kernel.py: each known-bad row refuses its pair, names the fix and the
+source,
 and lets the first fixed version and the older kernel series through."""
 
 import pytest

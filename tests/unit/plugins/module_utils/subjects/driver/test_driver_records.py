@@ -20,7 +20,7 @@ def test_check_version_accepts_driver_versions(value):
 
 @pytest.mark.parametrize("value", ["590", "590.48.01-1", "latest", "590.48.1", None, 590.48])
 def test_check_version_refuses_naming_the_option(value):
-    with pytest.raises(driver_records.DriverStateError, match="^target_version: .* is not an NVIDIA"):
+    with pytest.raises(driver_records.DriverStateError, match="^target_version: .* is not an NVIDIA"):  # noqa: E501
         driver_records.check_version("target_version", value)
 
 
@@ -34,7 +34,7 @@ def test_upstream_version(given, want):
 
 def test_so_version():
     assert driver_records.so_version("libcuda.so.590.48.01") == "590.48.01"
-    assert driver_records.so_version("libcuda.so.1") is None and driver_records.so_version(None) is None
+    assert driver_records.so_version("libcuda.so.1") is None and driver_records.so_version(None) is None  # noqa: E501
 
 
 def test_dpkg_packages_lists_installed_ones_with_their_source(tmp_path):

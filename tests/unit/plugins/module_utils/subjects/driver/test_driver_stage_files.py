@@ -22,7 +22,7 @@ def test_madison_candidates_by_driver_version():
     found = driver_stage_files.parse_madison(MADISON)
     assert found == {"nvidia-kernel-dkms": ["590.48.01-1~deb12u1", "580.95.05-1"],
                      "libcuda1": ["580.95.05-1"]}
-    chosen, missing = driver_stage_files.pick_versions(found, ["nvidia-kernel-dkms", "libcuda1"], "590.48.01")
+    chosen, missing = driver_stage_files.pick_versions(found, ["nvidia-kernel-dkms", "libcuda1"], "590.48.01")  # noqa: E501
     assert chosen == {"nvidia-kernel-dkms": "590.48.01-1~deb12u1"}
     assert missing == ["libcuda1 590.48.01 (apt knows 580.95.05)"]
     # a version that is a prefix of another is not it
@@ -55,14 +55,14 @@ def test_run_header(tmp_path):
     root, path = _write(tmp_path, HEADER + "\x00\xff" * 100)
     info = driver_stage_files.run_header(root, path, "590.48.01")
     assert info["arch"] == "x86_64" and info["version"] == "590.48.01"
-    with pytest.raises(driver_stage_files.StageError, match="installs NVIDIA 590.48.01, not the target "
+    with pytest.raises(driver_stage_files.StageError, match="installs NVIDIA 590.48.01, not the target "  # noqa: E501
                                             "580.95.05"):
         driver_stage_files.run_header(root, path, "580.95.05")
     root, path = _write(tmp_path, "#!/bin/sh\necho hello\n")
-    with pytest.raises(driver_stage_files.StageError, match="not an NVIDIA .run installer: no makeself"):
+    with pytest.raises(driver_stage_files.StageError, match="not an NVIDIA .run installer: no makeself"):  # noqa: E501
         driver_stage_files.run_header(root, path, "590.48.01")
     root, path = _write(tmp_path, "#!/bin/sh\n# Makeself 2.4\nlabel=\"Some tool\"\n")
-    with pytest.raises(driver_stage_files.StageError, match="makeself archive but not NVIDIA's driver"):
+    with pytest.raises(driver_stage_files.StageError, match="makeself archive but not NVIDIA's driver"):  # noqa: E501
         driver_stage_files.run_header(root, path, "590.48.01")
 
 
@@ -70,7 +70,7 @@ def test_container_deb_files_from_dpkg_query():
     # dpkg-query -W -f QUERY_FORMAT as dpkg 1.21 prints it; a package of another version or
     # not installed (no line) is not the previous one's file; a status stanza without
     # Installed-Size prints an empty field (the last line)
-    assert driver_stage_files.QUERY_FORMAT == "${Package} ${Version} ${Architecture} ${Installed-Size}\n"
+    assert driver_stage_files.QUERY_FORMAT == "${Package} ${Version} ${Architecture} ${Installed-Size}\n"  # noqa: E501
     out = ("libcuda1 580.95.05-1 amd64 48213\nnvidia-smi 580.95.05-1 amd64 1650\n"
            "nvidia-kernel-common 1:580.95.05-1 all 214\nlibnvidia-ml1 590.48.01-1 amd64 2210\n"
            "nvidia-persistenced 580.95.05-1 amd64 \n")
@@ -83,7 +83,7 @@ def test_container_deb_files_from_dpkg_query():
         "nvidia-kernel-common_1%3a580.95.05-1_all.deb": 2 * 214 * 1024 + mib,
         "nvidia-smi_580.95.05-1_amd64.deb": 2 * 1650 * 1024 + mib,
         "nvidia-persistenced_580.95.05-1_amd64.deb": 512 * mib}
-    assert driver_stage_files.kept_ct_debs(129) == "/var/lib/gpuhost-tuning/driver/containers/129/debs"
+    assert driver_stage_files.kept_ct_debs(129) == "/var/lib/gpuhost-tuning/driver/containers/129/debs"  # noqa: E501
 
 
 def test_a_deb_is_capped_at_twice_its_installed_size_and_a_mib():
@@ -91,10 +91,10 @@ def test_a_deb_is_capped_at_twice_its_installed_size_and_a_mib():
     # Installed-Size (at most 0.9995 of it), so none over half its cap. The closest:
     # nvidia-kernel-source 535.261.03-1, Installed-Size 43976, Size 45004248 (a tarball in
     # it); libcuda1 535.261.03-1, Installed-Size 28906, Size 3002088
-    assert driver_stage_files.deb_cap(43976) == 91111424 and 45004248 < driver_stage_files.deb_cap(43976) // 2
+    assert driver_stage_files.deb_cap(43976) == 91111424 and 45004248 < driver_stage_files.deb_cap(43976) // 2  # noqa: E501
     assert 3002088 < driver_stage_files.deb_cap(28906)
-    assert driver_stage_files.deb_cap(0) == 1024 * 1024          # a meta package: its .deb is a few KiB
-    assert driver_stage_files.deb_cap(None) == driver_stage_files.DEB_CAP_UNKNOWN == driver_stage_files.DEB_CAP_CEILING == 512 << 20
+    assert driver_stage_files.deb_cap(0) == 1024 * 1024          # a meta package: its .deb is a few KiB  # noqa: E501
+    assert driver_stage_files.deb_cap(None) == driver_stage_files.DEB_CAP_UNKNOWN == driver_stage_files.DEB_CAP_CEILING == 512 << 20  # noqa: E501
 
 
 def test_the_cap_comes_from_the_host_never_from_the_tenant_alone(tmp_path, monkeypatch):
@@ -104,10 +104,10 @@ def test_the_cap_comes_from_the_host_never_from_the_tenant_alone(tmp_path, monke
            "libnvidia-ml1 580.95.05-1 amd64 \u0663\u0663\n" % ("9" * 5000))
     wanted = {"libcuda1": "580.95.05-1", "nvidia-smi": "580.95.05-1",
               "libnvidia-ml1": "580.95.05-1"}
-    assert set(driver_stage_files.parse_query_files(out, wanted).values()) == {driver_stage_files.DEB_CAP_CEILING}
+    assert set(driver_stage_files.parse_query_files(out, wanted).values()) == {driver_stage_files.DEB_CAP_CEILING}  # noqa: E501
     # and never more than the keep folder's free space less the margin (statvfs, the host's)
-    monkeypatch.setattr(driver_stage_files, "free_bytes", lambda folder: driver_stage_files.HOST_FREE_MARGIN + 5 * 1024 * 1024)
-    assert driver_stage_files.pull_cap(str(tmp_path), driver_stage_files.DEB_CAP_CEILING) == 5 * 1024 * 1024
+    monkeypatch.setattr(driver_stage_files, "free_bytes", lambda folder: driver_stage_files.HOST_FREE_MARGIN + 5 * 1024 * 1024)  # noqa: E501
+    assert driver_stage_files.pull_cap(str(tmp_path), driver_stage_files.DEB_CAP_CEILING) == 5 * 1024 * 1024  # noqa: E501
     monkeypatch.setattr(driver_stage_files, "free_bytes", lambda folder: 10)
     assert driver_stage_files.pull_cap(str(tmp_path), driver_stage_files.DEB_CAP_CEILING) == 0
     monkeypatch.undo()
@@ -128,10 +128,10 @@ def test_a_pulled_file_is_kept_only_when_it_is_a_deb(tmp_path):
     assert open(dest, "rb").read(8) == b"!<arch>\n" and not (tmp_path / ".x.deb.part").exists()
     # an error page, or a pull that failed part way: removed, nothing at dest
     (tmp_path / ".y.deb.part").write_bytes(b"<html>404</html>")
-    assert driver_stage_files.keep_part(str(tmp_path / ".y.deb.part"), str(tmp_path / "y.deb")) is False
+    assert driver_stage_files.keep_part(str(tmp_path / ".y.deb.part"), str(tmp_path / "y.deb")) is False  # noqa: E501
     (tmp_path / ".z.deb.part").write_bytes(b"!<arch>\n")
-    assert driver_stage_files.keep_part(str(tmp_path / ".z.deb.part"), str(tmp_path / "z.deb"), ok=False) \
-        is False
+    assert driver_stage_files.keep_part(str(tmp_path / ".z.deb.part"), str(tmp_path / "z.deb"),
+                                        ok=False) is False
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.deb"]
 
 

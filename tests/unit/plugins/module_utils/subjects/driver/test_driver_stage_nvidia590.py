@@ -254,7 +254,7 @@ def test_the_back_out_rewrites_them_back(bound):
     st = bound["stager"](version=OLD)
     assert bound["read"]() == _conf(OLD) and st.result["changed"] is True
     # the first kept copy of the 580 config stays; the 590 one is kept beside it
-    assert os.path.isfile(os.path.join(bound["root"], driver_stage_ct.kept_conf("131", NEW).lstrip("/")))
+    assert os.path.isfile(os.path.join(bound["root"], driver_stage_ct.kept_conf("131", NEW).lstrip("/")))  # noqa: E501
 
 
 def test_a_linked_config_leading_out_of_the_root_is_never_written_through(bound, tmp_path):

@@ -111,7 +111,7 @@ def test_debian_packages_their_dkms_name_and_the_alternatives_links(tmp_path):
     assert state["host"]["dkms"][0]["modules"][0] == \
         "/lib/modules/%s/updates/dkms/nvidia-current.ko" % driver.RUNNING
     # the host's own user space, through /etc/alternatives, resolved inside the root
-    assert driver_state.host_userspace(root) == ("535.183.01", "/usr/lib/x86_64-linux-gnu/libcuda.so.1")
+    assert driver_state.host_userspace(root) == ("535.183.01", "/usr/lib/x86_64-linux-gnu/libcuda.so.1")  # noqa: E501
 
 
 def test_nvidia_repository_packages_are_told_by_their_maintainer(tmp_path):
@@ -132,7 +132,7 @@ def test_both_records_or_none_at_all(tmp_path):
     assert installed["method"] == "unknown" and installed["version"] is None
     assert "both" in installed["note"]
     bare = driver.host_base(tmp_path / "bare")
-    assert driver_state.host_installed(bare, driver_state.loaded_module(bare))["method"] == "unknown"
+    assert driver_state.host_installed(bare, driver_state.loaded_module(bare))["method"] == "unknown"  # noqa: E501
     none = driver.host_base(tmp_path / "none", loaded=None)
     assert driver_state.host_installed(none, driver_state.loaded_module(none)) == {
         "method": "none", "version": None, "packages": [], "evidence": []}
@@ -431,7 +431,7 @@ def test_the_hook_without_visible_devices_mounts_nothing(tmp_path):
     with open(path, "w") as handle:
         handle.write(text.replace("lxc.environment: NVIDIA_VISIBLE_DEVICES=all\n", ""))
     assert "is unset" in _ct(driver_state.driver_state(root), 134)["userspace"]["note"]
-    assert "134: no NVIDIA user space" in driver_state.driver_state(root, NEW)["gate"]["refusals"][0]
+    assert "134: no NVIDIA user space" in driver_state.driver_state(root, NEW)["gate"]["refusals"][0]  # noqa: E501
 
 
 def test_a_link_on_the_way_to_a_container_root_resolves_inside_the_host_tree(tmp_path):

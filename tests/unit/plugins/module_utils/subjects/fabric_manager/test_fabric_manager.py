@@ -88,5 +88,6 @@ def test_a_version_other_than_the_drivers_or_none_installed(hgx):
 
 def test_without_gpu_states_a_stopped_unit_is_the_problem(hgx):
     fact = fabric_manager.facts(hgx, None, "570.86.15")
-    assert ("service", "%s not running" % fabric_manager.UNIT, "%s active" % fabric_manager.UNIT) in \
+    unit = fabric_manager.UNIT
+    assert ("service", "%s not running" % unit, "%s active" % unit) in \
         fabric_manager.problems(fact)

@@ -1,4 +1,5 @@
-"""subjects/fabric_manager/fabric_manager_check.py: fabric_manager on NVSwitch hosts (moved from test_gpuhealth.py):
+"""subjects/fabric_manager/fabric_manager_check.py: fabric_manager on NVSwitch hosts (moved from
+test_gpuhealth.py):
 the package, its version against the driver's, the service and the GPUs' fabric state."""
 
 import os

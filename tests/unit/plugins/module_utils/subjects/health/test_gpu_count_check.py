@@ -1,4 +1,5 @@
-"""subjects/health/gpu_count_check.py: gpu_lost (on the bus, gone from the driver or fallen off it) and
+"""subjects/health/gpu_count_check.py: gpu_lost (on the bus, gone from the driver or fallen off it)
+and
 gpu_count_expected (moved from test_host_health.py; kernel messages in their real formats,
 fixtures/kernmsg.py)."""
 

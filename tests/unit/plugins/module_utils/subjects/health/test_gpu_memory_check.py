@@ -1,4 +1,5 @@
-"""subjects/health/gpu_memory_check.py: row remapping, retired pages and ECC from nvidia-smi -q -x (real
+"""subjects/health/gpu_memory_check.py: row remapping, retired pages and ECC from nvidia-smi -q -x
+(real
 logs in tests/fixtures/nvidia, which name their source)."""
 
 from fixtures import nvhealth as health

@@ -1,4 +1,5 @@
-"""subjects/health/gpu_state_check.py: gpu_clock_throttle, gpu_power_capped and gpu_persistence_off from
+"""subjects/health/gpu_state_check.py: gpu_clock_throttle, gpu_power_capped and gpu_persistence_off
+from
 nvidia-smi -q -x (real logs in tests/fixtures/nvidia, which name their source)."""
 
 from fixtures import nvhealth as health

@@ -1,4 +1,5 @@
-"""subjects/health/gpu_use_check.py: gpu_held_unbound, gpu_memory_no_process and gpu_held, which process
+"""subjects/health/gpu_use_check.py: gpu_held_unbound, gpu_memory_no_process and gpu_held, which
+process
 of which container holds a GPU (moved from test_host_health.py; nvidia-smi's processes from
 the real H200 log, fixtures/nvidia/h200-580-process.xml)."""
 

@@ -1,4 +1,5 @@
-"""subjects/health/host_health_check.py: the host's own health from the kernel log and EDAC (moved from
+"""subjects/health/host_health_check.py: the host's own health from the kernel log and EDAC (moved
+from
 test_host_health.py): kernel messages in their real formats (fixtures/kernmsg.py names each
 source), EDAC counters as sysfs lays them out."""
 

@@ -90,7 +90,7 @@ def test_keep_cuts_each_kept_line():
 
 def test_the_stored_lines_are_read_one_at_a_time():
     text = "# header\n\n\nshort\n%s\r\n%s" % ("a" * 20, "b" * 5000)
-    assert list(kernel_log._lines(text, True)) == ["a" * 20, "b" * kernel_log.host_health.LINE_CHARS]
+    assert list(kernel_log._lines(text, True)) == ["a" * 20, "b" * kernel_log.host_health.LINE_CHARS]  # noqa: E501
     assert list(kernel_log._lines("# header only", True)) == []
 
 

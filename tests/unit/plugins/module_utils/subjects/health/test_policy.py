@@ -1,4 +1,5 @@
-"""Operator policy (subjects/health/policy.py): acknowledged findings, XID catalogue overrides, copy-rate
+"""Operator policy (subjects/health/policy.py): acknowledged findings, XID catalogue overrides,
+copy-rate
 pass marks per GPU model; and the reports' new / seen-before marks against the previous
 ``<host>.json``."""
 
@@ -34,7 +35,7 @@ def _log(lines):
     devices = xid.summarize(events, now, 7)
     for dev in devices:                         # as kernlog.facts keeps them
         for code in dev["codes"]:
-            code["first"], code["last"] = kernel_log.iso(code["first"]), kernel_log.iso(code["last"])
+            code["first"], code["last"] = kernel_log.iso(code["first"]), kernel_log.iso(code["last"])  # noqa: E501
     return {"kernel_log": {"available": True, "read_at": READ_AT, "window_days": 7,
                            "devices": devices}}
 

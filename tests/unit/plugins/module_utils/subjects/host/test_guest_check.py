@@ -1,4 +1,5 @@
-"""subjects/host/guest_check.py: host_is_guest says, in the Audit column, that the host is a guest."""
+"""subjects/host/guest_check.py: host_is_guest says, in the Audit column, that the host is a
+guest."""
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.host import guest_check
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit

@@ -1,4 +1,5 @@
-"""subjects/lxc/lxc_check.py: lxc_stale_majors, lxc_gpu_majors_missing and lxc_onboot on the containers'
+"""subjects/lxc/lxc_check.py: lxc_stale_majors, lxc_gpu_majors_missing and lxc_onboot on the
+containers'
 configs (fixtures/lxc.py: Proxmox pct configs and /proc/devices of both driver eras)."""
 
 from auditcase import judge

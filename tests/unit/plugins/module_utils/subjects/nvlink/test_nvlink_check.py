@@ -1,4 +1,5 @@
-"""subjects/nvlink/nvlink_check.py: nvlink_inactive and nvlink_errors (moved from test_nvlink.py), on the
+"""subjects/nvlink/nvlink_check.py: nvlink_inactive and nvlink_errors (moved from test_nvlink.py),
+on the
 B200 nvidia-smi log and nvidia-smi nvlink -s / -e in NVIDIA's format (fixtures/nvlink.py)."""
 
 from fixtures import hosts, nvhealth, pci

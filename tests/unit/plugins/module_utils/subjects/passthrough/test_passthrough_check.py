@@ -1,4 +1,5 @@
-"""subjects/passthrough/passthrough_check.py: what a VM's or vGPU's GPU needs from the host (moved from
+"""subjects/passthrough/passthrough_check.py: what a VM's or vGPU's GPU needs from the host (moved
+from
 test_passthrough.py): each broken variant of fixtures/passthrough.py's mixed host (real
 qm configs, mapping and sysfs layouts, named there) gives exactly its finding."""
 

@@ -1,4 +1,5 @@
-"""Ownership of GPUs on a host that shares them with VMs and vGPU (subjects/pcie/device_owner.py), and what
+"""Ownership of GPUs on a host that shares them with VMs and vGPU (subjects/pcie/device_owner.py),
+and what
 the audit, the tune and the boot-time program do with a GPU that is not the host's."""
 
 import json

@@ -1,4 +1,5 @@
-"""subjects/pcie/p2p_check.py: p2p_iommu_translated, p2p_acs_redirect and gpu_bar1_small on the facts of
+"""subjects/pcie/p2p_check.py: p2p_iommu_translated, p2p_acs_redirect and gpu_bar1_small on the
+facts of
 module_utils/subjects/pcie/p2p.py (fixtures/health.py: ACS in the config-space bytes, IOMMU
 groups, BAR1)."""
 

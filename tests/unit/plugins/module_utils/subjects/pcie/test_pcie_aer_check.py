@@ -1,4 +1,5 @@
-"""subjects/pcie/pcie_aer_check.py: pcie_aer_errors from the AER counters in sysfs (fixtures/health.py
+"""subjects/pcie/pcie_aer_check.py: pcie_aer_errors from the AER counters in sysfs
+(fixtures/health.py
 writes the kernel's aer_dev_* format)."""
 
 from auditcase import judge

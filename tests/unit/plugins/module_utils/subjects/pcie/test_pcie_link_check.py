@@ -1,4 +1,5 @@
-"""subjects/pcie/pcie_link_check.py: pcie_link_degraded, a link slower or narrower than it can be."""
+"""subjects/pcie/pcie_link_check.py: pcie_link_degraded, a link slower or narrower than it can
+be."""
 
 from auditcase import judge
 

@@ -1,4 +1,5 @@
-"""subjects/pcie/pcie_mrrs_check.py: pcie_mrrs (Max Read Request Size below the wanted one on a GPU or a
+"""subjects/pcie/pcie_mrrs_check.py: pcie_mrrs (Max Read Request Size below the wanted one on a GPU
+or a
 bridge above it) and pcie_unreadable (config space not readable)."""
 
 import pytest

@@ -91,7 +91,7 @@ def test_masked_write_keeps_every_other_bit(seed, which):
 def test_write_h200_values(vm):
     root, address = vm
     dev = pci.PciDevice(root, address)
-    assert setpci_maxreadreq.set_mrrs(dev, 4096)["changed"] is False  # already 4096: nothing written
+    assert setpci_maxreadreq.set_mrrs(dev, 4096)["changed"] is False  # already 4096: nothing written  # noqa: E501
     setpci_maxreadreq.set_mrrs(dev, 512)
     assert fx.devctl_of(root, address) == 0x2134
 
@@ -160,7 +160,7 @@ def test_other_write_errors_name_device_and_offset(seed, monkeypatch):
         raise OSError(errno.EIO, os.strerror(errno.EIO), path)
 
     monkeypatch.setattr(setpci_maxreadreq, "_write_config", broken)
-    with pytest.raises(setpci_maxreadreq.PciWriteError, match=r"0000:01:00.0: writing .*config at 0x80"):
+    with pytest.raises(setpci_maxreadreq.PciWriteError, match=r"0000:01:00.0: writing .*config at 0x80"):  # noqa: E501
         setpci_maxreadreq.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096)
 
 
@@ -210,7 +210,7 @@ def test_setpci_exit0_with_warning_is_still_a_failure(seed):
         setpci_maxreadreq.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096, "setpci", runner)
     # silent no-op (device not matched, write ignored): the read-back catches it
     with pytest.raises(setpci_maxreadreq.PciWriteError, match="did not take"):
-        setpci_maxreadreq.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096, "setpci", FakeRunner())
+        setpci_maxreadreq.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096, "setpci", FakeRunner())  # noqa: E501
 
 
 def test_setpci_missing(seed):

@@ -1,4 +1,5 @@
-"""subjects/placement/gpu_numa_check.py: gpu_numa_mismatch and gpu_container_unpinned, a GPU container's CPUs
+"""subjects/placement/gpu_numa_check.py: gpu_numa_mismatch and gpu_container_unpinned, a GPU
+container's CPUs
 against its GPUs' NUMA nodes (fixtures/health.py: two nodes, containers 131 and 132)."""
 
 from auditcase import judge

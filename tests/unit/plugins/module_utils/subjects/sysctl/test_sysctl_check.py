@@ -1,4 +1,5 @@
-"""subjects/sysctl/sysctl_check.py: sysctl, each wanted key off its value (kernel.numa_balancing aside)."""
+"""subjects/sysctl/sysctl_check.py: sysctl, each wanted key off its value (kernel.numa_balancing
+aside)."""
 
 from auditcase import WANTED, judge
 
