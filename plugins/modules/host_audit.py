@@ -784,7 +784,7 @@ def _audit(module, params, wanted):
             return cuda.audit_pass(runner, module.get_bin_path("pct"), facts.get("lxc"),
                                    params["cuda_size_mb"], timeout=params["cuda_timeout"])
     result = audit.audit(params["root"], wanted, recorder=recorder, outputs=outputs,
-                             cuda=params["cuda"], cuda_probe=probe)
+                         cuda=params["cuda"], cuda_probe=probe)
     counts, worst = text.summary(result["findings"])
     out = dict(changed=False, audit=result, counts=counts, worst=worst,
                lines=text.text_lines(result["findings"]),

@@ -148,8 +148,8 @@ def _run(module):
     if not lister:
         module.fail_json(msg="lsinitramfs not found on the PATH: install initramfs-tools")
     result = initramfs_images.check_images(p["root"], p["kernels"], lister, Runner(module),
-                                    files=p["files"], absent_files=p["absent_files"],
-                                    image=p["image"])
+                                           files=p["files"], absent_files=p["absent_files"],
+                                           image=p["image"])
     if p["require"] and result["problems"]:
         module.fail_json(msg="initramfs check failed: " + "; ".join(result["problems"]),
                          **result)

@@ -170,7 +170,7 @@ def _run(module):
         module.fail_json(msg="lsinitramfs not found on the PATH: install initramfs-tools")
     try:
         result = vm_verify.gate(p["root"], p["kernel"], lister, Runner(module),
-                               image=p["image"], timeout=p["timeout"])
+                                image=p["image"], timeout=p["timeout"])
     except HostFileError as exc:  # a FIFO, device or oversized file where a config belongs
         module.fail_json(msg="not rebooting into %s: cannot read a VM or modprobe.d file: %s"
                          % (p["kernel"], exc), changed=False, file=exc.filename)

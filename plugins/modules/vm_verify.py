@@ -173,9 +173,9 @@ def _run(module):
     p = module.params
     try:
         result = vm_verify.verify_vms(p["root"], Runner(module),
-                                     running_before=p["running_before"], start=p["start"],
-                                     qm=p["qm"], check_mode=module.check_mode,
-                                     start_timeout=p["start_timeout"])
+                                      running_before=p["running_before"], start=p["start"],
+                                      qm=p["qm"], check_mode=module.check_mode,
+                                      start_timeout=p["start_timeout"])
     except HostFileError as exc:  # a FIFO, device or oversized file where a config belongs
         module.fail_json(msg="cannot read a VM or PCI mapping file, no VM started: %s" % exc,
                          changed=False, file=exc.filename)

@@ -644,7 +644,7 @@ def test_python_path_with_spaces_is_quoted_and_systemd_reads_it(seed, tmp_path):
     with open(unit) as handle:
         text = handle.read()
     assert ('\nExecStart="%s" -m ansible_collections.gpuhost.tuning.plugins.module_utils'
-            '.onhost.boot_program --config /etc/gpuhost-tuning/boot.json\n'
+            '.engines.tune.boot_program --config /etc/gpuhost-tuning/boot.json\n'
             % python.replace("%", "%%")) in text
     assert set(changed(before, digest(seed))) >= {
         "etc/systemd/system/gpuhost-tuning.service", "etc/gpuhost-tuning/boot.json"}

@@ -457,7 +457,7 @@ UNPACK = """
 import json, resource, sys, time
 sys.path[:0] = %r
 resource.setrlimit(resource.RLIMIT_AS, (600 << 20, 600 << 20))
-from ansible_collections.gpuhost.tuning.plugins.module_utils.readers import capture_unpack
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import capture_unpack
 started = time.time()
 try:
     capture_unpack.unpack(sys.argv[1], sys.argv[2])

@@ -465,5 +465,3 @@ class FilesSection(object):
     def diff_lines(self, item):
         return ("%s: %s" % (item["path"], item["before"]),
                 "%s: %s" % (item["path"], item["after"]))
-
-

@@ -71,5 +71,20 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.findings i
     finding_order,
 )
 
+# Every check file, named: importing one registers its checks (platform/findings.py); a
+# subject's new check file is one import above and one name here.
+CHECK_FILES = (
+    kernel_check, cpufreq_check, cpuidle_check, numa_balancing_check, cuda_check,
+    device_nodes_check, dkms_check, fabric_manager_check, gpu_count_check, gpu_memory_check,
+    gpu_state_check, gpu_use_check, gpu_xid_check, host_health_check, errors_check, guest_check,
+    lxc_check, nvlink_check, passthrough_check, gpu_driver_check, p2p_check, pcie_aer_check,
+    pcie_link_check, pcie_mrrs_check, nvidia_check, gpu_numa_check, sysctl_check,
+)
+# The fleet checks, registered on import (platform/fleet_findings.py).
+FLEET_CHECK_FILES = (driver_drift, aer_change)
+
+__all__ = ("CHECK_FILES", "FLEET_CHECK_FILES", "SEVERITIES", "SEVERITY_RANK", "column_table",
+           "columns", "evaluate", "finding_order")
+
 # the fleet checks' own columns, n/a on one host (declared beside each fleet check)
 findings.report_level(fleet_findings.fleet_checks())

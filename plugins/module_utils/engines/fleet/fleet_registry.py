@@ -16,3 +16,5 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.fleet_find
     HOST_LEVEL_NOTE,
     fleet_checks,
 )
+
+__all__ = ("check_registry", "HOST_LEVEL_NOTE", "fleet_checks")

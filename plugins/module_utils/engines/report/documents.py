@@ -197,7 +197,7 @@ def report_documents(audits, previous=None, warnings=None, dest=None, fleet=True
     docs = [host_document(host, audit, groups) for host, audit in audits.items()
             if not is_not_audited(audit)]
     context = fleet_findings.Context(audited, warnings,
-                                 lambda host: previous_path(dest or ".", host))
+                                     lambda host: previous_path(dest or ".", host))
     fleet_run.judge(docs, context, whole_fleet=fleet)
     docs = apply_seen(docs, audited, warnings, dest)
     docs.extend(not_audited_document(host, audit, previous.get(host), groups, attempted_at)

@@ -208,12 +208,12 @@ def report_run(p, check_mode=False):
     plain file name or a folder that cannot be written."""
     if os.path.basename(p["name"]) != p["name"] or not p["name"].strip("."):
         raise files.ReportError("rollout_report: name %r must be a plain file name (no "
-                                 "folder)" % p["name"])
+                                "folder)" % p["name"])
     clash = files.report_name_clash(p["name"], p["hosts"])
     if clash:
         raise files.ReportError("rollout_report: name %r cannot be used: %s; pick another "
-                                 "name (the default is rollout); nothing was written"
-                                 % (p["name"], clash))
+                                "name (the default is rollout); nothing was written"
+                                % (p["name"], clash))
     doc = summarize(p["hosts"], p["results"], p["title"])
     paths, written = files.write_reports(
         "rollout_report", p["dest"], report_files(doc, p["name"], p["generated_at"] or files.now()),

@@ -474,7 +474,7 @@ def health_facts(root, outputs, window_days=DEFAULT_WINDOW_DAYS, now=None, boot_
             return None
 
     summary = host_health.summarize(_lines(text, bool(head)), when, read_at - window * 86400,
-                                boot_time)
+                                    boot_time)
     for entry in summary["events"].values():
         entry["first"] = iso(entry["first"])
         entry["last"] = iso(entry["last"])

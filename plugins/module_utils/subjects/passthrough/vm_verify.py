@@ -112,7 +112,7 @@ def gate(root, kernel, lister, runner, image=initramfs_images.IMAGE, timeout=DEF
                                "files": found, "in_image": []})
         wanted += [f for f in found if f not in wanted]
     listed = initramfs_images.check_images(root, [kernel], lister, runner, files=wanted,
-                                    image=image, timeout=timeout)
+                                           image=image, timeout=timeout)
     item = listed["images"][0]
     unreadable = not item["exists"] or (listed["problems"] and not item["present"]
                                         and not item["missing"])

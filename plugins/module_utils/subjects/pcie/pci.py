@@ -62,7 +62,6 @@ DEVCTL_MPS_MASK = 0x00E0
 DEVCTL_MPS_SHIFT = 5
 
 
-
 PORT_TYPES = {
     0x0: "endpoint",
     0x1: "legacy_endpoint",

@@ -35,7 +35,7 @@ def _uvm_hmm_remedy(kern, host, modprobe_file):
     that may boot (the next one included), then a reboot. Role tune does not do this; role
     boot_config (run by the reboot_verify playbook) does."""
     targets = kernels.initramfs_kernels(kern.get("installed"), kern.get("running"),
-                                           kern.get("next_boot"))
+                                        kern.get("next_boot"))
     refresh = " && ".join("update-initramfs -u -k %s" % k for k in targets) or \
         "update-initramfs -u -k all"
     return ("echo 'options nvidia_uvm uvm_disable_hmm=1' > %s && %s, then reboot (the option "

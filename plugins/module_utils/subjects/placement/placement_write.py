@@ -77,7 +77,7 @@ def _write_config(root, path, config, new, check):
         atomic_write(target, new.render_bytes(), chmod=False)
         if lxc.LxcConfig.read(target).render() != after:
             raise lxc.LxcError("%s does not hold what was just written: is /etc/pve "
-                                   "read-only (no quorum)?" % path)
+                               "read-only (no quorum)?" % path)
     return {"before": before, "after": after}
 
 

@@ -1,1 +1,0 @@
-"""Mirror tests of plugins/module_utils, one folder per package."""

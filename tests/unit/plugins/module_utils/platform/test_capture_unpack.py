@@ -76,13 +76,13 @@ def test_the_size_caps(tmp_path, monkeypatch):
     monkeypatch.setattr(capture_unpack, "MAX_MEMBER_BYTES", 8)
     with pytest.raises(capture_unpack.UnpackError, match="over the 0 MiB a capture member can be"):
         capture_unpack.unpack(_tar(tmp_path / "a.tar.gz", [("big", "file", b"x" * 9)]),
-                      str(tmp_path / "a"))
+                              str(tmp_path / "a"))
     monkeypatch.setattr(capture_unpack, "MAX_MEMBER_BYTES", 1 << 20)
     monkeypatch.setattr(capture_unpack, "MAX_TOTAL_BYTES", 10)
     with pytest.raises(capture_unpack.UnpackError, match="of content: not a capture"):
         capture_unpack.unpack(_tar(tmp_path / "b.tar.gz", [("a", "file", b"x" * 6),
-                                                   ("b", "file", b"x" * 6)]),
-                      str(tmp_path / "b"))
+                                                           ("b", "file", b"x" * 6)]),
+                              str(tmp_path / "b"))
     monkeypatch.setattr(capture_unpack, "MAX_TOTAL_BYTES", 1 << 20)
     monkeypatch.setattr(capture_unpack, "MAX_MEMBERS", 2)
     with pytest.raises(capture_unpack.UnpackError, match="more than 2 members"):
@@ -143,7 +143,7 @@ def test_a_header_over_the_cap_is_refused_before_it_is_read(tmp_path, monkeypatc
         info = tarfile.TarInfo("etc/" + "n" * 1100)
         tar.addfile(info, io.BytesIO(b""))
     with pytest.raises(capture_unpack.UnpackError, match=r"a GNU long name at byte 512 of the tar "
-                                                 r"stream claims 1536 bytes, over the 1 KiB"):
+                       r"stream claims 1536 bytes, over the 1 KiB"):
         capture_unpack.unpack(path, str(tmp_path / "root"))
     assert not os.path.exists(str(tmp_path / "root"))
 

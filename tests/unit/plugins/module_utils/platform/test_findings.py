@@ -96,8 +96,9 @@ def test_registering_twice_or_with_an_unknown_severity_fails():
 
 
 def test_a_check_giving_a_severity_it_does_not_declare_fails_loudly():
-    item = findings.Check("demo", findings.Column("x", "X", 999), "low", 12345,
-                      lambda facts, wanted: [findings.found("s", "a", "b", "fix", severity="high")])
+    def rule(facts, wanted):
+        return [findings.found("s", "a", "b", "fix", severity="high")]
+    item = findings.Check("demo", findings.Column("x", "X", 999), "low", 12345, rule)
     with pytest.raises(ValueError, match="demo gave severity 'high'"):
         item.run({}, {})
 

@@ -96,7 +96,7 @@ def test_a_link_or_fifo_in_its_place_is_never_followed_or_opened(root):
     os.makedirs(os.path.join(root, "run"))
     os.symlink("/etc/passwd", _path(root))
     assert run_lock.read(root) == {"unreadable": "a symbolic link to /etc/passwd, not a "
-                                                "regular file"}
+                                   "regular file"}
     os.unlink(_path(root))
     os.mkfifo(_path(root))
     assert run_lock.read(root) == {"unreadable": "a special file, not a regular file"}

@@ -50,7 +50,7 @@ def test_markdown_table_escapes_the_note_and_lists_what_remains():
 
 def test_check_mode_and_unverified_are_said():
     doc = tune_doc.tune_document("gpu01", _result(check_mode=True, verified=False, failures=[],
-                                              findings_after=[]))
+                                                  findings_after=[]))
     text = tune_doc.render_tune_markdown(doc)
     assert text.startswith("# Tuning of gpu01 (check mode: planned, nothing changed)\n")
     assert "- managed findings before: 2, after: not verified" in text

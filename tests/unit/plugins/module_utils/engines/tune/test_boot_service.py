@@ -14,12 +14,12 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import
 
 def test_make_config_normalizes_and_turns_parts_off():
     config = boot_service.make_config(mrrs_size=4096, vendor="0x10DE", classes=["0x0300", "0302"],
-                            cpuidle_deeper_than="C1")
+                                      cpuidle_deeper_than="C1")
     assert config == {"mrrs": {"size": 4096, "vendor": "10de", "classes": ["0300", "0302"],
                                "include_upstream": True},
                       "cpuidle": {"deeper_than": "C1"}}
     assert boot_service.make_config(mrrs_size=None, cpuidle_deeper_than=None) == {"mrrs": None,
-                                                                        "cpuidle": None}
+                                                                                  "cpuidle": None}
     assert json.loads(boot_service.render_config(config)) == config
 
 

@@ -32,16 +32,16 @@ class _Marker(object):
 
 def test_parts_tables_come_from_the_registered_parts():
     assert tune_registry.PARTS == ("snapshot", "bandwidth", "latency", "sysctl", "cpuidle", "pcie",
-                              "boot_service", "nvidia_peermem", "device_nodes", "numa_pin",
-                              "verify")
+                                   "boot_service", "nvidia_peermem", "device_nodes", "numa_pin",
+                                   "verify")
     assert tune_registry.DEFAULT_PARTS == tuple(p for p in tune_registry.PARTS if p not in (
         "device_nodes", "numa_pin", "bandwidth", "latency"))
     assert tune.argument_spec()["parts"]["default"] == list(tune.DEFAULT_PARTS)
     assert tune_registry.MANAGED == {"numa_balancing": "sysctl", "sysctl": "sysctl",
-                                "cpuidle_deep_state": "cpuidle", "pcie_mrrs": "pcie",
-                                "gpu_numa_mismatch": "numa_pin",
-                                "gpu_container_unpinned": "numa_pin",
-                                "device_nodes_unit_missing": "device_nodes"}
+                                     "cpuidle_deep_state": "cpuidle", "pcie_mrrs": "pcie",
+                                     "gpu_numa_mismatch": "numa_pin",
+                                     "gpu_container_unpinned": "numa_pin",
+                                     "device_nodes_unit_missing": "device_nodes"}
     assert tune_registry.STEPS == ("snapshot_before", "bandwidth_before", "latency_before", "sysctl",  # noqa: E501
                               "cpuidle", "pcie", "boot_service", "nvidia_peermem",
                               "nvidia_peermem_at_boot", "modules_load_dir", "device_nodes",
@@ -82,7 +82,7 @@ def test_switches_options_and_tags_of_a_part():
     part = _Marker()
     assert tune_registry.switches([part]) == [("marker", True, "Write the marker.")]
     assert tune_registry.options([part]) == [("marker_text", {"type": "str", "default": "tuned"},
-                                         "What the marker writes.")]
+                                              "What the marker writes.")]
     assert (tune_registry.switch("marker"), tune_registry.tag("marker")) == (
         "gpuhost_tune_marker", "tune_marker")
     undocumented = type("Bare", (_Marker,), {"role_doc": None, "option_docs": {}})()

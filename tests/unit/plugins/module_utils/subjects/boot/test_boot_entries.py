@@ -67,7 +67,7 @@ def test_check_entries_names_the_kernel_and_the_missing_parameter(tmp_path):
 
 def test_check_entries_skips_grub_recovery_entries():
     cfg = boot_grub.parse_grub_cfg(fx.grub_cfg_text(["6.1.0-56-amd64"],
-                                              default_opts="quiet amd_pstate=active"))
+                                                    default_opts="quiet amd_pstate=active"))
     assert boot_entries.check_entries(cfg["entries"], {"amd_pstate": "active"})["ok"]
     cfg = boot_grub.parse_grub_cfg(fx.grub_cfg_text(["6.1.0-56-amd64"]))
     result = boot_entries.check_entries(cfg["entries"], {"amd_pstate": "active"})

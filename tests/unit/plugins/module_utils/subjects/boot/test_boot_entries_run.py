@@ -28,7 +28,7 @@ def _grub_host(tmp_path, opts="quiet"):
 def test_entries_and_grub_refs_of_a_grub_host(tmp_path):
     root = _grub_host(tmp_path, "quiet amd_pstate=active")
     result, failure = boot_entries_run.entries_run(_options(root, params={"amd_pstate": "active"},
-                                               kernels=KERNELS, require=True))
+                                                            kernels=KERNELS, require=True))
     assert failure is None and result["check"]["ok"] and result["changed"] is False
     assert result["next_boot_kernel"] == "6.1.0-56-amd64"
     assert set(result["entries"][0]) == set(boot_entries_run.ENTRY_KEYS)

@@ -51,8 +51,8 @@ def test_check_images_present_missing_unexpected_and_the_timeout(tmp_path):
     image = _image(root)
     runner = Runner(out="etc/modprobe.d/gpuhost-nvidia-uvm.conf\netc/modprobe.d/old.conf\n")
     res = initramfs_images.check_images(root, [K], "/usr/sbin/lsinitramfs", runner,
-                                 files=[UVM, "/etc/modprobe.d/vfio.conf"],
-                                 absent_files=["/etc/modprobe.d/old.conf"], timeout=9)
+                                        files=[UVM, "/etc/modprobe.d/vfio.conf"],
+                                        absent_files=["/etc/modprobe.d/old.conf"], timeout=9)
     assert runner.calls == [(["/usr/sbin/lsinitramfs", image], 9)]
     (item,) = res["images"]
     assert item["present"] == [UVM] and item["missing"] == ["/etc/modprobe.d/vfio.conf"]

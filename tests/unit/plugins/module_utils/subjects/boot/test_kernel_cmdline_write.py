@@ -171,7 +171,7 @@ def test_plan_grub_file_overridden_later_fails(tmp_path):
     boot.grub_dropin(tmp_path)  # 50-cloudimg-settings.cfg sets the variable outright
     with pytest.raises(kernel_cmdline.BootConfigError, match="would not reach the kernel"):
         kernel_cmdline_write.plan(str(tmp_path), {"nmi_watchdog": 0},
-                           grub_file="/etc/default/grub.d/10-a.cfg")
+                                  grub_file="/etc/default/grub.d/10-a.cfg")
 
 
 def test_write_keeps_mode(tmp_path):

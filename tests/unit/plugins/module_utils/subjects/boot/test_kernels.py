@@ -89,7 +89,7 @@ def test_initramfs_kernels_every_installed_kernel_that_may_boot():
     installed = ["6.1.0-55-amd64", "6.1.0-56-amd64", "6.1.0-9-amd64"]
     # running, newest, next boot and an upgrade target, oldest first, each once
     assert kernels.initramfs_kernels(installed, "6.1.0-55-amd64", "6.1.0-56-amd64",
-                                    also=["6.1.0-9-amd64"]) == [
+                                     also=["6.1.0-9-amd64"]) == [
         "6.1.0-9-amd64", "6.1.0-55-amd64", "6.1.0-56-amd64"]
     # the newest counts even when nothing else names it
     assert kernels.initramfs_kernels(installed, "6.1.0-9-amd64", None) == [
@@ -100,5 +100,5 @@ def test_initramfs_kernels_leave_out_what_is_not_installed():
     # a container or a capture runs a kernel booted from elsewhere; a stale entry or a
     # target apt did not install has no initramfs to make
     assert kernels.initramfs_kernels(["6.8.12-9-pve"], "6.8.12-4-pve", "6.14.11-5-bpo12-pve",
-                                    also=["6.14.11-5-bpo12-pve"]) == ["6.8.12-9-pve"]
+                                     also=["6.14.11-5-bpo12-pve"]) == ["6.8.12-9-pve"]
     assert kernels.initramfs_kernels([], "6.8.12-9-pve", "6.8.12-9-pve") == []

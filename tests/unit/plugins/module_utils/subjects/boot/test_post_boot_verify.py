@@ -73,7 +73,7 @@ def test_judge_what_a_reboot_fixes_is_pending_until_it_happened(pending, off):
                           {"id": "pcie_mrrs", "subject": "0000:01:00.0"}],
              "cpu": {"cpufreq": {"driver": "acpi-cpufreq"}}}
     status = _status(post_boot_verify.judge(dict(WANTED, pending=pending), now, audit,
-                                  dict(SERVICE, Result="exit-code", ExecMainStatus="1")))
+                                            dict(SERVICE, Result="exit-code", ExecMainStatus="1")))
     assert status == {"kernel": off, "cmdline": off, "modules": "fail",
                       "module_params": off, "cpufreq": off, "cpuidle": "fail",
                       "tuning_service": "fail", "sysctl": "fail", "mrrs": "fail"}

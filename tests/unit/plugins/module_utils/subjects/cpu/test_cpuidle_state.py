@@ -70,7 +70,7 @@ def test_set_states_writes_reads_back_and_is_idempotent(tmp_path):
     again = cpuidle_state.set_states(root, cpuidle_state.select_states(root, names=["C2"]), True)
     assert again["changed"] == []
     back = cpuidle_state.set_states(root, cpuidle_state.select_states(root, names=["C2"]), False,
-                                cpus=[0, 1])
+                                    cpus=[0, 1])
     assert back["changed"] == [(0, "C2"), (1, "C2")]
     assert _disable_values(root, [0, 1, 2]) == ["0", "0", "1"]
 
@@ -79,7 +79,7 @@ def test_check_mode_writes_nothing(tmp_path, snapshot_tree):
     root = cpufix.epyc_cpus(tmp_path, threads=8)
     before = snapshot_tree(root)
     result = cpuidle_state.set_states(root, cpuidle_state.select_states(root, names=["C2"]), True,
-                                  check_mode=True)
+                                      check_mode=True)
     assert len(result["changed"]) == 8
     assert snapshot_tree(root) == before
 

@@ -59,7 +59,7 @@ def test_live_listing_reads_kinds_and_links_under_its_root(tmp_path, monkeypatch
     monkeypatch.setattr(device_nodes.os, "major", lambda rdev: 195)
     monkeypatch.setattr(device_nodes.os, "minor", lambda rdev: 0)
     text = device_nodes.listing(str(root), ["/dev/nvidia0", "/dev/nvidia-uvm", "/dev/nvidia-caps",
-                                        "/dev/nvidia-modeset"])
+                                            "/dev/nvidia-modeset"])
     assert text.splitlines() == ["c 195:0 /dev/nvidia0", "l ../nvidia0 /dev/char/195:0",
                                  "f - /dev/nvidia-uvm", "d - /dev/nvidia-caps",
                                  "- - /dev/nvidia-modeset"]

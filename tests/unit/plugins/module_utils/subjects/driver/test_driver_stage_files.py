@@ -137,6 +137,6 @@ def test_a_pulled_file_is_kept_only_when_it_is_a_deb(tmp_path):
 
 def test_apt_pins_in_name_order_and_one_install_line_for_host_and_containers():
     assert driver_stage_files.pinned({"nvidia-smi": "590.48.01-1", "libcuda1": "1:590.48.01-1",
-                      "libnvidia-ml1": None}) == ["libcuda1=1:590.48.01-1",
-                                                  "nvidia-smi=590.48.01-1"]
+                                      "libnvidia-ml1": None}) == ["libcuda1=1:590.48.01-1",
+                                                                  "nvidia-smi=590.48.01-1"]
     assert driver_stage_files.APT_INSTALL[:3] == ["install", "-y", "--allow-downgrades"]

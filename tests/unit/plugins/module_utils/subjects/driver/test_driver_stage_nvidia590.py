@@ -72,7 +72,7 @@ def test_pick_schemes_takes_the_name_the_repository_has_the_target_under():
     chosen, renamed, missing = driver_stage_files.pick_schemes(found, back, OLD)
     assert chosen == dict((n, OLD + "-0ubuntu1") for n in NAMES_580) and not missing
     assert driver_stage_files.removed(renamed) == ["libnvidia-compute-", "nvidia-dkms-open-",
-                                      "nvidia-utils-"]
+                                                   "nvidia-utils-"]
 
 
 def files_names(name, version):

@@ -54,7 +54,7 @@ def test_debian_package_versions_give_the_driver_version(debian, upstream):
 def test_the_real_h200_banner_gives_the_open_module_and_its_version(tmp_path):
     root = driver.capture_host(tmp_path)
     assert driver_state.loaded_module(root) == {"version": "580.159.04", "flavour": "open",
-                                      "source": "/proc/driver/nvidia/version"}
+                                                "source": "/proc/driver/nvidia/version"}
 
 
 def test_the_proprietary_banner_and_the_sysfs_fallback(tmp_path):
@@ -63,7 +63,7 @@ def test_the_proprietary_banner_and_the_sysfs_fallback(tmp_path):
     assert driver_state.loaded_module(root)["version"] == NEW
     os.unlink(os.path.join(root, "proc/driver/nvidia/version"))
     assert driver_state.loaded_module(root) == {"version": NEW, "flavour": None,
-                                      "source": "/sys/module/nvidia/version"}
+                                                "source": "/sys/module/nvidia/version"}
     os.unlink(os.path.join(root, "sys/module/nvidia/version"))
     assert driver_state.loaded_module(root) == {"version": None, "flavour": None, "source": None}
 
@@ -141,7 +141,7 @@ def test_both_records_or_none_at_all(tmp_path):
 def test_fabric_manager_on_an_nvswitch_host(tmp_path):
     root = driver.upgrade_host(tmp_path)["root"]
     assert driver_state.driver_state(root)["host"]["fabricmanager"] == {"needed": False,
-                                                              "version": None}
+                                                                        "version": None}
     driver.nvswitch(root, fabricmanager=OLD)
     state = driver_state.driver_state(root, NEW)
     assert state["host"]["fabricmanager"] == {"needed": True, "version": OLD}

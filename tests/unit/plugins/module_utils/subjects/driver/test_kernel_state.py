@@ -21,7 +21,7 @@ def seed(tmp_path):
 
 def test_the_seed_host_running_installed_target_and_the_audits_rules(seed):
     out = kernel_state.kernel_state(seed, kernel=hosts.SEED_NEW, params=PARAMS,
-                                   absent=["quiet", "boot"])
+                                    absent=["quiet", "boot"])
     assert out["running"] == {"kernel": hosts.SEED_RUNNING, "cmdline": hosts.PVE_CMDLINE,
                               # what the command line lacks, and still has of ``absent``
                               "missing": ["amd_pstate=active", "!boot"]}

@@ -83,7 +83,7 @@ def test_a_version_other_than_the_drivers_or_none_installed(hgx):
     assert problem[1] == "fabric manager 570.86.15, driver 580.159.04"
     fact.update(version=None, package=None)
     assert fabric_manager.problems(fact)[0] == ("not installed", "no nvidia-fabricmanager package",
-                                        "nvidia-fabricmanager 580.159.04 installed")
+                                                "nvidia-fabricmanager 580.159.04 installed")
 
 
 def test_without_gpu_states_a_stopped_unit_is_the_problem(hgx):

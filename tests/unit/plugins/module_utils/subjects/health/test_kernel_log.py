@@ -78,7 +78,7 @@ def test_a_huge_code_is_no_event_and_the_line_after_it_still_is():
     huge = kernmsg.line(time.time(), "NVRM: Xid (PCI:0000:01:00): %s, x" % ("7" * 5000))
     assert kernel_log.parse_line(huge) is None
     event = kernel_log.parse_line(kernmsg.line(time.time(), "NVRM: Xid (PCI:0000:01:00): 79, "
-                                                         "pid=1, GPU has fallen off the bus."))
+                                               "pid=1, GPU has fallen off the bus."))
     assert (event["code"], event["message"]) == (79, "pid=1, GPU has fallen off the bus.")
 
 

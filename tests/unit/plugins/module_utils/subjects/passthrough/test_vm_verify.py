@@ -63,7 +63,7 @@ def test_binders_ids_or_a_softdep_or_blacklist_of_the_host_driver():
               "blacklist": ["amdgpu"]}]
     on_vfio = {"id": "10de:2bb5", "driver": "vfio-pci"}
     assert vm_verify.binders(on_vfio, files) == ["/etc/modprobe.d/a.conf",
-                                                "/etc/modprobe.d/b.conf"]
+                                                 "/etc/modprobe.d/b.conf"]
     # on a host driver now: only that driver's softdep/blacklist counts
     assert vm_verify.binders({"id": "10de:2335", "driver": "nvidia"}, files) == []
     assert vm_verify.binders({"id": "1002:74a1", "driver": None}, files) == [
@@ -71,7 +71,7 @@ def test_binders_ids_or_a_softdep_or_blacklist_of_the_host_driver():
     # on vfio-pci now with nvidia loaded: only a binding of nvidia (or the ids) counts;
     # b.conf's softdep of nouveau keeps nothing from nvidia at boot (issue 36 item 9)
     assert vm_verify.binders({"id": "10de:2335", "driver": "vfio-pci"}, files[1:],
-                            loaded=("nvidia",)) == []
+                             loaded=("nvidia",)) == []
     assert vm_verify.binders(on_vfio, files, loaded=("nvidia",)) == ["/etc/modprobe.d/a.conf"]
 
 

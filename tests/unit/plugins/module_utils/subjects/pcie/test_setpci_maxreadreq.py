@@ -217,4 +217,4 @@ def test_setpci_missing(seed):
     root, info = seed
     with pytest.raises(setpci_maxreadreq.PciWriteError, match="install pciutils"):
         setpci_maxreadreq.set_mrrs(pci.PciDevice(root, info["gpus"][0]), 4096, "setpci",
-                           FakeRunner(path=None))
+                                   FakeRunner(path=None))

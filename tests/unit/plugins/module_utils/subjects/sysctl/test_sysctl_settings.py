@@ -78,11 +78,11 @@ def test_apply_values_refuses_a_bad_key_before_writing_any(desktop, snapshot_tre
 
 def test_render_and_parse_conf_round_trip():
     text = sysctl_settings.render_conf({"vm.swappiness": 10, "net.ipv4.tcp_rmem": "4096  87380"},
-                                    header="Managed\n\nby us")
+                                       header="Managed\n\nby us")
     assert text == ("# Managed\n#\n# by us\nvm.swappiness = 10\n"
                     "net.ipv4.tcp_rmem = 4096 87380\n")
     assert sysctl_settings.parse_conf(text) == {"vm.swappiness": "10",
-                                             "net.ipv4.tcp_rmem": "4096 87380"}
+                                                "net.ipv4.tcp_rmem": "4096 87380"}
     assert sysctl_settings.parse_conf("; c\n-kernel.x = 1\nnoequals\n  vm.a=2 \n") == {
         "kernel.x": "1", "vm.a": "2"}
 
@@ -95,8 +95,8 @@ def test_boot_files_in_systemd_sysctl_order_etc_hiding_lib(tmp_path):
     _write(root, "/etc/sysctl.d/README", "")
     _write(root, "/etc/sysctl.conf", "vm.swappiness = 60\n")  # never read by itself
     assert sysctl_settings.boot_files(root) == [("/run/sysctl.d/10-run.conf", "10-run.conf"),
-                                             ("/etc/sysctl.d/50-default.conf",
-                                              "50-default.conf")]
+                                                ("/etc/sysctl.d/50-default.conf",
+                                                 "50-default.conf")]
 
 
 def test_boot_overrides_names_later_files_undoing_a_value(tmp_path):
@@ -143,5 +143,5 @@ def test_validate_names_every_bad_value_and_normalizes():
 def test_file_values_keep_a_larger_current_ceiling(desktop):
     procsys.sysctls(desktop, {"net.core.rmem_max": "33554432"})
     assert sysctl_settings.file_values(desktop, {"net.core.rmem_max": "16777216",
-                                              "vm.swappiness": "10"}, sysctl.AT_LEAST) == {
+                                                 "vm.swappiness": "10"}, sysctl.AT_LEAST) == {
         "net.core.rmem_max": "33554432", "vm.swappiness": "10"}
