@@ -23,6 +23,16 @@ def test_every_file_is_placed_and_none_is_left_to_move():
         assert os.path.isfile(os.path.join(REPO, relayout.UTILS, new)), new
     for pkg in relayout.LAYOUT:
         assert os.path.isfile(os.path.join(REPO, relayout.UTILS, pkg, "__init__.py")), pkg
+    for top in (relayout.UTILS, relayout.TESTS):
+        assert [pkg for pkg in relayout.OLD_PACKAGES
+                if os.path.isdir(os.path.join(REPO, top, pkg))] == [], top
+
+
+def test_the_mapping_is_one_to_one_and_keeps_file_names_unique():
+    news = list(relayout.MAPPING.values())
+    assert len(set(news)) == len(news)
+    names = [os.path.basename(n) for n in news if not n.endswith("__init__.py")]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []
 
 
 def test_a_file_of_an_old_package_it_does_not_place_fails_with_exit_2(tmp_path, monkeypatch,
@@ -33,7 +43,9 @@ def test_a_file_of_an_old_package_it_does_not_place_fails_with_exit_2(tmp_path, 
     (old / "brand_new.py").write_text("")
     monkeypatch.setattr(relayout, "REPO", str(tmp_path))
     assert relayout.main(["--check"]) == 2
-    assert "readers/brand_new.py: not placed by MAPPING" in capsys.readouterr().err
+    err = capsys.readouterr()
+    assert "readers/brand_new.py: not placed by MAPPING" in err.err
+    assert err.out == "" and (old / "brand_new.py").exists()  # nothing done
 
 
 def test_an_import_moves_and_binds_the_file_under_its_own_name():
