@@ -18,7 +18,6 @@ import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import pci_ids
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import pci
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import setpci_maxreadreq
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import unitinstall
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune.boot_program import (
@@ -75,7 +74,7 @@ def shipped():
                   if rel.startswith(prefix) and not rel.endswith("__init__.py"))
 
 
-def make_config(mrrs_size=4096, vendor=argspec.NVIDIA_VENDOR, classes=argspec.GPU_CLASSES,
+def make_config(mrrs_size=4096, vendor=pci_ids.NVIDIA_VENDOR, classes=pci_ids.GPU_CLASSES,
                 include_upstream=True, cpuidle_deeper_than="C1"):
     """The boot config dict; ``mrrs_size`` or ``cpuidle_deeper_than`` None turns that part off.
     Values are validated here, so a bad one fails at install time, not at boot. The boot-time
@@ -85,8 +84,8 @@ def make_config(mrrs_size=4096, vendor=argspec.NVIDIA_VENDOR, classes=argspec.GP
         setpci_maxreadreq.size_field(mrrs_size)
         config["mrrs"] = {
             "size": int(mrrs_size),
-            "vendor": pci.norm_hex(vendor, "PCI vendor"),
-            "classes": [pci.normalize_class(c) for c in classes],
+            "vendor": pci_ids.norm_hex(vendor, "PCI vendor"),
+            "classes": [pci_ids.normalize_class(c) for c in classes],
             "include_upstream": bool(include_upstream),
         }
     if cpuidle_deeper_than:

@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the boot loader will really boot: read its own files, not the configuration.
 
-``bootcfg`` edits what the host *asks* for (``/etc/kernel/cmdline``, ``/etc/default/grub``);
-this reads what the loader *will use* after the refresh:
+``kernel_cmdline_write`` edits what the host *asks* for (``/etc/kernel/cmdline``,
+``/etc/default/grub``); this reads what the loader *will use* after the refresh:
 
 - systemd-boot (Proxmox ``proxmox-boot-tool`` and plain ``kernel-install``): Boot Loader
   Specification type #1 entries ``<ESP>/loader/entries/*.conf`` (``title``, ``version``,

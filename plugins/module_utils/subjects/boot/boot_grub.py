@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""GRUB as it will boot (half of ``bootloader``): the ``menuentry`` blocks of ``grub.cfg``
+"""GRUB as it will boot (half of ``boot_entries``): the ``menuentry`` blocks of ``grub.cfg``
 (nested in ``submenu``), their ``linux`` lines, ``set default=...`` and ``grubenv``
 (``saved_entry``, ``next_entry`` from ``grub-set-default``/``grub-reboot``).
 

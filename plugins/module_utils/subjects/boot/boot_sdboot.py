@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""systemd-boot as it will boot (half of ``bootloader``): Boot Loader Specification type #1
+"""systemd-boot as it will boot (half of ``boot_entries``): Boot Loader Specification type #1
 entries ``<ESP>/loader/entries/*.conf``, ``<ESP>/loader/loader.conf`` (``default`` glob), the
 EFI variables ``LoaderEntryOneShot``/``LoaderEntryDefault`` (which win over ``loader.conf``),
 where the ESPs are (``/etc/kernel/proxmox-boot-uuids``, kernel-install's ``$BOOT``), and on

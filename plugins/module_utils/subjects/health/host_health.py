@@ -1,10 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Host health from the kernel log the audit already reads (``kernlog``) and from EDAC.
+"""Host health from the kernel log the audit already reads (``kernel_log``) and from EDAC.
 
 The kernel log is read once per audit (the journal's kernel messages of the XID window, or
-``kern.log``); ``kernlog.keep`` keeps, besides the XID/SXID lines, the lines :func:`wanted`
+``kern.log``); ``kernel_log.keep`` keeps, besides the XID/SXID lines, the lines :func:`wanted`
 accepts, so a capture stores exactly those. Message formats, from the kernel sources:
 
 - ``hardware_error``: ``[Hardware Error]:`` lines (``HW_ERR``) of APEI/GHES and CPER
@@ -68,7 +68,7 @@ SAMPLE_CHARS = 240
 # A longer line is no message the kernel wrote whole: only its first LINE_CHARS characters
 # are read (matched, kept, sampled), so no pattern ever runs over more, whatever a file or
 # a tenant puts in the log (three 63 KB lines once took 8 s of matching), and the
-# newest kernlog.MAX_KEPT lines kept are at most 25 MB.
+# newest kernel_log.MAX_KEPT lines kept are at most 25 MB.
 LINE_CHARS = 1024 + 256
 
 # Cheap substrings first (every journal line is tested), then the exact patterns.
@@ -165,7 +165,7 @@ def message_start(line):
 
 def classify(line):
     """``(kind, match)`` of a host-health, lost-GPU or boot line, else ``(None, None)``.
-    XID lines are kernlog's (an XID 79 is read there and by :func:`facts`). Only the
+    XID lines are kernel_log's (an XID 79 is read there and by :func:`facts`). Only the
     line's first LINE_CHARS characters are read; each pattern is matched once, where the
     kernel's message starts."""
     line = cut(line)
