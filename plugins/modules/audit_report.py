@@ -52,8 +52,9 @@ description:
     C(gpuhost_check_status{column}) per report column, -1 not applicable, 0 ok, 1 info,
     2 low, 3 medium, 4 high, 5 critical (those of audited hosts); for every host
     C(gpuhost_host_up) (1 audited in this run, 0 not) and
-    C(gpuhost_last_good_audit_age_seconds) (from its C(last_seen) to O(generated_at); no
-    series for a host never audited)."
+    C(gpuhost_last_good_audit_age_seconds) (from its C(last_seen) to O(generated_at), or to
+    the controller's clock when O(generated_at) is no time stamp, so such a run rewrites
+    C(gpuhost.prom) as the ages grow; no series for a host never audited)."
   - "Runs on the controller, in the controller's own process (an action plugin), once for
     the play (C(run_once)). With O(hosts) and O(result_var) it reads each host's registered
     result itself instead of having the results templated into O(audits)."

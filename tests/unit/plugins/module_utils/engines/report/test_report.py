@@ -57,7 +57,7 @@ def test_report_files_names(fleet):
 
 def test_audit_report_module_writes_once(tmp_path, fleet):
     dest = tmp_path / "reports"
-    args = {"audits": fleet, "dest": str(dest), "generated_at": "fixed"}
+    args = {"audits": fleet, "dest": str(dest), "generated_at": "2026-12-02 07:00:00Z"}
     first = run_module(audit_report, args)
     assert first["changed"] is True and "failed" not in first
     assert sorted(os.listdir(dest)) == ["gpuhost.prom", "h200-vm.html", "h200-vm.json",

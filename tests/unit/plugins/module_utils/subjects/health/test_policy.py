@@ -139,7 +139,7 @@ def _audit(root, at, **extra):
 
 def _reports(dest, result):
     res = run_module(audit_report, {"audits": {"pve-gpu03": result}, "dest": str(dest),
-                                    "generated_at": "fixed"})
+                                    "generated_at": "2026-12-02 07:00:00Z"})
     assert res.get("failed") is not True, res
     return res
 

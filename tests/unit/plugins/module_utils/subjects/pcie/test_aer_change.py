@@ -25,7 +25,7 @@ def _audit(root, at):
 
 def _write(dest, result):
     return run_module(audit_report, {"audits": {"pve-gpu03": result}, "dest": str(dest),
-                                     "generated_at": "fixed"})
+                                     "generated_at": "2026-12-02 07:00:00Z"})
 
 
 def test_reports_show_the_aer_change_since_the_previous_report(tmp_path):
