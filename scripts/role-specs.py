@@ -11,15 +11,19 @@ marker comments at the end of each dependent role's entry points' options, repla
 wrote before and any hand-written entry of the same name. ``ansible-doc -t role`` then shows
 every variable a role reads.
 
-It also writes host_tune's DOCUMENTATION of ``parts`` and of every part's options (spec
-and ``option_docs``), tuning_snapshot's choices of ``parts`` (the snapshot's sections) and
-default of ``files`` (the paths the parts may write), and role tune's part switches, from
-the tune part registry
-(plugins/module_utils/engines/tune/tune_registry.py): for every part, its ``gpuhost_tune_<name>``
-entry in the role's argument spec (type bool, its ``default_on``, its ``role_doc``), its
-default in defaults/main.yml and its line in vars/main.yml's ``__gpuhost_tune_switches``
-(which the tags select from), each between marker comments. A part's switch written by
-hand outside the markers is refused.
+It also writes, from the tune part registry (plugins/module_utils/engines/tune/tune_registry.py),
+host_tune's DOCUMENTATION of ``parts`` and of every part's options (each option's declaration:
+its spec and ``description``), tuning_snapshot's choices of ``parts`` (the snapshot's
+sections) and default of ``files`` (the paths the parts may write), and into role tune:
+- every part's switch: its ``gpuhost_tune_<name>`` entry in the role's argument spec (type
+  bool, its ``default_on``, its ``role_doc``), its default in defaults/main.yml and its line
+  in vars/main.yml's ``__gpuhost_tune_switches`` (which the tags select from);
+- every part option declared with a ``role_var``: that variable's entry in the argument spec
+  (the option's spec and its ``role_description``, else its ``description``), its default in
+  defaults/main.yml (the spec's, under that description as a comment) and its line in
+  tasks/main.yml's host_tune call (set to null it passes nothing: host_tune's default);
+each between marker comments. A switch or part option written by hand outside the markers is
+refused.
 
     python3 scripts/role-specs.py           rewrite the dependent roles' specs
     python3 scripts/role-specs.py --check   exit 1 (naming the files) when one is out of date
@@ -121,11 +125,16 @@ def _paragraphs(doc):
     return [doc] if isinstance(doc, str) else list(doc)
 
 
+def _plain(text):
+    """True when ``text`` may be a plain YAML scalar."""
+    return bool(text) and not (": " in text or " #" in text
+                               or text[:1] in "!&*-:?{}[],#|>@`\"'%")
+
+
 def _scalar(text, first, rest, width=92):
     """YAML lines of one scalar, wrapped: plain when it can be, else double-quoted."""
-    plain = not (": " in text or " #" in text or text[:1] in "!&*-:?{}[],#|>@`\"'%")
     return [line + "\n" for line in textwrap.wrap(
-        text if plain else json.dumps(text), width, initial_indent=first,
+        text if _plain(text) else json.dumps(text), width, initial_indent=first,
         subsequent_indent=rest, break_long_words=False, break_on_hyphens=False)]
 
 
@@ -245,24 +254,75 @@ def switch_vars(switches):
             + [PART_END])
 
 
-def with_block(text, block, anchor, where, indent=""):
+def with_block(text, block, anchor, where, indent="", begin=PART_BEGIN, end=PART_END,
+               names=None, what="part switch"):
     """``text`` with ``block`` between the markers (in place of the one there, else after
-    the first match of ``anchor``); a part switch written outside the markers is refused."""
-    begin, end = indent + PART_BEGIN, indent + PART_END
+    the first match of ``anchor``; None: the markers must be there); a name of ``names``
+    (default: the switches the block sets) written outside the markers is refused."""
+    begin, end = indent + begin, indent + end
     if begin in text:
         head, rest = text.split(begin, 1)
         tail = rest.split(end, 1)[1]
     else:
-        match = re.search(anchor, text, re.M)
+        match = re.search(anchor, text, re.M) if anchor else None
         if match is None:
-            raise SystemExit("role-specs.py: no place for the part switches in %s" % where)
+            raise SystemExit("role-specs.py: no place for the %ss in %s (put the marker "
+                             "lines %r and %r where they go)" % (what, where, begin, end))
         head, tail = text[:match.end()], text[match.end():]
-    for name in re.findall(r"^\s*(gpuhost_tune_[a-z0-9_]+): ?(?:true|false)?\s*$",
-                           "".join(block), re.M):
-        if re.search(r"^\s*%s:" % name, head + tail, re.M):
+    if names is None:
+        names = re.findall(r"^\s*(gpuhost_tune_[a-z0-9_]+): ?(?:true|false)?\s*$",
+                           "".join(block), re.M)
+    for name in names:
+        if re.search(r"^\s*%s:" % re.escape(name), head + tail, re.M):
             raise SystemExit("role-specs.py: %s is written by hand in %s: remove it (its tune "
                              "part declares it)" % (name, where))
     return head + "".join(block) + tail
+
+
+OPTION_BEGIN = ("# >>> tune part options, written by scripts/role-specs.py from the tune part "
+                "registry\n")
+OPTION_END = "# <<< end of the tune part options\n"
+
+
+def _value(value):
+    """``value`` as YAML on one line: a plain string when it can be, else JSON."""
+    return value if isinstance(value, str) and _plain(value) else json.dumps(value)
+
+
+def option_defaults(role_options):
+    """defaults/main.yml's lines of the part options: the description, then the default."""
+    out = [OPTION_BEGIN]
+    for var, _name, spec, doc in role_options:
+        for text in _paragraphs(doc):
+            out += ["# %s\n" % line for line in textwrap.wrap(text, 88, break_on_hyphens=False)]
+        default = spec.get("default")
+        if isinstance(default, list) and default:
+            out += ["%s:\n" % var] + ["  - %s\n" % _value(item) for item in default]
+        else:
+            out.append("%s: %s\n" % (var, _value(default)))
+    return out + [OPTION_END]
+
+
+def option_spec(role_options, indent="      "):
+    """meta/argument_specs.yml's entries of the part options."""
+    out = [indent + OPTION_BEGIN]
+    for var, _name, spec, doc in role_options:
+        out += _option_doc(var, spec, doc, indent=indent)
+    return out + [indent + OPTION_END]
+
+
+def option_arg(var):
+    """The value the role passes for role variable ``var``: nothing (host_tune's default)
+    when it is null."""
+    return "{{ omit if %s is none else %s }}" % (var, var)
+
+
+def option_args(role_options, indent="    "):
+    """tasks/main.yml's lines of the host_tune call that pass the part options."""
+    return ([indent + OPTION_BEGIN]
+            + [indent + '%s: "%s"\n' % (name, option_arg(var))
+               for var, name, _spec, _doc in role_options]
+            + [indent + OPTION_END])
 
 
 def _read(path):
@@ -270,15 +330,25 @@ def _read(path):
         return handle.read()
 
 
-def tune_files(switches):
-    """``{path: text}`` of role tune's defaults and vars with the part switches."""
+def tune_files(switches, role_options):
+    """``{path: text}`` of role tune's defaults, vars and tasks with the part switches and
+    the part options."""
     defaults = os.path.join(TUNE, "defaults", "main.yml")
     variables = os.path.join(TUNE, "vars", "main.yml")
+    tasks = os.path.join(TUNE, "tasks", "main.yml")
+    text = with_block(_read(defaults), switch_defaults(switches),
+                      r"^# with a switch here and a tag.*\n\n", defaults)
+    text = with_block(text, option_defaults(role_options), None, defaults, begin=OPTION_BEGIN,
+                      end=OPTION_END, names=[var for var, _name, _spec, _doc in role_options],
+                      what="part option")
     return {
-        defaults: with_block(_read(defaults), switch_defaults(switches),
-                             r"^# with a switch here and a tag.*\n\n", defaults),
+        defaults: text,
         variables: with_block(_read(variables), switch_vars(switches), r"^---\n(#.*\n)*",
                               variables),
+        tasks: with_block(_read(tasks), option_args(role_options), None, tasks, indent="    ",
+                          begin=OPTION_BEGIN, end=OPTION_END,
+                          names=[name for _var, name, _spec, _doc in role_options],
+                          what="part option"),
     }
 
 
@@ -306,7 +376,8 @@ def main(argv):
     stale = []
     tune_registry = load_registry()
     switches = tune_registry.switches()
-    wanted = tune_files(switches)
+    role_options = tune_registry.role_options()
+    wanted = tune_files(switches, role_options)
     wanted[HOST_TUNE] = host_tune_doc(tune_registry)
     wanted[TUNING_SNAPSHOT] = tuning_snapshot_doc(tune_registry)
     for path in dependents():
@@ -314,6 +385,10 @@ def main(argv):
         if path == os.path.join(TUNE, "meta", "argument_specs.yml"):
             text = with_block(text, switch_spec(switches),
                               r"^  main:\n(?:    .*\n)*?    options:.*\n", path, indent="      ")
+            text = with_block(text, option_spec(role_options), None, path, indent="      ",
+                              begin=OPTION_BEGIN, end=OPTION_END,
+                              names=[var for var, _name, _spec, _doc in role_options],
+                              what="part option")
         wanted[path] = text
     for path, text in sorted(wanted.items()):
         with open(path) as handle:

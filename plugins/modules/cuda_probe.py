@@ -313,7 +313,10 @@ vmid:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import cuda  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import (  # noqa: E402
+    cuda,
+    latency_part,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     PCI_ADDRESS,
@@ -322,7 +325,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate i
     common,
     fail,
     int_range,
-    latency_options,
 )
 
 
@@ -338,7 +340,7 @@ def rules(p):
     int_range("timeout", p.get("timeout"), 1, 3600)
     if not p.get("library"):
         fail("library", p.get("library"), "a library name like libcuda.so.1 or a path")
-    latency_options(p)
+    latency_part.rules(p)
     for bdf in p.get("latency_gpus") or []:
         if not PCI_ADDRESS.match(bdf or ""):
             fail("latency_gpus", bdf, "PCI addresses like 0000:c1:00.0")

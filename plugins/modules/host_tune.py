@@ -380,13 +380,9 @@ zipload.install()  # before ansible's and the collection's imports: each file co
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
-    VMID_RANGE,
-    bandwidth_options,
     check_module,
     common,
     inside,
-    int_range,
-    latency_options,
     non_empty_list,
     sysctl_key,
 )
@@ -404,11 +400,7 @@ def rules(p):
     for key in p.get("sysctl_at_least") or []:
         sysctl_key("sysctl_at_least", key)
     inside(p, "sysctl_file")
-    inside(p, "snapshot_dir")
-    for vmid in p.get("numa_pin_vmids") or []:
-        int_range("numa_pin_vmids", vmid, *VMID_RANGE)
-    bandwidth_options(p)
-    latency_options(p)
+    tune.check_options(p)  # every registered tune part's own rules
     facts.wanted_values(p, tune.PER_KEY)
 
 

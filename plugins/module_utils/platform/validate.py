@@ -268,26 +268,6 @@ def gpu(p, vendor="vendor", classes="classes"):
     pci_classes(classes, p.get(classes))
 
 
-def latency_options(p):
-    """The latency measurement (host_tune's latency part, cuda_probe's latency): round
-    trips per mode and the sleep before each, a library."""
-    if "latency_count" in p:
-        int_range("latency_count", p.get("latency_count"), 1, 100000)
-    if "latency_gap_us" in p:
-        int_range("latency_gap_us", p.get("latency_gap_us"), 0, 1000000)
-    if "cuda_library" in p and not p["cuda_library"]:
-        fail("cuda_library", p["cuda_library"], "a library name like libcuda.so.1 or a path")
-
-
-def bandwidth_options(p):
-    """host_tune's bandwidth part: the copy size and count the probe can use, a library."""
-    int_range("bandwidth_size_mb", p.get("bandwidth_size_mb"), 1, 65536)
-    int_range("bandwidth_repeats", p.get("bandwidth_repeats"), 1, 1000)
-    int_range("bandwidth_timeout", p.get("bandwidth_timeout"), 1, 3600)
-    if "cuda_library" in p and not p["cuda_library"]:
-        fail("cuda_library", p["cuda_library"], "a library name like libcuda.so.1 or a path")
-
-
 # Modules that change the host take the root's lock (not in check mode), per state that
 # changes something. tests/hostile/test_locks_everywhere.py runs every module of the
 # collection and fails when one with a changing side is not refused under another run's

@@ -420,9 +420,9 @@ class ServicePart(object):
     owns = ()
     steps = ("boot_service",)
     stage = "tune"
-    options = dict(boot_service_start=dict(type="bool", default=True))
-    option_docs = {"boot_service_start": "On a live host, start the boot service now (restart "
-                                         "it after a change)."}
+    options = dict(boot_service_start=dict(
+        type="bool", default=True, role_var="gpuhost_tune_boot_service_start",
+        description="On a live host, start the boot service now (restart it after a change)."))
     files = (UNIT_PATH, WANTS_LINK, CONFIG_PATH.rsplit("/", 1)[0], CONFIG_PATH, LIB_DIR)
     role_doc = ("Install, enable and start gpuhost-tuning.service, which re-applies MRRS and "
                 "idle states at every boot (tag C(tune_boot_service)).")

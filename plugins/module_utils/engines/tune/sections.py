@@ -29,6 +29,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cpu import
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.lxc import lxc
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import pci
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import snapstore
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import validate
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.snapstore import (
     APPLIED,
     ORIGINAL,
@@ -144,11 +145,17 @@ def restore_diff(sections, result):
 
 # --- the tune parts (module host_tune; protocol in engines/tune/tune_registry.py) -----------------
 
-# lxc_config_dir, which the snapshot reads too, is a wanted value (tune.PER_KEY, ctx.wanted).
-OPTIONS = dict(snapshot_dir=dict(type="path", default=snapstore.SNAPSHOT_DIR))
-OPTION_DOCS = {
-    "snapshot_dir": "Folder of the snapshots on the host (under O(root)).",
-}
+# The part's option, declared once (engines/tune/tune_registry.py says how). lxc_config_dir,
+# which the snapshot reads too, is a wanted value (tune.PER_KEY, ctx.wanted).
+OPTIONS = dict(snapshot_dir=dict(
+    type="path", default=snapstore.SNAPSHOT_DIR, role_var="gpuhost_tune_snapshot_dir",
+    description="Folder of the snapshots on the host (under O(root)).",
+    role_description="Folder of the snapshots on the host (under gpuhost_root)."))
+
+
+def rules(p):
+    """The snapshot folder stays under the root (host_tune's rules)."""
+    validate.inside(p, "snapshot_dir")
 
 
 def _tune_snapshot(ctx, kind, check_mode):
@@ -175,7 +182,7 @@ class BeforePart(object):
     steps = ("snapshot_before",)
     stage = "before"
     options = OPTIONS
-    option_docs = OPTION_DOCS
+    rules = staticmethod(rules)
     role_doc = [
         "Record everything managed before any change (tag C(tune_snapshot)); the first "
         "snapshot ever is kept as C(original.json). Also records the applied state after."]
@@ -205,7 +212,7 @@ class AppliedPart(object):
     steps = ("snapshot_applied",)
     stage = "after"
     options = OPTIONS
-    option_docs = OPTION_DOCS
+    rules = staticmethod(rules)
 
     def run(self, ctx):
         if not ctx.changed:

@@ -62,17 +62,25 @@ COMMON_OPTIONS.update(argspec.root())
 
 def argument_spec():
     """host_tune's argument spec: the common options (``parts`` choosing among the parts
-    registered now), then each part's own. A copy: Ansible's validator fills a dict
-    option's default in place (``wanted``'s ``{}`` became the whole defaults of the first
-    run in the process)."""
+    registered now), then each part's own (``tune_registry.option_spec`` of its
+    declarations). A copy: Ansible's validator fills a dict option's default in place
+    (``wanted``'s ``{}`` became the whole defaults of the first run in the process)."""
     spec = dict(COMMON_OPTIONS)
     spec["parts"] = dict(spec["parts"], choices=list(PARTS))
     for part in REGISTRY:
-        for name, option in part.options.items():
+        for name, declaration in part.options.items():
+            option = tune_registry.option_spec(declaration)
             if spec.get(name, option) != option:
                 raise ValueError("tune part %s redefines option %s" % (part.name, name))
             spec[name] = option
     return copy.deepcopy(spec)
+
+
+def check_options(params):
+    """The option rules of every part registered now on host_tune's ``params`` (module
+    host_tune's rules): raises validate.ValidationError naming the option, the value and
+    what is allowed."""
+    tune_registry.check_options(params, REGISTRY)
 
 
 def _params(params):
@@ -94,7 +102,7 @@ class Context(object):
     and ``files`` (every path a part may write, with these options)."""
 
     def __init__(self, params, check_mode, runner, warn):
-        self.wanted = facts.wanted_intake(params, PER_KEY, deprecate=warn)
+        self.wanted = facts.wanted_values(params, PER_KEY, deprecate=warn)
         self.params = dict(params, **dict((key, self.wanted[key]) for key in PER_KEY))
         self.root = params["root"]
         self.check_mode = bool(check_mode)

@@ -19,10 +19,23 @@ A part is an object with:
 ``stage``
     ``before`` (runs first; when it fails nothing after it runs), ``tune`` (a change of the
     host: any change makes the after stage record and verify), or ``after``.
-``options`` and ``option_docs``
-    host_tune options only this part reads: ``{name: argument spec}`` (may be empty), and
-    ``{name: description}`` (an option two parts share is described by one of them):
-    ``scripts/role-specs.py`` writes them into host_tune's DOCUMENTATION.
+``options``
+    host_tune options only this part reads (may be empty), each declared once:
+    ``{name: declaration}``, a declaration being its argument spec (``type``, ``default``,
+    ...) plus ``description`` (its text in host_tune's DOCUMENTATION and, for a role
+    variable, in role tune's argument spec and defaults, unless ``role_description`` says it
+    there in the role's words) and ``role_var`` (optional: role tune's variable that sets
+    it, ``gpuhost_tune_<option>``; without, the role does not pass it). From them
+    ``scripts/role-specs.py`` writes host_tune's DOCUMENTATION and, for each role variable,
+    its default in role tune's defaults, its argument spec entry and its line in the role's
+    host_tune call (``role_options``); host_tune's argument spec takes ``option_spec`` of
+    each. An option two parts share is one declaration (the same dict).
+``option_docs`` (optional)
+    ``{name: description}`` of options declared without ``description``.
+``rules(params)`` (optional)
+    raises ``validate.ValidationError`` on an option value the part cannot use: module
+    host_tune runs every part's before it reads anything (``check_options``); objects
+    sharing a name may share it (it runs once).
 ``default_on`` (optional, True when absent)
     False for an opt-in part: left out of the default of host_tune's ``parts``; its role
     switch defaults to false. Objects sharing a name agree on it.
@@ -147,17 +160,66 @@ def options(registry=REGISTRY):
     (an option two parts share once, with the first description given)."""
     out, seen = [], {}
     for part in registry:
-        for name in part.options:
-            doc = (getattr(part, "option_docs", None) or {}).get(name)
+        for name, declaration in part.options.items():
+            doc = (declaration.get("description")
+                   or (getattr(part, "option_docs", None) or {}).get(name))
             if name not in seen:
                 seen[name] = len(out)
-                out.append([name, part.options[name], doc])
+                out.append([name, option_spec(declaration), doc])
             elif out[seen[name]][2] is None:
                 out[seen[name]][2] = doc
     for name, _spec, doc in out:
         if not doc:
-            raise ValueError("tune part option %s has no description (option_docs)" % name)
+            raise ValueError("tune part option %s has no description (its declaration's "
+                             "description or the part's option_docs)" % name)
     return [tuple(item) for item in out]
+
+
+# What a declaration holds beside its argument spec.
+DECLARATION_KEYS = ("description", "role_var", "role_description")
+
+
+def option_spec(declaration):
+    """The argument spec of an option declaration (``DECLARATION_KEYS`` left out)."""
+    return dict((k, v) for k, v in declaration.items() if k not in DECLARATION_KEYS)
+
+
+def role_options(registry=REGISTRY):
+    """``[(role variable, option, spec, description)]`` of every part option that role tune
+    passes to host_tune, in run order (an option two parts share once)."""
+    out, seen, owner = [], set(), {}
+    for part in registry:
+        for name, declaration in part.options.items():
+            var = declaration.get("role_var")
+            if not var or name in seen:
+                continue
+            if owner.setdefault(var, name) != name:
+                raise ValueError("tune part options %s and %s share role variable %s"
+                                 % (owner[var], name, var))
+            seen.add(name)
+            doc = declaration.get("role_description") or declaration.get("description")
+            if not doc:
+                raise ValueError("tune part option %s has a role variable and no description"
+                                 % name)
+            out.append((var, name, option_spec(declaration), doc))
+    return out
+
+
+def rules(registry=REGISTRY):
+    """The parts' option rules (``rules(params)``), in run order, each once."""
+    out = []
+    for part in registry:
+        rule = getattr(part, "rules", None)
+        if rule is not None and rule not in out:
+            out.append(rule)
+    return out
+
+
+def check_options(params, registry=REGISTRY):
+    """Run every part's option rules on ``params`` (host_tune's): raises
+    ``validate.ValidationError`` naming the option, the value and what is allowed."""
+    for rule in rules(registry):
+        rule(params)
 
 
 def switch(name):

@@ -19,7 +19,6 @@ class VerifyPart(object):
     steps = ()
     stage = "after"
     options = {}
-    option_docs = {}
     role_doc = ("Audit again and fail the host when a pcie_mrrs, numa_balancing, "
                 "cpuidle_deep_state, sysctl, gpu_numa_mismatch or gpu_container_unpinned "
                 "finding of an enabled part remains (tag C(tune_verify)).")

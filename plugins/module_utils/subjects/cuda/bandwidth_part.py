@@ -28,22 +28,49 @@ NAME = "bandwidth"
 SAME_PCT = 2.0
 DIRECTIONS = (("h2d", "host->GPU"), ("d2h", "GPU->host"))
 
+# The part's options, each declared once: host_tune's argument spec, the description
+# host_tune's DOCUMENTATION and role tune show, and the role's variable (``role_var``; none:
+# the role does not pass it). scripts/role-specs.py writes host_tune's DOCUMENTATION and role
+# tune's defaults, argument spec and host_tune call from these (engines/tune/tune_registry.py).
 OPTIONS = dict(
-    bandwidth_size_mb=dict(type="int", default=256),
-    bandwidth_repeats=dict(type="int", default=5),
-    bandwidth_timeout=dict(type="int", default=cuda.DEFAULT_TIMEOUT),
-    cuda_library=dict(type="str", default=cuda.DEFAULT_LIBRARY),
+    bandwidth_size_mb=dict(
+        type="int", default=256, role_var="gpuhost_tune_bandwidth_size_mb",
+        description="Size of each copy of the C(bandwidth) part, in MiB (1 to 65536); each GPU "
+                    "needs this much free memory plus 64 MiB, or it is skipped with the "
+                    "reason."),
+    bandwidth_repeats=dict(
+        type="int", default=5, role_var="gpuhost_tune_bandwidth_repeats",
+        description="Copies per direction of the C(bandwidth) part (1 to 1000); the best "
+                    "counts."),
+    bandwidth_timeout=dict(
+        type="int", default=cuda.DEFAULT_TIMEOUT, role_var="gpuhost_tune_bandwidth_timeout",
+        description="Seconds each measurement of the C(bandwidth) part may take to initialise "
+                    "CUDA and list the GPUs (1 to 3600); the copies get the time they take at "
+                    "1 GB/s on top. The measurement runs in a child process, killed at its "
+                    "limit; one that did not return (or that a signal killed) fails the part "
+                    "naming the limit and the step."),
+    cuda_library=dict(
+        type="str", default=cuda.DEFAULT_LIBRARY,
+        description="The CUDA driver library the C(bandwidth) and C(latency) parts load (a "
+                    "name on the library path or a file path)."),
 )
 
 
-def check_options(params):
-    """Error text for options the probe cannot use, or None (host_tune refuses them before
-    the pass starts; this covers ``tune.tune_run`` called directly)."""
-    try:
-        validate.bandwidth_options(params)
-    except validate.ValidationError as exc:
-        return str(exc)
-    return None
+def library(option, value):
+    """The driver library option: a name or a path, never empty (the probe would load the
+    running program)."""
+    if not value:
+        validate.fail(option, value, "a library name like libcuda.so.1 or a path")
+
+
+def rules(p):
+    """The option values the probe can use (host_tune's rules and the part before it
+    measures, for ``tune.tune_run`` called directly); raises validate.ValidationError."""
+    validate.int_range("bandwidth_size_mb", p.get("bandwidth_size_mb"), 1, 65536)
+    validate.int_range("bandwidth_repeats", p.get("bandwidth_repeats"), 1, 1000)
+    validate.int_range("bandwidth_timeout", p.get("bandwidth_timeout"), 1, 3600)
+    if "cuda_library" in p:
+        library("cuda_library", p["cuda_library"])
 
 
 def measure(params, runner):
@@ -146,21 +173,6 @@ class _Measurement(object):
     name = NAME
     options = OPTIONS
     worse = "lower"
-    option_docs = {
-        "bandwidth_size_mb": "Size of each copy of the C(bandwidth) part, in MiB (1 to 65536); "
-                             "each GPU needs this much free memory plus 64 MiB, or it is "
-                             "skipped with the reason.",
-        "bandwidth_repeats": "Copies per direction of the C(bandwidth) part (1 to 1000); the "
-                             "best counts.",
-        "bandwidth_timeout": "Seconds each measurement of the C(bandwidth) part may take to "
-                             "initialise CUDA and list the GPUs (1 to 3600); the copies get "
-                             "the time they take at 1 GB/s on top. The measurement runs in a "
-                             "child process, killed at its limit; one that did not return (or "
-                             "that a signal killed) fails the part naming the limit and the "
-                             "step.",
-        "cuda_library": "The CUDA driver library the C(bandwidth) and C(latency) parts load (a "
-                        "name on the library path or a file path).",
-    }
     role_doc = [
         "Measure pinned host-to-GPU and GPU-to-host copy rates of every GPU before the "
         "changes and after them (tag C(tune_bandwidth)); the report shows per GPU "
@@ -168,7 +180,7 @@ class _Measurement(object):
         "reported and warned about, not a failure; a CUDA error fails the host.",
         "Live host only (gpuhost_root C(/)); elsewhere, without the NVIDIA driver library "
         "and in check mode it is reported as not measured."]
-    check_options = staticmethod(check_options)
+    rules = staticmethod(rules)
     measure = staticmethod(measure)
     rows = staticmethod(_rows)
     check_mode_note = staticmethod(check_mode_note)

@@ -31,20 +31,33 @@ SAME_PCT = 10.0
 SAME_US = 2.0
 MODES = (("sleeping", "after a sleep"), ("back_to_back", "back to back"))
 
+# The part's options, each declared once (as bandwidth_part.OPTIONS says); the driver
+# library is the bandwidth part's.
 OPTIONS = dict(
-    latency_count=dict(type="int", default=200),
-    latency_gap_us=dict(type="int", default=1000),
+    latency_count=dict(
+        type="int", default=200, role_var="gpuhost_tune_latency_count",
+        description="Round trips per mode (after a sleep, back to back) of the C(latency) part "
+                    "(1 to 100000), after a warm-up of a tenth as many."),
+    latency_gap_us=dict(
+        type="int", default=1000, role_var="gpuhost_tune_latency_gap_us",
+        description="How long the C(latency) part's thread sleeps before each launch of the "
+                    "\"after a sleep\" mode, in microseconds (0 to 1000000); 1 ms is longer "
+                    "than the target residency of every idle state an EPYC offers, so a core "
+                    "that may enter them does."),
     cuda_library=bandwidth_part.OPTIONS["cuda_library"],
 )
 
 
-def check_options(params):
-    """Error text for options the probe cannot use, or None."""
-    try:
-        validate.latency_options(params)
-    except validate.ValidationError as exc:
-        return str(exc)
-    return None
+def rules(p):
+    """The option values the probe can use: round trips per mode and the sleep before each,
+    a library (host_tune's rules, the part before it measures, and module cuda_probe, whose
+    options of the same names are the same measurement); raises validate.ValidationError."""
+    if "latency_count" in p:
+        validate.int_range("latency_count", p.get("latency_count"), 1, 100000)
+    if "latency_gap_us" in p:
+        validate.int_range("latency_gap_us", p.get("latency_gap_us"), 0, 1000000)
+    if "cuda_library" in p:
+        bandwidth_part.library("cuda_library", p["cuda_library"])
 
 
 def measure(params, runner):
@@ -141,15 +154,6 @@ class _Measurement(object):
     name = NAME
     options = OPTIONS
     worse = "slower"
-    option_docs = {
-        "latency_count": "Round trips per mode (after a sleep, back to back) of the C(latency) "
-                         "part (1 to 100000), after a warm-up of a tenth as many.",
-        "latency_gap_us": "How long the C(latency) part's thread sleeps before each launch of "
-                          "the \"after a sleep\" mode, in microseconds (0 to 1000000); 1 ms is "
-                          "longer than the target residency of every idle state an EPYC "
-                          "offers, so a core that may enter them does.",
-        "cuda_library": bandwidth_part._Measurement.option_docs["cuda_library"],
-    }
     role_doc = [
         "Measure the round trip of an empty kernel launch plus synchronise on every GPU, "
         "after a sleep of gpuhost_tune_latency_gap_us and back to back, before the changes "
@@ -159,7 +163,7 @@ class _Measurement(object):
         "failure; a CUDA error fails the host.",
         "Live host only (gpuhost_root C(/)); elsewhere, without the NVIDIA driver library "
         "and in check mode it is reported as not measured."]
-    check_options = staticmethod(check_options)
+    rules = staticmethod(rules)
     measure = staticmethod(measure)
     rows = staticmethod(_rows)
 

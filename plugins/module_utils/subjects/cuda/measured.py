@@ -4,12 +4,14 @@
 """A tune part that measures and changes nothing (``bandwidth``, ``latency``): one object
 before the tune parts change the host and one after them, which makes the rows.
 
-A measurement is a module-level object with ``name``, ``options`` (its host_tune options),
-``check_options(params)`` (error text or None), ``measure(params, runner)`` (a CUDA probe
-result; never raises), ``rows(before, after, ctx)`` (``(rows, worse)``: the before -> after
-rows and the items that got worse, for the warning), ``check_mode_note(params)`` and
-``worse`` (how the warning says it: ``lower``, ``slower``) and ``role_doc`` (its role
-switch's description). ``parts(measurement)`` gives the
+A measurement is a module-level object with ``name``, ``options`` (its host_tune options,
+each declared once: spec, ``description``, ``role_var``, as ``engines/tune/tune_registry.py``
+says), ``rules(params)`` (raises validate.ValidationError on a value the probe cannot use;
+host_tune runs it before the pass, the before object again for a direct call),
+``measure(params, runner)`` (a CUDA probe result; never raises), ``rows(before, after, ctx)``
+(``(rows, worse)``: the before -> after rows and the items that got worse, for the warning),
+``check_mode_note(params)``, ``worse`` (how the warning says it: ``lower``, ``slower``) and
+``role_doc`` (its role switch's description). ``parts(measurement)`` gives the
 two registry objects. Off by default; live host only: under another root and in check mode
 nothing is measured and the after object's row says why; without the driver library it is
 skipped; a CUDA failure (a hang and a crash included) fails the part naming the code.
@@ -20,6 +22,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import cuda
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import validate
 
 
 def is_live(root):
@@ -32,6 +35,15 @@ def library_missing(result):
     probe that hung or crashed before cuInit answered is a failure, not this."""
     return bool(result and result.get("error") and result.get("init") is None
                 and not result.get("timed_out") and not result.get("signal"))
+
+
+def check(measurement, params):
+    """Error text for option values ``measurement`` cannot use, or None."""
+    try:
+        measurement.rules(params)
+    except validate.ValidationError as exc:
+        return str(exc)
+    return None
 
 
 class MeasureBefore(object):
@@ -47,12 +59,12 @@ class MeasureBefore(object):
         self.name = measurement.name
         self.role_doc = measurement.role_doc
         self.options = measurement.options
-        self.option_docs = measurement.option_docs
+        self.rules = measurement.rules
         self.steps = (self.name + "_before",)
 
     def run(self, ctx):
         setattr(ctx, self.steps[0], None)
-        problem = self.m.check_options(ctx.params)
+        problem = check(self.m, ctx.params)
         if problem:
             return {"failures": ["%s: %s" % (self.steps[0], problem)],
                     "rows": [(self.name, None, None, "failed", problem)]}
@@ -78,7 +90,7 @@ class MeasureAfter(object):
         self.name = measurement.name
         self.role_doc = measurement.role_doc
         self.options = measurement.options
-        self.option_docs = measurement.option_docs
+        self.rules = measurement.rules
         self.steps = (self.name + "_after",)
 
     def run(self, ctx):

@@ -89,8 +89,10 @@ class MrrsPart(object):
     owns = ("pcie_mrrs",)
     steps = ("pcie",)
     stage = "tune"
-    options = dict(mrrs_method=dict(type="str", default="sysfs", choices=["sysfs", "setpci"]))
-    option_docs = {"mrrs_method": "How MRRS is written now (the boot service always uses sysfs)."}
+    options = dict(mrrs_method=dict(
+        type="str", default="sysfs", choices=["sysfs", "setpci"],
+        role_var="gpuhost_tune_mrrs_method",
+        description="How MRRS is written now (the boot service always uses sysfs)."))
     role_doc = "Set MRRS gpuhost_mrrs_size on every GPU and its bridges (tag C(tune_pcie))."
     # the snapshot's section (protocol in engines/tune/tune_registry.py)
     snapshot_key = "pcie"

@@ -108,9 +108,14 @@ class PeermemPart(object):
     owns = ()
     steps = ("nvidia_peermem", "nvidia_peermem_at_boot", "modules_load_dir")
     stage = "tune"
-    options = dict(nvidia_peermem=dict(type="str", default="auto",
-                                       choices=["auto", "load", "skip"]))
-    option_docs = {"nvidia_peermem": "What to do with C(nvidia_peermem) (see the description)."}
+    options = dict(nvidia_peermem=dict(
+        type="str", default="auto", choices=["auto", "load", "skip"],
+        role_var="gpuhost_nvidia_peermem",
+        description="What to do with C(nvidia_peermem) (see the description).",
+        role_description=[
+            "C(auto) loads nvidia_peermem (now, and at boot through modules-load.d) only where "
+            "ib_core is available; on a PCIe-only host it is reported as not applicable.",
+            "C(load) always tries (a failure fails the host); C(skip) leaves it alone."]))
     files = (PEERMEM_CONF,)
     role_doc = "Handle nvidia_peermem per gpuhost_nvidia_peermem (tag C(tune_nvidia_peermem))."
 

@@ -21,6 +21,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.lxc import
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.lxc import lxc_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import atomic_write
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import snapstore
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import validate
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.placement.placement import (
     collect,
     container_gpu_minors,
@@ -356,10 +357,21 @@ class NumaPinPart(object):
     stage = "tune"
     default_on = False
     # lxc_config_dir, the folder it edits, is a wanted value (tune.PER_KEY, ctx.wanted)
-    options = dict(numa_pin_vmids=dict(type="list", elements="int"))
-    option_docs = {"numa_pin_vmids": (
-        "With C(numa_pin), pin only these containers (others are reported as skipped); each "
-        "must have a config with a C(/dev/nvidiaN). Default all GPU containers.")}
+    options = dict(numa_pin_vmids=dict(
+        type="list", elements="int", role_var="gpuhost_tune_numa_pin_vmids",
+        description="With C(numa_pin), pin only these containers (others are reported as "
+                    "skipped); each must have a config with a C(/dev/nvidiaN). Default all GPU "
+                    "containers.",
+        role_description="With gpuhost_tune_numa_pin, pin only these containers (each must "
+                         "have a config with a C(/dev/nvidiaN)); unset or empty pins every "
+                         "misplaced GPU container."))
+
+    @staticmethod
+    def rules(p):
+        """Proxmox guest ids (host_tune's rules)."""
+        for vmid in p.get("numa_pin_vmids") or []:
+            validate.int_range("numa_pin_vmids", vmid, *validate.VMID_RANGE)
+
     role_doc = [
         "Opt-in (tag C(tune_numa_pin)). Pin each GPU container the audit finds misplaced "
         "(C(gpu_numa_mismatch), C(gpu_container_unpinned)) to its GPUs' NUMA nodes - "

@@ -17,6 +17,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie impor
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import verify_part
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import validate
 from conftest import TESTS
 
 WANTED = hosts.common_wanted()
@@ -269,7 +270,13 @@ class _Marker(object):
     owns = ("nvidia_uvm_hmm",)
     steps = ("marker",)
     stage = "tune"
-    options = dict(marker_text=dict(type="str", default="tuned"))
+    options = dict(marker_text=dict(type="str", default="tuned", description="What it writes.",
+                                    role_var="gpuhost_tune_marker_text"))
+
+    @staticmethod
+    def rules(p):
+        if p.get("marker_text") == "":
+            validate.fail("marker_text", "", "some text")
 
     def run(self, ctx):
         if ctx.params["marker_text"] == "refuse":
@@ -291,7 +298,15 @@ def test_a_registered_part_runs_in_its_place_with_its_option(seed, monkeypatch):
     monkeypatch.setattr(tune, "MANAGED", managed)
     monkeypatch.setattr(tune, "PARTS", names)
     assert "marker" in names and "marker" in steps and managed["nvidia_uvm_hmm"] == "marker"
-    assert "marker_text" in tune.argument_spec()
+    assert tune.argument_spec()["marker_text"] == {"type": "str", "default": "tuned"}
+    # the module refuses a value by the part's rule before it reads anything
+    bad = run(root, parts=["sysctl", "marker"], marker_text="")
+    assert bad["failed"] is True and bad.get("changed") is not True
+    assert "marker_text: '' is not allowed: some text" in bad["msg"]
+    # the registered parts' own rules: the snapshot folder's (sections.rules)
+    out = run(root, parts=["snapshot", "marker"], snapshot_dir="/../../outside")
+    assert out["failed"] is True and "snapshot_dir: /../../outside resolves to" in out["msg"]
+    assert not os.path.exists(os.path.join(root, "var/lib/gpuhost"))
     done = tune.tune_run({"root": root, "host": "gpu01", "sysctl": WANTED["sysctl"],
                           "parts": ["sysctl", "marker", "verify"]})
     assert done["parts"]["marker"] == {"changed": True}

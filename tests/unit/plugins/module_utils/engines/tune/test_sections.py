@@ -8,6 +8,7 @@ import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import sections
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import snapstore
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import validate
 
 FILES = snapstore.FilesSection()
 
@@ -162,3 +163,20 @@ def test_the_before_part_failing_says_nothing_was_changed(tmp_path):
     out = sections.BEFORE_PART.run(ctx)
     assert out["failures"][0].startswith("snapshot: ")
     assert out["failures"][0].endswith("(nothing was changed)")
+
+
+def test_the_snapshot_folder_is_declared_once_and_must_stay_under_the_root(tmp_path):
+    declared = sections.OPTIONS["snapshot_dir"]
+    assert (declared["type"], declared["default"], declared["role_var"]) == (
+        "path", snapstore.SNAPSHOT_DIR, "gpuhost_tune_snapshot_dir")
+    assert "O(root)" in declared["description"]  # host_tune's words
+    assert "gpuhost_root" in declared["role_description"]  # the role's
+    assert sections.BEFORE_PART.rules is sections.APPLIED_PART.rules is sections.rules
+    root = str(tmp_path)
+    sections.rules({"root": root, "snapshot_dir": "/var/lib/gpuhost"})
+    sections.rules({"root": root})  # not given: the spec's default
+    with pytest.raises(validate.ValidationError, match="/../../outside resolves to .*outside root"):
+        sections.rules({"root": root, "snapshot_dir": "/../../outside"})
+    for bad in ("", 7):
+        with pytest.raises(validate.ValidationError, match="a non-empty host path"):
+            sections.rules({"root": root, "snapshot_dir": bad})

@@ -7,6 +7,8 @@ tests/unit/plugins/modules/test_host_tune.py and the tune goldens."""
 import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune_registry
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import validate
 from fixtures import hosts
 
 
@@ -46,10 +48,27 @@ def test_the_spec_has_the_common_options_and_every_parts_own():
     for name in tune.COMMON_OPTIONS:
         assert name in spec
     for part in tune.REGISTRY:
-        for name, option in part.options.items():
-            assert spec[name] == option, (part.name, name)
+        for name, declaration in part.options.items():
+            assert spec[name] == tune_registry.option_spec(declaration), (part.name, name)
     assert spec["parts"]["choices"] == list(tune.PARTS)
     assert spec["parts"]["default"] == list(tune.DEFAULT_PARTS)
+    # a declaration's description and role variable are no argument spec keys (Ansible's
+    # sanity test refuses them)
+    assert spec["latency_count"] == {"type": "int", "default": 200}
+    assert not [name for name, option in spec.items()
+                if set(option) & set(tune_registry.DECLARATION_KEYS)]
+
+
+def test_the_option_rules_are_the_registered_parts(monkeypatch):
+    tune.check_options({"latency_count": 1, "bandwidth_size_mb": 1, "bandwidth_repeats": 1,
+                        "bandwidth_timeout": 1, "cuda_library": "libcuda.so.1"})
+    with pytest.raises(validate.ValidationError, match="latency_gap_us: -1 is not allowed"):
+        tune.check_options({"latency_gap_us": -1})
+    part = Part("x")
+    part.rules = lambda p: validate.fail("x_size", p.get("x_size"), "below 10")
+    _register(monkeypatch, part)
+    with pytest.raises(validate.ValidationError, match="x_size: 12 is not allowed: below 10"):
+        tune.check_options({"x_size": 12})
 
 
 def test_a_part_redefining_an_option_is_refused(monkeypatch):

@@ -5,6 +5,14 @@ modules/test_host_tune.py where they were checked through tune's aliases."""
 import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import validate
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import (
+    bandwidth_part,
+    latency_part,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.placement import (
+    placement_write,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import (
     tune_registry,
     sections,
@@ -90,6 +98,78 @@ def test_switches_options_and_tags_of_a_part():
         tune_registry.switches([undocumented])
     with pytest.raises(ValueError, match="marker_text has no description"):
         tune_registry.options([undocumented])
+
+
+class _Declared(_Marker):
+    """A part whose option is declared once: spec, description, role variable, its rule."""
+
+    name = "declared"
+    owns = ()
+    steps = ("declared",)
+    options = dict(
+        declared_size=dict(type="int", default=4, role_var="gpuhost_tune_declared_size",
+                           description="How much the part declares (1 to 8)."),
+        declared_note=dict(type="str", description="Not passed by the role."))
+    option_docs = {}
+
+    @staticmethod
+    def rules(p):
+        validate.int_range("declared_size", p.get("declared_size"), 1, 8)
+
+
+def test_an_option_is_declared_once_with_its_role_variable():
+    part = _Declared()
+    assert tune_registry.option_spec(part.options["declared_size"]) == {
+        "type": "int", "default": 4}
+    assert tune_registry.options([part]) == [
+        ("declared_size", {"type": "int", "default": 4}, "How much the part declares (1 to 8)."),
+        ("declared_note", {"type": "str"}, "Not passed by the role.")]
+    assert tune_registry.role_options([part, part]) == [
+        ("gpuhost_tune_declared_size", "declared_size", {"type": "int", "default": 4},
+         "How much the part declares (1 to 8).")]
+    own = dict(part.options["declared_size"], role_description="In the role's words.")
+    assert tune_registry.role_options([type("Own", (_Declared,), {"options": {
+        "declared_size": own}})()])[0][3] == "In the role's words."
+    assert tune_registry.option_spec(own) == {"type": "int", "default": 4}
+    nodoc = dict(part.options["declared_size"], description="")
+    with pytest.raises(ValueError, match="declared_size has a role variable and no description"):
+        tune_registry.role_options([type("NoDoc", (_Declared,), {"options": {
+            "declared_size": nodoc}})()])
+    twice = dict(part.options, other_size=part.options["declared_size"])
+    with pytest.raises(ValueError, match="declared_size and other_size share role variable"):
+        tune_registry.role_options([type("Twice", (_Declared,), {"options": twice})()])
+    # an option declared the old way (spec plus option_docs) still documents
+    assert tune_registry.options([_Marker()])[0][2] == "What the marker writes."
+    assert tune_registry.role_options([_Marker()]) == []
+
+
+def test_the_rules_are_the_parts_own_each_once():
+    part = _Declared()
+    assert tune_registry.rules([part, _Marker(), part]) == [_Declared.rules]
+    tune_registry.check_options({"declared_size": 8}, [part])
+    with pytest.raises(validate.ValidationError, match="declared_size: 9 is not allowed"):
+        tune_registry.check_options({"declared_size": 9}, [part])
+    # the measuring parts: one rule per measurement, its two objects share it
+    assert tune_registry.rules() == [sections.rules, bandwidth_part.rules, latency_part.rules,
+                                     placement_write.TUNE_PART.rules]
+
+
+def test_the_role_passes_the_declared_options():
+    assert [(var, name) for var, name, _spec, _doc in tune_registry.role_options()] == [
+        ("gpuhost_tune_snapshot_dir", "snapshot_dir"),
+        ("gpuhost_tune_bandwidth_size_mb", "bandwidth_size_mb"),
+        ("gpuhost_tune_bandwidth_repeats", "bandwidth_repeats"),
+        ("gpuhost_tune_bandwidth_timeout", "bandwidth_timeout"),
+        ("gpuhost_tune_latency_count", "latency_count"),
+        ("gpuhost_tune_latency_gap_us", "latency_gap_us"),
+        ("gpuhost_tune_mrrs_method", "mrrs_method"),
+        ("gpuhost_tune_boot_service_start", "boot_service_start"),
+        ("gpuhost_nvidia_peermem", "nvidia_peermem"),
+        ("gpuhost_tune_numa_pin_vmids", "numa_pin_vmids")]
+    # the role passes every part option but these (the library; the sysctl part's by hand)
+    passed = set(name for _var, name, _spec, _doc in tune_registry.role_options())
+    assert [n for n, _spec, _doc in tune_registry.options() if n not in passed] == [
+        "cuda_library", "sysctl_at_least", "sysctl_file"]
 
 
 def test_managed_files_take_file_options_from_the_params_or_their_default():

@@ -21,6 +21,8 @@ from modrun import run_module
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import measured
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import bandwidth_part
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import cuda
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import validate
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import mrrs_part
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
@@ -232,6 +234,47 @@ def test_a_copy_size_below_one_is_refused_before_anything_runs(seed, live, lib):
     assert direct["failures"] == ["bandwidth_before: bandwidth_repeats: 0 is not allowed: "
                                   "an integer from 1 to 1000"]
     assert direct["changed"] is False and "sysctl" not in direct["parts"]
+
+
+def test_the_rules_refuse_what_the_probe_cannot_use():
+    good = {"bandwidth_size_mb": 65536, "bandwidth_repeats": 1, "bandwidth_timeout": 3600,
+            "cuda_library": "/opt/cuda/libcuda.so.1"}
+    bandwidth_part.rules(good)
+    bandwidth_part.rules({})  # an option not given is the spec's to fill
+    for key, value, allowed in (("bandwidth_size_mb", 65537, "an integer from 1 to 65536"),
+                                ("bandwidth_repeats", 0, "an integer from 1 to 1000"),
+                                ("bandwidth_timeout", "30", "an integer from 1 to 3600"),
+                                ("cuda_library", None, "a library name like libcuda.so.1")):
+        with pytest.raises(validate.ValidationError) as err:
+            bandwidth_part.rules(dict(good, **{key: value}))
+        assert str(err.value).startswith("%s: %r is not allowed: %s" % (key, value, allowed))
+
+
+def test_the_range_each_description_gives_is_the_rule_s():
+    ranges = 0
+    for name, declared in bandwidth_part.OPTIONS.items():
+        found = re.search(r"\((\d+) to (\d+)\)", declared["description"])
+        if not found:
+            continue
+        ranges += 1
+        low, high = int(found.group(1)), int(found.group(2))
+        bandwidth_part.rules({name: low})
+        bandwidth_part.rules({name: high})
+        for bad in (low - 1, high + 1):
+            with pytest.raises(validate.ValidationError, match="an integer from %d to %d"
+                               % (low, high)):
+                bandwidth_part.rules({name: bad})
+    assert ranges == 3
+
+
+def test_each_option_is_declared_once_with_its_role_variable():
+    for name in ("bandwidth_size_mb", "bandwidth_repeats", "bandwidth_timeout"):
+        declared = bandwidth_part.OPTIONS[name]
+        assert declared["role_var"] == "gpuhost_tune_" + name
+        assert "C(bandwidth) part" in declared["description"] and declared["type"] == "int"
+    assert bandwidth_part.OPTIONS["bandwidth_timeout"]["default"] == cuda.DEFAULT_TIMEOUT
+    assert "role_var" not in bandwidth_part.OPTIONS["cuda_library"]  # host_tune's only
+    assert bandwidth_part.BEFORE_PART.rules is bandwidth_part.AFTER_PART.rules
 
 
 def test_the_two_objects_of_a_part_must_agree_on_being_off_by_default():

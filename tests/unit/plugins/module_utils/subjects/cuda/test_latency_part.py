@@ -23,6 +23,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report impo
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import latency_part
 from ansible_collections.gpuhost.tuning.plugins.modules import host_tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import validate
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import bandwidth_part
 
 WANTED = hosts.common_wanted()
 WITH_LATENCY = list(tune.DEFAULT_PARTS) + ["latency"]
@@ -172,6 +174,51 @@ def test_a_count_below_one_is_refused_before_anything_runs(seed, live, lib):
     assert result["failed"] is True and result.get("changed") is not True
     assert "latency_count: 0 is not allowed: an integer from 1 to 100000" in result["msg"]
     assert not os.path.exists(os.path.join(seed["root"], "var/lib/gpuhost"))
+
+
+def test_the_rules_refuse_what_the_probe_cannot_use():
+    latency_part.rules({"latency_count": 1, "latency_gap_us": 0, "cuda_library": "libcuda.so.1"})
+    latency_part.rules({"latency_count": 100000, "latency_gap_us": 1000000})
+    latency_part.rules({})  # only the options given: module cuda_probe has no cuda_library
+    for params, msg in (({"latency_count": 0}, "latency_count: 0 is not allowed: an integer "
+                                               "from 1 to 100000"),
+                        ({"latency_gap_us": 1000001}, "latency_gap_us: 1000001 is not "
+                                                      "allowed: an integer from 0 to 1000000"),
+                        ({"latency_count": True}, "latency_count: True is not allowed"),
+                        ({"cuda_library": ""}, "cuda_library: '' is not allowed: a library "
+                                               "name like libcuda.so.1 or a path")):
+        with pytest.raises(validate.ValidationError) as err:
+            latency_part.rules(params)
+        assert str(err.value).startswith(msg), params
+
+
+def test_the_range_each_description_gives_is_the_rule_s():
+    ranges = 0
+    for name, declared in latency_part.OPTIONS.items():
+        found = re.search(r"\((\d+) to (\d+)\)", declared["description"])
+        if not found:
+            continue
+        ranges += 1
+        low, high = int(found.group(1)), int(found.group(2))
+        latency_part.rules({name: low})
+        latency_part.rules({name: high})
+        for bad in (low - 1, high + 1):
+            with pytest.raises(validate.ValidationError, match="an integer from %d to %d"
+                               % (low, high)):
+                latency_part.rules({name: bad})
+    assert ranges == 2
+
+
+def test_each_option_is_declared_once_with_its_role_variable():
+    assert set(latency_part.OPTIONS) == {"latency_count", "latency_gap_us", "cuda_library"}
+    for name in ("latency_count", "latency_gap_us"):
+        declared = latency_part.OPTIONS[name]
+        assert declared["role_var"] == "gpuhost_tune_" + name
+        assert declared["description"].count("C(latency) part") == 1
+    # the library is the bandwidth part's option (one declaration), not a role variable
+    assert latency_part.OPTIONS["cuda_library"] is bandwidth_part.OPTIONS["cuda_library"]
+    assert "role_var" not in latency_part.OPTIONS["cuda_library"]
+    assert latency_part.BEFORE_PART.rules is latency_part.rules
 
 
 def test_compare_margin():

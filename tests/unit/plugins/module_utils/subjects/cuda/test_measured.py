@@ -5,13 +5,13 @@ The measurement here is a stand-in with the interface bandwidth.py and latency.p
 the real parts against the stand-in libcuda are test_bandwidth.py and test_latency.py."""
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import measured
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import validate
 
 
 class Measurement(object):
     name = "probe"
     role_doc = "doc"
     options = {}
-    option_docs = {}
     worse = "slower"
 
     def __init__(self, results, problem=None):
@@ -19,8 +19,9 @@ class Measurement(object):
         self.problem = problem
         self.measured = 0
 
-    def check_options(self, params):
-        return self.problem
+    def rules(self, params):
+        if self.problem:
+            raise validate.ValidationError(self.problem)
 
     def measure(self, params, runner):
         self.measured += 1
@@ -73,6 +74,15 @@ def test_bad_options_fail_before_anything_is_measured():
     m = Measurement([], problem="size below 1")
     out = measured.MeasureBefore(m).run(Ctx())
     assert out["failures"] == ["probe_before: size below 1"] and m.measured == 0
+    assert measured.check(m, {}) == "size below 1"
+    assert measured.check(Measurement([]), {}) is None
+
+
+def test_both_objects_carry_the_measurement_s_options_and_rules():
+    m = Measurement([])
+    before, after = measured.parts(m)
+    assert before.options is after.options is m.options
+    assert before.rules == after.rules == m.rules  # registry.rules runs it once
 
 
 def test_a_missing_driver_library_is_a_skip_not_a_failure():
