@@ -5,8 +5,12 @@ The fixtures built on it are in tests/unit/plugins/module_utils/conftest.py."""
 from fixtures import hosts
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import cmdout, findings
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.health import gpu_health
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import check_registry
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import (
+    cmdout,
+    facts_base,
+    findings,
+)
 
 WANTED = hosts.common_wanted(host="pve-gpu01")
 
@@ -37,13 +41,40 @@ def column_findings(facts, columns, wanted=None):
     return found
 
 
+HEALTH_FACTS = ("nvidia_smi", "kernel_log", "fabric_manager", "containers_nvidia")
+
+
+def health_facts(root, outputs, driver="580.159.04", window_days=7):
+    """The GPU health facts of ``root`` as the audit reads them (its declared facts
+    ``HEALTH_FACTS``: the stored nvidia-smi XML, the kernel log, the fabric manager, no
+    container), with NVIDIA driver ``driver`` loaded; a reader's failure raises."""
+    wanted = audit.merged_wanted({"xid_window_days": window_days})
+    context = facts_base.FactContext(str(root), wanted, outputs)
+    context.facts.update(nvidia={"driver_version": driver}, lxc=[])
+    errors = []
+    found = facts_base.read_facts([fact for fact in check_registry.FACTS
+                                   if fact.name in HEALTH_FACTS], context, errors)
+    assert not errors, errors
+    return found
+
+
 def health_findings(root, columns, driver="580.159.04", window_days=7):
-    """GPU health facts of ``root`` (``gpuhealth.collect``: the stored nvidia-smi XML and
-    kernel log) and the findings of ``columns`` on them."""
-    outputs = cmdout.CommandOutputs(str(root))
-    facts = gpu_health.collect(str(root), outputs, driver, window_days)
+    """GPU health facts of ``root`` (``health_facts``) and the findings of ``columns`` on
+    them."""
+    facts = health_facts(root, cmdout.CommandOutputs(str(root)), driver, window_days)
     return facts, column_findings(facts, columns)
 
 
 def ids(found):
     return sorted((f["id"], f["subject"], f["severity"]) for f in found)
+
+
+def declared_facts(declaration, root, wanted=None, known=None):
+    """What one subject's audit declaration (``audit_<subject>.py``) reads from ``root``:
+    ``(facts, errors)``; ``known`` are facts of a lower order it reads, given as they
+    would be read before it; ``wanted`` overrides role common's defaults."""
+    merged = audit.merged_wanted(dict(WANTED, **(wanted or {})))
+    context = facts_base.FactContext(str(root), merged, cmdout.CommandOutputs(str(root)))
+    context.facts.update(known or {})
+    errors = []
+    return facts_base.read_facts(declaration.FACTS, context, errors), errors

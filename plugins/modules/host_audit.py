@@ -716,7 +716,7 @@ def rules(p):
     if not isinstance(p.get("cuda") or [], list) or \
             not all(isinstance(item, dict) for item in p.get("cuda") or []):
         fail("cuda", p.get("cuda"), "a list of cuda_probe results")
-    facts.wanted_values(p, facts.WANTED_KEYS)
+    facts.wanted_values(p, PER_KEY)
 
 
 def main():
@@ -728,7 +728,7 @@ def main():
 def _run(module):
     params = module.params
     try:
-        wanted = facts.wanted_intake(params, PER_KEY, deprecate=_deprecate(module))
+        wanted = facts.wanted_values(params, PER_KEY, deprecate=_deprecate(module))
     except ValueError as exc:
         module.fail_json(msg="host_audit: wanted: %s" % exc)
     if wanted["xid_window_days"] < 1:

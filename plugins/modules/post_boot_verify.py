@@ -189,8 +189,7 @@ def rules(p):
     validate.check_module: a ValidationError names the option, the value and what is
     allowed)."""
     common(p, skip=("audit",))
-    facts.wanted_values(p, ("boot_params", "cpufreq_drivers_wanted", "cpuidle_deeper_than",
-                            "mrrs_size"))
+    facts.wanted_values(p, PER_KEY)
     names("modules", p.get("modules"), what="kernel module names (letters, digits, _ . + -)")
     for module, wanted in (p.get("module_params") or {}).items():
         names("module_params", [module], what="kernel module names")
@@ -228,7 +227,7 @@ def main():
 
 def _run(module):
     try:
-        wanted = facts.wanted_intake(module.params, PER_KEY, deprecate=_deprecate(module))
+        wanted = facts.wanted_values(module.params, PER_KEY, deprecate=_deprecate(module))
     except ValueError as exc:
         module.fail_json(msg="post_boot_verify: wanted: %s" % exc)
     params = dict(module.params, **wanted)

@@ -21,34 +21,8 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs imp
     host_path,
     read_text,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.sysctl.sysctl import (
-    read_sysctl,
-)
 
 _NVRM = re.compile(r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
-_BRACKET = re.compile(r"\[([^\]]+)\]")
-
-
-def sysctl_values(root, keys):
-    """``{key: value-as-string or None}`` for ``keys`` (``/proc/sys``), in the given order."""
-    return dict((key, read_sysctl(root, key)) for key in keys)
-
-
-def _bracketed(text):
-    """``always [madvise] never`` -> ``madvise``; plain text is returned as is."""
-    if text is None:
-        return None
-    match = _BRACKET.search(text)
-    return match.group(1) if match else text.strip()
-
-
-def transparent_hugepages(root):
-    """``{enabled, defrag}`` from ``/sys/kernel/mm/transparent_hugepage`` (None when absent)."""
-    folder = "/sys/kernel/mm/transparent_hugepage/"
-    return {
-        "enabled": _bracketed(read_text(host_path(root, folder + "enabled"))),
-        "defrag": _bracketed(read_text(host_path(root, folder + "defrag"))),
-    }
 
 
 def nvidia_driver_version(root):

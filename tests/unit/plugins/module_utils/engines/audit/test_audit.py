@@ -10,10 +10,8 @@ from fixtures import cpu, dkms, hosts, pci, procsys
 from fixtures import lxc as lxcfix
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import audit
-from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import (
-    host_capture,
-    facts,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import host_capture
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import audit_pcie
 
 WANTED = hosts.common_wanted(host="pve-gpu01")
 
@@ -298,7 +296,7 @@ def test_a_failing_reader_is_an_audit_error_not_a_crash(tmp_path, monkeypatch):
     def broken(*_args, **_kwargs):
         raise RuntimeError("simulated reader bug")
 
-    monkeypatch.setattr(facts.pci, "select_devices", broken)
+    monkeypatch.setattr(audit_pcie.pci, "select_devices", broken)
     result = audit.audit(str(tmp_path), WANTED)
     errs = dict((e["subject"], e) for e in by_id(result, "audit_error"))
     assert "simulated reader bug" in errs["gpus"]["current"]

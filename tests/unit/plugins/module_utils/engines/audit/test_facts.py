@@ -7,7 +7,12 @@ import os
 
 import pytest
 
+from modrun import run_module
+
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec
+from ansible_collections.gpuhost.tuning.plugins.modules import host_audit, host_tune
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cpu import audit_cpu
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.host import sysinfo
 from fixtures import hosts
 
@@ -54,7 +59,7 @@ def test_a_failing_reader_is_an_error_entry_naming_its_section(tmp_path, monkeyp
     def broken(*args, **kwargs):
         raise RuntimeError("reader bug")
 
-    monkeypatch.setattr(facts, "cpu_facts", broken)
+    monkeypatch.setattr(audit_cpu, "cpu_facts", broken)
     got = facts.collect(root)
     assert {"section": "cpu", "error": "RuntimeError: reader bug"} in got["errors"]
     assert got["gpus"]  # the other readers still ran
@@ -69,3 +74,35 @@ def test_a_fifo_where_a_file_should_be_is_named_in_errors(tmp_path):
     os.mkfifo(path)
     got = facts.collect(root)  # returns: a FIFO is never opened
     assert any("cmdline" in e["error"] for e in got["errors"]), got["errors"]
+
+
+@pytest.mark.parametrize("name", ["host_audit", "host_tune"])
+def test_one_module_call_fills_and_checks_wanted_once(tmp_path, monkeypatch, name):
+    """The wanted values are completed and checked once per module call: the module's
+    rules, its run, the audits (tune's before and after) and the fact reading take the
+    first result (before: 4 fills per host_audit call and 4-8 per host_tune call)."""
+    modules = {"host_audit": host_audit, "host_tune": host_tune}
+    hosts.seed_host(str(tmp_path))
+    fills = []
+    real = argspec.fill
+
+    def counting(spec, params, internal=()):
+        if set(spec) == set(facts.WANTED_KEYS):
+            fills.append(1)
+        return real(spec, params, internal)
+
+    monkeypatch.setattr(argspec, "fill", counting)
+    monkeypatch.setattr(facts, "_LAST", [])      # as a new module process starts
+    result = run_module(modules[name], hosts.as_wanted({"root": str(tmp_path), "host": "h"}),
+                        check_mode=True)
+    assert not result.get("failed"), result.get("msg")
+    assert len(fills) == 1
+
+
+def test_the_checked_values_are_not_taken_for_other_values(tmp_path):
+    first = facts.wanted_values({"root": str(tmp_path), "wanted": {"mrrs_size": 512}})
+    again = facts.wanted_values({"root": str(tmp_path), "wanted": {"mrrs_size": 512}})
+    other = facts.wanted_values({"root": str(tmp_path), "wanted": {"mrrs_size": 1024}})
+    assert again is first and other["mrrs_size"] == 1024
+    with pytest.raises(ValueError, match="bandwidth_min_pct"):
+        facts.wanted_values({"root": str(tmp_path), "wanted": {"bandwidth_min_pct": 0}})

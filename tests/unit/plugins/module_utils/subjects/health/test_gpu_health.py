@@ -29,6 +29,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.health imp
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver import driver_drift
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner
+from auditcase import health_facts
 from conftest import TESTS
 
 DOUBLES = os.path.join(TESTS, "doubles")
@@ -43,7 +44,7 @@ def audit_health(root, driver="580.159.04", window_days=7):
     """The GPU health facts of ``root`` and the findings of the GPU health columns (the
     registry's checks, each column only where it applies)."""
     outputs = cmdout.CommandOutputs(str(root))
-    facts = gpu_health.collect(str(root), outputs, driver, window_days)
+    facts = health_facts(root, outputs, driver, window_days)
     found = []
     wanted = {"host": "gpu07"}
     for col in check_registry.columns():

@@ -1,8 +1,8 @@
-"""sysinfo: the small host readers (sysctls by key, THP, the NVIDIA driver version,
+"""sysinfo: the small host readers (the NVIDIA driver version,
 module parameters and modprobe.d options, the CPU vendor, module availability) on trees
 the fixture builders write in the kernel's formats (tests/fixtures/procsys.py: the
 ``/proc/driver/nvidia/version`` banners of the open and proprietary modules, a 128-thread
-``/proc/cpuinfo``, THP's bracketed choice; tests/fixtures/dkms.py: ``modules.dep``)."""
+``/proc/cpuinfo``; tests/fixtures/dkms.py: ``modules.dep``)."""
 
 import os
 
@@ -18,24 +18,6 @@ def _write(root, path, text):
     os.makedirs(os.path.dirname(full), exist_ok=True)
     with open(full, "w") as handle:
         handle.write(text)
-
-
-def test_sysctl_values_in_the_given_order_none_when_absent(tmp_path):
-    procsys.sysctls(tmp_path, procsys.DESKTOP_SYSCTLS)
-    keys = ["vm.swappiness", "kernel.numa_balancing", "net.ipv4.tcp_rmem", "vm.nope"]
-    out = sysinfo.sysctl_values(str(tmp_path), keys)
-    assert list(out) == keys
-    assert out == {"vm.swappiness": "60", "kernel.numa_balancing": "1",
-                   # tabs become single spaces, as sysctl(8) prints a vector
-                   "net.ipv4.tcp_rmem": "4096 131072 6291456", "vm.nope": None}
-
-
-def test_transparent_hugepages_reads_the_bracketed_choice(tmp_path):
-    procsys.thp(tmp_path, "always", "defer+madvise")
-    assert sysinfo.transparent_hugepages(str(tmp_path)) == {"enabled": "always",
-                                                            "defrag": "defer+madvise"}
-    assert sysinfo.transparent_hugepages(str(tmp_path / "none")) == {"enabled": None,
-                                                                     "defrag": None}
 
 
 @pytest.mark.parametrize("open_modules", [True, False])

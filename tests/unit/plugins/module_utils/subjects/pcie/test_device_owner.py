@@ -11,7 +11,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie impor
     device_owner,
     setpci_maxreadreq,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import audit_pcie
 from fixtures import hosts
 from fixtures import passthrough as ptfix
 from fixtures import pci as pcifix
@@ -46,7 +46,7 @@ def test_parses_the_mapping_section_config():
 
 def test_each_gpu_has_its_owner_in_the_facts(tmp_path):
     root, built = _mixed(tmp_path)
-    gpus = facts.gpu_facts(root, "10de", ["0300", "0302"])
+    gpus = audit_pcie.gpu_facts(root, "10de", ["0300", "0302"])
     owner = dict((g["address"], g["owner"]) for g in gpus)
     assert owner[ptfix.VM_BY_ADDRESS] == "vm 201"
     assert owner[ptfix.VM_BY_MAPPING] == "vm 201"
