@@ -30,6 +30,7 @@ description:
     C(dkms_missing_for_kernel), C(gpu_row_remap_failed), C(cuda_init_failed),
     C(passthrough_iommu_off), C(gpu_vm_container_conflict), C(host_edac_errors) (critical),
     C(gpu_retired_pages), C(gpu_xid_events), C(nvswitch_sxid_events), C(fabric_manager),
+    C(gpu_recovery_needed),
     C(gpu_row_remap_pending), C(gpu_ecc_uncorrectable), C(gpu_clock_throttle),
     C(gpu_no_driver), C(pcie_mrrs), C(pcie_link_degraded), C(numa_balancing),
     C(cpuidle_deep_state), C(lxc_stale_majors), C(lxc_gpu_majors_missing),
@@ -493,6 +494,15 @@ audit:
       type: list
       elements: dict
       returned: always
+    gpu_recovery:
+      description: For each GPU of nvidia-smi or the kernel log C({address, need,
+        driver_action, evidence, holders}) - C(need) one of C(none), C(drain_p2p),
+        C(reset), C(drain_and_reset), C(reboot); C(driver_action) nvidia-smi's
+        C(<gpu_recovery_action>) text (null before 550 or for a GPU it does not list);
+        C(holders) C({containers, vms, processes}).
+      type: list
+      elements: dict
+      returned: always
     gpu_placement:
       description:
         - C(nodes) (NUMA node -> CPU list) and C(containers), one per container config that
@@ -582,6 +592,10 @@ audit:
           reboot high, not in the catalogue medium, restart the application low, nothing to
           do info; a reset or reboot asked for only before this boot low.
           C(nvswitch_sxid_events): the same per NVSwitch (fatal SXID high)."
+        - "C(gpu_recovery_needed): one per GPU that needs a reset, a drain or a reboot (the
+          driver's C(<gpu_recovery_action>) where it gives one, else the XID events since
+          this boot; a pending row remap), naming the evidence and the GPU's holders
+          (containers, VMs, host processes); critical for a reboot, high otherwise."
         - "C(gpu_row_remap_failed) critical, C(gpu_row_remap_pending) high (a GPU reset or
           reboot applies it), C(gpu_ecc_uncorrectable) high since the driver loaded, medium
           for lifetime counts only, C(gpu_ecc_pending) medium (ECC mode changes at the next

@@ -41,6 +41,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.peermem im
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.placement import (
     audit_placement,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.recovery import (
+    audit_recovery,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.sysctl import audit_sysctl
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import fleet_findings
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.findings import (  # noqa: F401
@@ -58,7 +61,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.findings i
 SUBJECTS = (
     audit_host, audit_boot, audit_cpu, audit_sysctl, audit_pcie, audit_peermem, audit_dkms,
     audit_lxc, audit_device_nodes, audit_health, audit_fabric_manager, audit_driver,
-    audit_nvlink, audit_placement, audit_passthrough, audit_cuda,
+    audit_nvlink, audit_placement, audit_passthrough, audit_cuda, audit_recovery,
 )
 # The audit's facts in reading order (facts.collect reads them).
 FACTS = facts_base.ordered(SUBJECTS)

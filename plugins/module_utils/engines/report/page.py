@@ -73,8 +73,8 @@ def _size(value, want=None):
 # test fails on a column in none), in the registry's order within its group. The fleet
 # checks' own columns make the last group, from their declarations.
 GROUPS = (
-    ("GPU", ("gpu_driver", "gpu_count", "gpu_xid", "gpu_memory", "gpu_state", "gpu_use",
-             "nvidia", "fabric_manager", "nvlink", "gpu_numa")),
+    ("GPU", ("gpu_driver", "gpu_count", "gpu_xid", "gpu_recovery", "gpu_memory", "gpu_state",
+             "gpu_use", "nvidia", "fabric_manager", "nvlink", "gpu_numa")),
     ("PCIe", ("pcie_mrrs", "pcie_link", "pcie_aer", "p2p")),
     ("CPU", ("numa_balancing", "cpuidle", "cpufreq")),
     ("Kernel and boot", ("dkms", "sysctl", "kernel", "host_health", "audit")),

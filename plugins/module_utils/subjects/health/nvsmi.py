@@ -5,9 +5,9 @@
 
 What only the driver knows and no file shows: persistence mode, ECC mode (current and
 pending), ECC error counts, retired pages, remapped rows, clock event (throttle) reasons,
-power limits, performance state, fabric state, VBIOS and serial, memory used and the
-processes on each GPU (``<processes><process_info>``: ``pid``, ``type``,
-``process_name``, ``used_memory``; real H200 layout in tests/fixtures/nvidia).
+power limits, performance state, fabric state, the driver's recovery action, VBIOS and
+serial, memory used and the processes on each GPU (``<processes><process_info>``: ``pid``,
+``type``, ``process_name``, ``used_memory``; real H200 layout in tests/fixtures/nvidia).
 
 The XML differs between driver branches and GPUs, and a real file holds ``N/A`` in many
 places (a VM, a GPU without the feature), so every reader here takes a missing element or
@@ -212,6 +212,8 @@ def _gpu(gpu):
         "power": _power(gpu),
         "fabric_state": _text(gpu, "fabric/state"),
         "fabric_status": _text(gpu, "fabric/status"),
+        # None, Reset, Reboot, Drain P2P, Drain and Reset (550 and later; subjects/recovery)
+        "recovery_action": _text(gpu, "gpu_recovery_action"),
         "processes": _processes(gpu),
     }
 
