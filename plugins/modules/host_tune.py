@@ -114,6 +114,15 @@ options:
     description: Also set the bridges between each GPU and its root complex.
     type: bool
     default: true
+  refuse_guest:
+    description:
+      - Refuse, after the read-only audit and before any part runs, a host the audit reads
+        as a container or a VM guest, or whose kind it cannot read (fact C(virt)); the task
+        fails naming what the host is and nothing is changed.
+      - Role C(tune) sets it unless C(gpuhost_allow_guest), in place of a module round trip
+        of its own. Without it, a guest is tuned with a warning that says so.
+    type: bool
+    default: false
   cpuidle_deeper_than:
     description: Deprecated, use O(wanted.cpuidle_deeper_than).
     type: str

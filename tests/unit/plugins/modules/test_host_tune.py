@@ -255,7 +255,8 @@ def test_ansible_doc_renders_and_matches_the_spec(seed):
         "mrrs_include_upstream", "cpuidle_deeper_than", "sysctl", "sysctl_at_least",
         "sysctl_file", "snapshot_dir", "boot_service_start", "nvidia_peermem",
         "lxc_config_dir", "numa_pin_vmids", "bandwidth_size_mb", "bandwidth_repeats",
-        "latency_count", "latency_gap_us", "bandwidth_timeout", "cuda_library", "wanted"}
+        "latency_count", "latency_gap_us", "bandwidth_timeout", "cuda_library", "wanted",
+        "refuse_guest"}
     for name, spec in tune.argument_spec().items():  # every part's own option documented
         assert doc["doc"]["options"][name].get("default") == spec.get("default"), name
     root, _built = seed
@@ -334,3 +335,39 @@ def test_a_larger_socket_buffer_is_kept_by_the_audits_rule_unless_told(seed):
     exact = run(root, parts=["sysctl"], sysctl=wanted, sysctl_at_least=[])
     assert rows(exact)[("sysctl", "net.core.rmem_default")]["after"] == "212992"
     assert "net.core.rmem_default = 212992\n" in read(root, CONF)
+
+
+def _digest(root):
+    out = {}
+    for base, _dirs, names in os.walk(str(root)):
+        for name in names:
+            path = os.path.join(base, name)
+            if not os.path.islink(path):
+                with open(path, "rb") as handle:
+                    out[path] = handle.read()
+    return out
+
+
+def test_refuse_guest_stops_before_any_part_on_a_vm_guest(tmp_path):
+    """Role tune's guest check, done by host_tune after its read-only audit (one module
+    round trip per host instead of two): nothing written, the message says what it is."""
+    root = hosts.vm_host(str(tmp_path / "vm"))["root"]
+    before = _digest(root)
+    result = run(root, refuse_guest=True)
+    assert result["failed"] and "tune pass not started" in result["msg"]
+    assert "gpu01 (%s) is a virtual machine guest (unknown hypervisor: /proc/cpuinfo flags: " \
+        "hypervisor) and not a Proxmox VE node (no /etc/pve)" % root in result["msg"]
+    assert "gpuhost_allow_guest=true" in result["msg"]
+    assert _digest(root) == before
+    # without it the guest is tuned, and a warning says it is one
+    allowed = run(root, check_mode=True)
+    assert not allowed.get("failed"), allowed.get("msg")
+    said = " ".join(str(w) for w in allowed.get("warnings") or [])
+    assert "gpu01 is a vm guest" in said and "refuse_guest is false" in said
+
+
+def test_refuse_guest_lets_a_proxmox_node_through(seed):
+    root, _built = seed
+    result = run(root, check_mode=True, refuse_guest=True)
+    assert not result.get("failed"), result.get("msg")
+    assert "guest" not in " ".join(str(w) for w in result.get("warnings") or [])

@@ -4,7 +4,10 @@ derives from (nvidia-smi, the kernel log, the GPU processes, the passthrough dev
 from auditcase import declared_facts
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import check_registry
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.recovery import audit_recovery, gpu_recovery_check
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.recovery import (
+    audit_recovery,
+    gpu_recovery_check,
+)
 
 
 def test_it_reads_after_what_it_derives_from():
