@@ -114,15 +114,17 @@ options:
     description: Also set the bridges between each GPU and its root complex.
     type: bool
     default: true
-  refuse_guest:
+  guest:
     description:
-      - Refuse, after the read-only audit and before any part runs, a host the audit reads
-        as a container or a VM guest, or whose kind it cannot read (fact C(virt)); the task
-        fails naming what the host is and nothing is changed.
-      - Role C(tune) sets it unless C(gpuhost_allow_guest), in place of a module round trip
-        of its own. Without it, a guest is tuned with a warning that says so.
-    type: bool
-    default: false
+      - What to do on a host the audit reads as a container or a VM guest, or whose kind it
+        cannot read (fact C(virt)), decided after the read-only audit and before any part
+        runs. V(refuse) fails the task naming what the host is, nothing changed;
+        V(warn) tunes it with a warning saying so; V(allow) tunes it.
+      - Role C(tune) passes V(refuse), or V(warn) with C(gpuhost_allow_guest), in place of
+        a module round trip of its own.
+    type: str
+    choices: [allow, warn, refuse]
+    default: allow
   cpuidle_deeper_than:
     description: Deprecated, use O(wanted.cpuidle_deeper_than).
     type: str

@@ -121,7 +121,7 @@ def test_allow_guest_tunes_a_gpu_vm_guest_on_purpose(guests, tmp_path):
                          "-e", "gpuhost_allow_guest=true")
     assert proc.returncode == 0, out[-3000:]
     assert "localhost is a vm guest (/proc/cpuinfo flags: hypervisor); changed because " \
-        "refuse_guest is false (role tune: gpuhost_allow_guest is true)" in " ".join(out.split())
+        "gpuhost_allow_guest is true (host_tune guest: warn)" in " ".join(out.split())
 
 
 def test_the_audit_runs_on_a_guest_and_says_so(guests, tmp_path):

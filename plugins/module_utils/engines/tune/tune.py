@@ -55,7 +55,7 @@ COMMON_OPTIONS = dict(
     wanted=facts.wanted_option(),
     parts=dict(type="list", elements="str", choices=list(PARTS), default=list(DEFAULT_PARTS)),
     mrrs_include_upstream=dict(type="bool", default=True),
-    refuse_guest=dict(type="bool", default=False),
+    guest=dict(type="str", choices=["allow", "warn", "refuse"], default="allow"),
 )
 COMMON_OPTIONS.update(facts.per_key_spec(PER_KEY))
 COMMON_OPTIONS.update(argspec.root())
@@ -141,7 +141,7 @@ def tune_run(params, check_mode=False, runner=None, warn=None):
 
 
 def guest_refusal(virt, host, root):
-    """Why host_tune with ``refuse_guest`` changes nothing on the host whose audit fact
+    """Why host_tune with ``guest: refuse`` changes nothing on the host whose audit fact
     ``virt`` (subjects/host/virt.py) says it is a container or a VM guest, or cannot say
     what it is; None for a host that is no guest."""
     virt = virt or {}
@@ -153,8 +153,8 @@ def guest_refusal(virt, host, root):
         if virt.get("technology") else "no virt facts"
     return ("%s (%s) is %s (%s)%s: host_tune changes nothing on it. Target the Proxmox VE "
             "node that hosts it (the example inventories hold the nodes only); to tune a GPU "
-            "VM guest on purpose set gpuhost_allow_guest=true (host_tune: refuse_guest "
-            "false)" % (host or "the host", root, what, why,
+            "VM guest on purpose set gpuhost_allow_guest=true (host_tune: guest warn or "
+            "allow)" % (host or "the host", root, what, why,
                         " and not a Proxmox VE node (no /etc/pve)"
                         if virt.get("kind") == "vm" else ""))
 
@@ -165,11 +165,11 @@ def _tune_run(p, check_mode, runner, warn):
     # read-only audit, before any part
     virt = ctx.before.get("virt") or {}
     refused = guest_refusal(virt, ctx.wanted["host"], ctx.root)
-    if refused and p["refuse_guest"]:
+    if refused and p["guest"] == "refuse":
         raise ValueError(refused)
-    if refused and virt.get("guest") and warn is not None:
-        warn("%s is a %s guest (%s); changed because refuse_guest is false (role tune: "
-             "gpuhost_allow_guest is true)" % (ctx.wanted["host"] or ctx.root, virt.get("kind"),
+    if refused and p["guest"] == "warn" and virt.get("guest") and warn is not None:
+        warn("%s is a %s guest (%s); changed because gpuhost_allow_guest is true (host_tune "
+             "guest: warn)" % (ctx.wanted["host"] or ctx.root, virt.get("kind"),
                                                 "; ".join(virt.get("evidence") or [])))
     result = {"changed": False, "host": ctx.wanted["host"], "root": ctx.root,
               "check_mode": ctx.check_mode, "parts_on": [n for n in PARTS if n in ctx.on],

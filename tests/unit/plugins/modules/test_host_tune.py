@@ -256,7 +256,7 @@ def test_ansible_doc_renders_and_matches_the_spec(seed):
         "sysctl_file", "snapshot_dir", "boot_service_start", "nvidia_peermem",
         "lxc_config_dir", "numa_pin_vmids", "bandwidth_size_mb", "bandwidth_repeats",
         "latency_count", "latency_gap_us", "bandwidth_timeout", "cuda_library", "wanted",
-        "refuse_guest"}
+        "guest"}
     for name, spec in tune.argument_spec().items():  # every part's own option documented
         assert doc["doc"]["options"][name].get("default") == spec.get("default"), name
     root, _built = seed
@@ -348,26 +348,28 @@ def _digest(root):
     return out
 
 
-def test_refuse_guest_stops_before_any_part_on_a_vm_guest(tmp_path):
+def test_guest_refuse_stops_before_any_part_on_a_vm_guest(tmp_path):
     """Role tune's guest check, done by host_tune after its read-only audit (one module
     round trip per host instead of two): nothing written, the message says what it is."""
     root = hosts.vm_host(str(tmp_path / "vm"))["root"]
     before = _digest(root)
-    result = run(root, refuse_guest=True)
+    result = run(root, guest="refuse")
     assert result["failed"] and "tune pass not started" in result["msg"]
     assert "gpu01 (%s) is a virtual machine guest (unknown hypervisor: /proc/cpuinfo flags: " \
         "hypervisor) and not a Proxmox VE node (no /etc/pve)" % root in result["msg"]
     assert "gpuhost_allow_guest=true" in result["msg"]
     assert _digest(root) == before
-    # without it the guest is tuned, and a warning says it is one
-    allowed = run(root, check_mode=True)
+    # warn: the guest is tuned, and a warning says it is one; allow (the default): silent
+    allowed = run(root, check_mode=True, guest="warn")
     assert not allowed.get("failed"), allowed.get("msg")
     said = " ".join(str(w) for w in allowed.get("warnings") or [])
-    assert "gpu01 is a vm guest" in said and "refuse_guest is false" in said
+    assert "gpu01 is a vm guest" in said and "gpuhost_allow_guest is true" in said
+    quiet = run(root, check_mode=True)
+    assert "is a vm guest" not in " ".join(str(w) for w in quiet.get("warnings") or [])
 
 
-def test_refuse_guest_lets_a_proxmox_node_through(seed):
+def test_guest_refuse_lets_a_proxmox_node_through(seed):
     root, _built = seed
-    result = run(root, check_mode=True, refuse_guest=True)
+    result = run(root, check_mode=True, guest="refuse")
     assert not result.get("failed"), result.get("msg")
-    assert "guest" not in " ".join(str(w) for w in result.get("warnings") or [])
+    assert "is a vm guest" not in " ".join(str(w) for w in result.get("warnings") or [])
