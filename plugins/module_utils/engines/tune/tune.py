@@ -170,7 +170,7 @@ def _tune_run(p, check_mode, runner, warn):
     if refused and p["guest"] == "warn" and virt.get("guest") and warn is not None:
         warn("%s is a %s guest (%s); changed because gpuhost_allow_guest is true (host_tune "
              "guest: warn)" % (ctx.wanted["host"] or ctx.root, virt.get("kind"),
-                                                "; ".join(virt.get("evidence") or [])))
+                               "; ".join(virt.get("evidence") or [])))
     result = {"changed": False, "host": ctx.wanted["host"], "root": ctx.root,
               "check_mode": ctx.check_mode, "parts_on": [n for n in PARTS if n in ctx.on],
               "parts": {}, "findings_before": _managed(ctx.before["findings"], MANAGED),

@@ -82,5 +82,5 @@ def gpu_recovery_needed(facts, wanted):
                     "recovery action None", _remedy(gpu, wanted.get("host")),
                     reboot_required=gpu["need"] == "reboot",
                     detail="needs %s; holders: %s" % (WHAT[gpu["need"]],
-                                                     _holders_text(gpu["holders"])),
+                                                      _holders_text(gpu["holders"])),
                     severity="critical" if gpu["need"] == "reboot" else "high")

@@ -13,9 +13,9 @@ def _facts(*gpus):
             "gpu_recovery": list(gpus)}
 
 
-def _gpu(need, holders=NONE, evidence=("driver recovery action Reset",)):
+def _gpu(need, holders=None, evidence=("driver recovery action Reset",)):
     return {"address": GPU, "need": need, "driver_action": "Reset", "evidence": list(evidence),
-            "holders": holders}
+            "holders": dict(holders or NONE)}
 
 
 def test_nothing_needed_is_no_finding():
