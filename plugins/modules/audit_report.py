@@ -50,7 +50,9 @@ description:
     1 per finding; C(gpuhost_findings{severity}) for all five severities, zeros included;
     C(gpuhost_audit_timestamp_seconds) and C(gpuhost_audit_duration_seconds);
     C(gpuhost_check_status{column}) per report column, -1 not applicable, 0 ok, 1 info,
-    2 low, 3 medium, 4 high, 5 critical (those of audited hosts); for every host
+    2 low, 3 medium, 4 high, 5 critical (those of audited hosts);
+    C(gpuhost_gpu_recovery_action{gpu,action}) per GPU, what it needs (C(none), C(drain_p2p),
+    C(reset), C(drain_and_reset), C(reboot)) and as the value its rank (0 to 4); for every host
     C(gpuhost_host_up) (1 audited in this run, 0 not) and
     C(gpuhost_last_good_audit_age_seconds) (from its C(last_seen) to O(generated_at), or to
     the controller's clock when O(generated_at) is no time stamp, so such a run rewrites

@@ -24,6 +24,9 @@ Series (all gauges):
 - ``gpuhost_check_status{host,column}``: each report column (check) as a number,
   ``CHECK_STATUS_VALUES``: -1 not applicable, 0 ok, 1 info, 2 low, 3 medium, 4 high,
   5 critical (higher is worse, so ``>= 4`` means high or critical);
+- ``gpuhost_gpu_recovery_action{host,gpu,action}``: per GPU of the audit's ``gpu_recovery``
+  fact, what it needs (``action``: none, drain_p2p, reset, drain_and_reset, reboot) and as the
+  value its rank in that order (0 none ... 4 reboot; ``> 0`` means the GPU needs something);
 - ``gpuhost_host_up{host}``: 1 for a host audited in this run, 0 for one that was not
   (unreachable, failed or skipped: every inventory host of the run has the series; the
   series above are for audited hosts only);
@@ -38,6 +41,8 @@ __metaclass__ = type
 import calendar
 import math
 import re
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.recovery import recovery
 import time
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.findings import SEVERITIES
@@ -182,8 +187,16 @@ def audit_families(audits):
     status = Family("gpuhost_check_status",
                     "Worst severity per report column: -1 n/a, 0 ok, 1 info, 2 low, "
                     "3 medium, 4 high, 5 critical.")
+    recover = Family("gpuhost_gpu_recovery_action",
+                     "What each GPU needs to recover (label action), as its rank: 0 none, "
+                     "1 drain_p2p, 2 reset, 3 drain_and_reset, 4 reboot.")
     for host in sorted(audits):
         audit = audits[host] or {}
+        for gpu in audit.get("gpu_recovery") or []:
+            need = gpu.get("need")
+            if gpu.get("address") and need in recovery.NEED_RANK:
+                recover.add({"host": host, "gpu": gpu["address"], "action": need},
+                            recovery.NEED_RANK[need])
         counts = dict((name, 0) for name in SEVERITIES)
         for item in audit.get("findings") or []:
             severity = item.get("severity")
@@ -207,7 +220,7 @@ def audit_families(audits):
             value = CHECK_STATUS_VALUES.get((info or {}).get("status"))
             if value is not None:
                 status.add({"host": host, "column": column}, value)
-    return [finding, fresh, acked, per_severity, stamp, duration, status]
+    return [finding, fresh, acked, per_severity, stamp, duration, status, recover]
 
 
 def host_families(docs, now_s):

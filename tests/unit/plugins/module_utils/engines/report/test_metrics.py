@@ -152,3 +152,17 @@ def test_control_characters_and_surrogates_keep_one_sample_per_line():
     family = metrics.Family("gpuhost_x", "help\rwith a return")
     family.add({"host": "h"}, 1)
     assert "# HELP gpuhost_x help\\\\x0dwith a return\n" in metrics.render([family])
+
+
+def test_each_gpus_recovery_need_is_a_series_ranked_by_what_it_needs():
+    audit = {"findings": [], "checks": {}, "gpu_recovery": [
+        {"address": "0000:18:00.0", "need": "none"},
+        {"address": "0000:2a:00.0", "need": "reset"},
+        {"address": "0000:3a:00.0", "need": "reboot"},
+        {"address": None, "need": "reset"}]}           # no address: no series
+    samples, meta = parse(metrics.audit_text({"h": audit}))
+    got = dict((dict(k[1])["gpu"], (dict(k[1])["action"], v)) for k, v in samples.items()
+               if k[0] == "gpuhost_gpu_recovery_action")
+    assert got == {"0000:18:00.0": ("none", 0), "0000:2a:00.0": ("reset", 2),
+                   "0000:3a:00.0": ("reboot", 4)}
+    assert meta["gpuhost_gpu_recovery_action"] == ["HELP", "TYPE"]
