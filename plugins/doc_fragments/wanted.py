@@ -92,6 +92,11 @@ options:
           C(gpuhost_audit_xid_window_days)).
         type: int
         default: 7
+      thermal_margin_min_c:
+        description: A GPU with fewer degrees C than this between its temperature and its
+          slowdown limit (nvidia-smi's T.Limit) is C(gpu_thermal_margin_low).
+        type: int
+        default: 10
       bandwidth_min_pct:
         description: A GPU whose measured pinned copy rate is below this percentage of its
           link's ceiling, either way, is C(pcie_bandwidth_low).

@@ -30,8 +30,7 @@ description:
     C(dkms_missing_for_kernel), C(gpu_row_remap_failed), C(cuda_init_failed),
     C(passthrough_iommu_off), C(gpu_vm_container_conflict), C(host_edac_errors) (critical),
     C(gpu_retired_pages), C(gpu_xid_events), C(nvswitch_sxid_events), C(fabric_manager),
-    C(gpu_recovery_needed),
-    C(gpu_row_remap_pending), C(gpu_ecc_uncorrectable), C(gpu_clock_throttle),
+    C(gpu_recovery_needed), C(gpu_row_remap_pending), C(gpu_ecc_uncorrectable), C(gpu_clock_throttle),
     C(gpu_no_driver), C(pcie_mrrs), C(pcie_link_degraded), C(numa_balancing),
     C(cpuidle_deep_state), C(lxc_stale_majors), C(lxc_gpu_majors_missing),
     C(lxc_cgroup_v1_keys),
@@ -48,7 +47,8 @@ description:
     C(p2p_acs_redirect), C(gpu_bar1_small), C(gpu_container_unpinned),
     C(gpu_launch_latency_high), C(passthrough_not_vfio), C(passthrough_no_reset),
     C(host_oom_kill), C(gpu_memory_no_process), C(lxc_dev_gid_unknown),
-    C(device_nodes_unit_missing), C(lxc_dev_char_links_missing), C(nvlink_errors) (medium),
+    C(device_nodes_unit_missing), C(lxc_dev_char_links_missing), C(nvlink_errors),
+    C(gpu_slowdown_since_load), C(gpu_thermal_margin_low) (medium),
     C(boot_param), C(lxc_onboot), C(nvidia_peermem_not_loaded) (low),
     C(pcie_unreadable), C(nvidia_peermem_unavailable), C(gpu_held), C(host_is_guest) (info).
     Some ids take another severity by context; see RV(audit.findings)."
@@ -374,8 +374,12 @@ audit:
           C(retired_pages_dbe), C(retired_pages_pending), C(remapped_rows_correctable),
           C(remapped_rows_uncorrectable), C(remapped_rows_pending), C(remapped_rows_failure),
           C(clock_reasons_active) and C(clock_reasons_read) (short names such as
-          C(sw_power_cap)), C(power) C({limit_w, default_limit_w, max_limit_w, draw_w,
-          management}), C(fabric_state), C(fabric_status), C(memory_used_mib)
+          C(sw_power_cap)), C(clock_event_counters_us) (microseconds per reason since the
+          driver loaded, 535 and later, else null), C(temperature_c),
+          C(temperature_margin_c) (T.Limit, the degrees left to the slowdown limit),
+          C(memory_temperature_c), C(recovery_action) (C(<gpu_recovery_action>) - None, Reset,
+          Reboot, Drain P2P, Drain and Reset), C(power) C({limit_w, default_limit_w,
+          max_limit_w, draw_w, management}), C(fabric_state), C(fabric_status), C(memory_used_mib)
           (C(fb_memory_usage/used)), C(minor) (C(/dev/nvidiaN)), C(processes) (each
           C({pid, type, name, used_mib})). N/A and missing elements are null.
       type: dict
@@ -596,6 +600,10 @@ audit:
           driver's C(<gpu_recovery_action>) where it gives one, else the XID events since
           this boot; a pending row remap), naming the evidence and the GPU's holders
           (containers, VMs, host processes); critical for a reboot, high otherwise."
+        - "C(gpu_slowdown_since_load): clock event counters since the driver loaded non-zero
+          for a hardware reason (thermal slowdown, power brake) medium, for the software
+          thermal limit alone low. C(gpu_thermal_margin_low): the T.Limit margin below
+          O(wanted.thermal_margin_min_c) medium, at or past the limit high."
         - "C(gpu_row_remap_failed) critical, C(gpu_row_remap_pending) high (a GPU reset or
           reboot applies it), C(gpu_ecc_uncorrectable) high since the driver loaded, medium
           for lifetime counts only, C(gpu_ecc_pending) medium (ECC mode changes at the next

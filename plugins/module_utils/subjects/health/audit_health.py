@@ -11,10 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import (
-    Fact,
-    no_rules,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import Fact
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import int_range
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.health import (
     gpu_count_check,
     gpu_memory_check,
@@ -52,10 +50,16 @@ WANTED = {
     "acknowledged": dict(type="list", elements="dict", default=[]),
     "xid_policy": dict(type="list", elements="dict", default=[]),
     "gpu_count": dict(type="int"),
+    "thermal_margin_min_c": dict(type="int", default=10),
 }
-# the policy's values (acknowledged, xid_policy) name finding ids: the audit's registry
-# checks them (engines/audit/facts.wanted_values), which knows every id
-wanted_rules = no_rules
+
+
+def wanted_rules(w):
+    # the policy's values (acknowledged, xid_policy) name finding ids: the audit's registry
+    # checks them (engines/audit/facts.wanted_values), which knows every id
+    int_range("thermal_margin_min_c", w.get("thermal_margin_min_c"), 0, 100)
+
+
 CHECKS = (gpu_count_check, gpu_memory_check, gpu_state_check, gpu_use_check, gpu_xid_check,
           host_health_check)
 FLEET_CHECKS = ()

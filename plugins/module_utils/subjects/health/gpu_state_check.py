@@ -65,6 +65,54 @@ def gpu_clock_throttle(facts, wanted):
             "the GPU at its power limit under load" % addr, severity=severity)
 
 
+def _seconds(microseconds):
+    return "%.1f s" % (microseconds / 1e6)
+
+
+@check("gpu_slowdown_since_load", COLUMN, severity="medium", severities=("medium", "low"),
+       order=127)
+def gpu_slowdown_since_load(facts, wanted):
+    """Clock event counters (microseconds since the driver loaded) non-zero for a hardware
+    reason (thermal slowdown, power brake): medium; for the software thermal limit alone:
+    low. The power cap and sync boost are a GPU working at its limits, not counted."""
+    for gpu in smi_gpus(facts):
+        counters = gpu.get("clock_event_counters_us") or {}
+        hardware = sorted((n, v) for n, v in counters.items() if n.startswith("hw_") and v)
+        thermal = sorted((n, v) for n, v in counters.items()
+                         if n.startswith("sw_therm") and v)
+        if not hardware and not thermal:
+            continue
+        addr = _addr(gpu)
+        held = ", ".join("%s %s" % (n, _seconds(v)) for n, v in hardware + thermal)
+        yield found(
+            addr, "clocks held down since the driver loaded: %s" % held,
+            "no hardware or thermal slowdown",
+            "check cooling, airflow and the power supplies (nvidia-smi -q -d "
+            "PERFORMANCE,TEMPERATURE,POWER -i %s); the counters restart when the driver "
+            "loads" % addr, severity="medium" if hardware else "low")
+
+
+@check("gpu_thermal_margin_low", COLUMN, severity="medium", severities=("medium", "high"),
+       order=128)
+def gpu_thermal_margin_low(facts, wanted):
+    """The GPU's temperature margin to its slowdown limit (T.Limit, ``gpu_temp_tlimit``)
+    below ``thermal_margin_min_c``: medium; at or past the limit (0 C or less): high."""
+    least = wanted.get("thermal_margin_min_c")
+    if least is None:
+        return
+    for gpu in smi_gpus(facts):
+        margin = gpu.get("temperature_margin_c")
+        if not isinstance(margin, (int, float)) or margin >= least:
+            continue
+        addr = _addr(gpu)
+        yield found(
+            addr, "%s C below the slowdown limit (GPU %s C, memory %s C)" % (
+                margin, gpu.get("temperature_c"), gpu.get("memory_temperature_c")),
+            "at least %d C of margin" % least,
+            "check cooling and airflow before the GPU slows down (nvidia-smi -q -d "
+            "TEMPERATURE -i %s)" % addr, severity="high" if margin <= 0 else "medium")
+
+
 @check("gpu_persistence_off", COLUMN, severity="medium", order=122)
 def gpu_persistence_off(facts, wanted):
     for gpu in smi_gpus(facts):

@@ -144,6 +144,23 @@ def _clock_reasons(gpu):
     return [], []
 
 
+def _clock_counters(gpu):
+    """``clocks_event_reasons_counters`` (535 and later): microseconds each reason held the
+    clocks down since the driver loaded, by short name (``hw_therm_slowdown``; drivers spell
+    some ``hw_thermal_slowdown``, ``hw_power_braking``); None when the log has none."""
+    node = gpu.find("clocks_event_reasons_counters")
+    if node is None:
+        return None
+    prefix = "clocks_event_reasons_counters_"
+    out = {}
+    for child in list(node):
+        value = _number(_text(node, child.tag))
+        if isinstance(value, (int, float)):
+            name = child.tag[len(prefix):] if child.tag.startswith(prefix) else child.tag
+            out[name] = value
+    return out
+
+
 def _power(gpu):
     node = gpu.find("gpu_power_readings")
     if node is None:
@@ -209,6 +226,11 @@ def _gpu(gpu):
         "remapped_rows_failure": _yes(_text(gpu, "remapped_rows/remapped_row_failure")),
         "clock_reasons_active": active,
         "clock_reasons_read": seen,
+        "clock_event_counters_us": _clock_counters(gpu),
+        # T.Limit: degrees C left before the slowdown limit (negative: past it)
+        "temperature_c": _number(_text(gpu, "temperature/gpu_temp")),
+        "temperature_margin_c": _number(_text(gpu, "temperature/gpu_temp_tlimit")),
+        "memory_temperature_c": _number(_text(gpu, "temperature/memory_temp")),
         "power": _power(gpu),
         "fabric_state": _text(gpu, "fabric/state"),
         "fabric_status": _text(gpu, "fabric/status"),

@@ -2,9 +2,13 @@
 before the facts built on them, the GPU count and processes after the GPUs and the
 placement, the XID window from the wanted values."""
 
+import pytest
 from auditcase import declared_facts
 from fixtures import hosts
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (
+    ValidationError,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.health import audit_health
 
 
@@ -28,3 +32,9 @@ def test_a_tree_without_nvidia_smi_counts_the_bus(tmp_path):
     assert errors == [] and got["nvidia_smi"]["available"] is False
     assert got["gpu_count"]["bus"] == 1 and got["gpu_processes"] == []
     assert got["host_health"]["window_days"] == 7
+
+
+def test_the_thermal_margin_wanted_is_degrees_from_0_to_100():
+    audit_health.wanted_rules({"thermal_margin_min_c": 10})
+    with pytest.raises(ValidationError, match="thermal_margin_min_c"):
+        audit_health.wanted_rules({"thermal_margin_min_c": -5})

@@ -1,5 +1,5 @@
-"""subjects/health/gpu_state_check.py: gpu_clock_throttle, gpu_power_capped and gpu_persistence_off
-from
+"""subjects/health/gpu_state_check.py: gpu_clock_throttle, gpu_power_capped, gpu_persistence_off,
+gpu_slowdown_since_load and gpu_thermal_margin_low from
 nvidia-smi -q -x (real logs in tests/fixtures/nvidia, which name their source)."""
 
 from fixtures import nvhealth as health
@@ -43,3 +43,41 @@ def test_a_healthy_layout_gives_none(tmp_path):
 def test_na_without_nvidia_smi_data(audited):
     reason = judge("gpu_persistence_off", audited("seed_host"))
     assert reason.startswith("no nvidia-smi data")
+
+
+def _h200(tmp_path, edits):
+    """The real H200 log with ``edits`` on its GPU, read as the audit reads it."""
+    addr = "0000:18:00.0"
+    health.write_smi(tmp_path, health.smi_xml(health.H200_REAL_PROCESS, gpus=[addr],
+                                              edits={addr: edits}))
+    facts, _found = audit_health(tmp_path)
+    return facts
+
+
+def test_the_real_h200_has_no_slowdown_and_its_margin(tmp_path):
+    facts = _h200(tmp_path, {})
+    assert judge("gpu_slowdown_since_load", facts) == []
+    assert judge("gpu_thermal_margin_low", facts) == []      # 49 C of margin
+
+
+def test_a_hardware_slowdown_since_the_driver_loaded_is_medium(tmp_path):
+    counters = "clocks_event_reasons_counters/clocks_event_reasons_counters_"
+    facts = _h200(tmp_path, {counters + "hw_therm_slowdown": "12500000 us",
+                             counters + "sw_power_cap": "90000000 us"})
+    [item] = judge("gpu_slowdown_since_load", facts)
+    assert item["severity"] == "medium"
+    assert item["current"] == "clocks held down since the driver loaded: hw_therm_slowdown 12.5 s"
+    facts = _h200(tmp_path, {counters + "sw_therm_slowdown": "300000 us"})
+    assert [f["severity"] for f in judge("gpu_slowdown_since_load", facts)] == ["low"]
+
+
+def test_a_thin_thermal_margin_is_medium_and_past_the_limit_high(tmp_path):
+    facts = _h200(tmp_path, {"temperature/gpu_temp_tlimit": "6 C"})
+    [item] = judge("gpu_thermal_margin_low", facts)
+    assert item["severity"] == "medium" and item["expected"] == "at least 10 C of margin"
+    assert item["current"] == "6 C below the slowdown limit (GPU 38 C, memory 40 C)"
+    facts = _h200(tmp_path, {"temperature/gpu_temp_tlimit": "-1 C"})
+    assert [f["severity"] for f in judge("gpu_thermal_margin_low", facts)] == ["high"]
+    assert judge("gpu_thermal_margin_low", facts, thermal_margin_min_c=0)[0]["severity"] == \
+        "high"
+    assert judge("gpu_thermal_margin_low", _h200(tmp_path, {}), thermal_margin_min_c=60)
