@@ -706,8 +706,13 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner imp
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import text  # noqa: E402
 
-# Every wanted value was a top-level option before option wanted: kept until 0.3.0.
-PER_KEY = facts.WANTED_KEYS
+# Every wanted value of 0.1 was a top-level option before option wanted: kept until 0.3.0.
+# A wanted value added since (thermal_margin_min_c) is option wanted's only.
+PER_KEY = ("acknowledged", "bandwidth_min_pct", "boot_params", "copy_rate_marks",
+           "cpufreq_drivers_wanted", "cpuidle_deeper_than", "gpu_classes", "gpu_count",
+           "gpu_vendor", "host", "lxc_config_dir", "lxc_gpu_drivers", "mrrs_size",
+           "nvidia_uvm_disable_hmm", "nvidia_uvm_modprobe_file", "sysctl", "xid_policy",
+           "xid_window_days")
 
 
 def argument_spec():

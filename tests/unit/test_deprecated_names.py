@@ -3,7 +3,7 @@
 The deprecated names are read from where they are declared: each role's rename map
 (``__gpuhost_<role>_renamed`` in ``roles/<role>/vars/main.yml``, where the role maps an old
 name onto its new one), module_utils/platform/deprecated.py (option aliases, return keys) and the
-per-key options of the modules taking ``wanted`` (facts.WANTED_KEYS, tune.PER_KEY,
+per-key options of the modules taking ``wanted`` (host_audit.PER_KEY, tune.PER_KEY,
 post_boot_verify.PER_KEY). The changelog (it says what was renamed) and the files that do the
 mapping are the only places left to name them.
 
@@ -22,10 +22,9 @@ from conftest import REPO
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import deprecated
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune
-from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts
-from ansible_collections.gpuhost.tuning.plugins.modules import post_boot_verify
+from ansible_collections.gpuhost.tuning.plugins.modules import host_audit, post_boot_verify
 
-PER_KEY = {"host_audit": facts.WANTED_KEYS, "host_tune": tune.PER_KEY,
+PER_KEY = {"host_audit": host_audit.PER_KEY, "host_tune": tune.PER_KEY,
            "post_boot_verify": post_boot_verify.PER_KEY}
 
 
