@@ -56,6 +56,9 @@ def _codes_text(codes):
                                       ", last %s" % code["last"] if code.get("last") else "")
         if code.get("before_boot"):
             text += " before this boot"
+        if code.get("cancelled_by"):
+            text += ", ended by XID %d at %s" % (code["cancelled_by"]["code"],
+                                                 code["cancelled_by"]["at"])
         parts.append(text)
     return "; ".join(parts)
 

@@ -437,6 +437,8 @@ def facts(outputs, window_days=DEFAULT_WINDOW_DAYS, now=None, boot_time=None):
         for code in dev["codes"]:
             code["first"] = iso(code["first"])
             code["last"] = iso(code["last"])
+            if code.get("cancelled_by"):
+                code["cancelled_by"]["at"] = iso(code["cancelled_by"]["at"])
     return out
 
 

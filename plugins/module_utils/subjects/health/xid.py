@@ -149,7 +149,16 @@ CATALOGUE = {
     159: (_RA, "CHI Non-Data Error"),
     160: ("none", "Channel Retirement Event"),
     161: ("none", "Channel Retirement Failure"),
+    # 162/163: not in the catalogue's public table this file follows; the names are those
+    # of NVIDIA's NVSentinel (syslog-health-monitor docs, its shipped cancellation rule).
+    162: ("none", "PSHC re-engaged"),
+    163: ("unknown", "PSHC disengaged"),
 }
+
+# A later event of the key's code on the same GPU cancels the value's events before it (the
+# condition it reported has ended). NVSentinel ships one such rule (PR #1270: XID 162, PSHC
+# re-engaged, cancels XID 163, PSHC disengaged).
+CANCELLED_BY = {163: 162}
 
 # XID 154's recovery actions (the text after "to 0xN (").
 _RECOVERY = {
@@ -193,6 +202,17 @@ def worst_class(classes):
     return max(classes, key=lambda c: CLASS_RANK.get(c, 0))
 
 
+def _cancel(codes):
+    """Mark ``{code: entry}`` entries a later event cancels (``CANCELLED_BY``): class
+    ``none`` and ``cancelled_by`` naming the code and when; both need times to be ordered."""
+    for code, by in CANCELLED_BY.items():
+        entry, later = codes.get(code), codes.get(by)
+        if entry and later and entry["last"] is not None and later["last"] is not None \
+                and later["last"] >= entry["last"]:
+            entry["class"] = "none"
+            entry["cancelled_by"] = {"code": by, "at": later["last"]}
+
+
 def summarize(events, now, window_days, boot_time=None):
     """Per-device summary of ``events`` (kernlog's dicts) inside ``[now - window, now]``.
 
@@ -200,7 +220,8 @@ def summarize(events, now, window_days, boot_time=None):
     last, message, before_boot}], worst}]`` sorted by address; ``kind`` is ``xid`` (a GPU)
     or ``sxid`` (an NVSwitch). Events without a time stamp count as inside the window.
     ``before_boot``: every event of that code happened before ``boot_time`` (the reset or
-    reboot it asked for has happened since).
+    reboot it asked for has happened since). ``cancelled_by`` ``{code, at}``: a later event
+    ended it (``CANCELLED_BY``; its class is then ``none``).
     """
     start = now - window_days * 86400 if now is not None else None
     groups = {}
@@ -227,6 +248,7 @@ def summarize(events, now, window_days, boot_time=None):
             code["before_boot"] = False
     out = []
     for (kind, address), codes in sorted(groups.items(), key=lambda item: item[0][::-1]):
+        _cancel(codes)
         items = sorted(codes.values(), key=lambda c: (-CLASS_RANK.get(c["class"], 0), c["code"]))
         for item in items:
             if item["class"] in ("reset_gpu", "reboot") and item["count"] >= REPEAT_HARDWARE:

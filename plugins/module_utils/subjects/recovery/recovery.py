@@ -5,9 +5,10 @@
 reads the host): the driver's recovery action (``nvidia-smi -q -x``
 ``<gpu_recovery_action>``, 550 and later: ``None``, ``Reset``, ``Reboot``, ``Drain P2P``,
 ``Drain and Reset``, NVML's nvmlGpuRecoveryAction_t), the XID events of the kernel log's
-window by NVIDIA's catalogue (subjects/health/xid.py), a pending row remap, and the GPU's
-holders: the containers whose processes use it or whose config binds it, the VMs it is
-passed to, and host processes outside any container.
+window by NVIDIA's catalogue (subjects/health/xid.py), a pending row remap, NVLink links
+inactive after an NVLink XID since this boot (``NVLINK_XIDS``: the links do not train again
+until the GPU is reset), and the GPU's holders: the containers whose processes use it or
+whose config binds it, the VMs it is passed to, and host processes outside any container.
 
 The driver's answer is the GPU's state now: where it gives one, the XID events are evidence
 but do not raise the need (a reset done since the event leaves the driver at ``None``).
@@ -35,6 +36,10 @@ DRIVER_ACTIONS = {
     "drain p2p": "drain_p2p",
     "drain and reset": "drain_and_reset",
 }
+
+# NVLink XIDs after which links found inactive now need the GPU reset (NVIDIA's Xid
+# catalogue: 149 NETIR, and the other NVLink XIDs of its RESET_GPU bucket).
+NVLINK_XIDS = (74, 144, 145, 146, 147, 148, 149, 150, 155)
 
 # An XID class (subjects/health/xid.py) -> the need; a reset or reboot that came back three
 # times or more (``hardware``) needs the reboot first, then service.
@@ -93,9 +98,23 @@ def _vmid_key(vmid):
     return (0, int(vmid), "") if vmid.isdigit() else (1, 0, vmid)
 
 
-def facts(smi, kernel_log, processes, passthrough):
+def _links_down(device, nvlink_gpu):
+    """The evidence line for links inactive after an NVLink XID since this boot, or None."""
+    codes = [c["code"] for c in (device or {}).get("codes") or []
+             if c.get("code") in NVLINK_XIDS and not c.get("before_boot")]
+    inactive = (nvlink_gpu or {}).get("inactive") or []
+    if not codes or not inactive:
+        return None
+    return "NVLink links %s inactive after XID %s" % (
+        ", ".join(str(link) for link in inactive), ", ".join(str(c) for c in sorted(codes)))
+
+
+def facts(smi, kernel_log, processes, passthrough, nvlink=None):
     """The ``gpu_recovery`` fact: ``[{address, need, driver_action, evidence, holders}]`` for
-    every GPU of nvidia-smi and every GPU the kernel log names, sorted by address."""
+    every GPU of nvidia-smi and every GPU the kernel log names, sorted by address. A pending
+    row remap and links inactive after an NVLink XID need a reset whatever the driver says
+    (the driver's action does not count them)."""
+    links = dict((g.get("address"), g) for g in (nvlink or {}).get("gpus") or [])
     gpus = {}
     for gpu in (smi or {}).get("gpus") or []:
         if gpu.get("address"):
@@ -111,12 +130,15 @@ def facts(smi, kernel_log, processes, passthrough):
         needs, evidence = _xid_evidence(device or {})
         if action:
             evidence.insert(0, "driver recovery action %s" % action)
+        state = []                       # what the GPU's state now needs beyond the driver
         if (smi_gpu or {}).get("remapped_rows_pending"):
-            needs.append("reset")
+            state.append("reset")
             evidence.append("row remap pending")
-        need = worst(needs)
-        if driver is not None:
-            need = worst([driver] + (["reset"] if "row remap pending" in evidence else []))
+        down = _links_down(device, links.get(address))
+        if down:
+            state.append("reset")
+            evidence.append(down)
+        need = worst(needs + state) if driver is None else worst([driver] + state)
         out.append({"address": address, "need": need, "driver_action": action,
                     "evidence": evidence,
                     "holders": holders(address, processes, passthrough)})

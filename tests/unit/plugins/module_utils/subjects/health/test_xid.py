@@ -96,3 +96,24 @@ def test_sxids_are_their_own_kind_and_an_unknown_address_is_kept():
     out = xid.summarize(events, NOW, 7)
     assert sorted((d["kind"], d["address"]) for d in out) == [
         ("sxid", "0000:05:00.0"), ("xid", "unknown")]
+
+
+def test_a_later_xid_162_ends_the_163_before_it_on_that_gpu_only():
+    """NVSentinel's shipped cancellation (PR #1270): XID 162 (PSHC re-engaged) ends XID 163
+    (PSHC disengaged) on the same GPU; a 163 after the 162, or on another GPU, stays."""
+    other = "0000:02:00.0"
+    out = xid.summarize([_event(163, 3600), _event(162, 600), _event(163, 3600, other),
+                         _event(162, 7200, "0000:03:00.0"), _event(163, 60, "0000:03:00.0")],
+                        NOW, 7)
+    got = dict((d["address"], d) for d in out)
+    code = dict((c["code"], c) for c in got["0000:01:00.0"]["codes"])[163]
+    assert code["class"] == "none" and code["cancelled_by"] == {"code": 162, "at": NOW - 600}
+    assert got["0000:01:00.0"]["worst"] == "none"
+    assert got[other]["worst"] == "unknown" and "cancelled_by" not in got[other]["codes"][0]
+    later = dict((c["code"], c) for c in got["0000:03:00.0"]["codes"])[163]
+    assert later["class"] == "unknown" and "cancelled_by" not in later
+
+
+def test_without_times_nothing_is_cancelled():
+    out = xid.summarize([_event(163, None), _event(162, None)], NOW, 7)
+    assert out[0]["worst"] == "unknown"

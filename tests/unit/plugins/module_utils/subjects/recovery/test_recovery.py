@@ -96,3 +96,31 @@ def test_an_unknown_action_text_is_kept_not_guessed():
     assert recovery.driver_need("Recover IMEX Domain") is None
     assert recovery.driver_need("N/A") is None and recovery.driver_need(None) is None
     assert recovery.driver_need("  drain   AND reset ") == "drain_and_reset"
+
+
+def _nvlink(inactive):
+    return {"available": True, "gpus": [
+        {"address": GPU, "index": 0, "links": 18, "active": [], "inactive": inactive},
+        {"address": OTHER, "index": 1, "links": 18, "active": list(range(18)), "inactive": []}]}
+
+
+def test_links_inactive_after_xid_149_need_a_reset_though_the_driver_says_none(tmp_path):
+    """The real H200 log (driver at None) with XID 149 (NVLink NETIR) since this boot on one
+    GPU, and nvidia-smi nvlink -s showing two of its links inactive."""
+    line = health.xid_line(time.time() - 600, GPU, 149, "NVLink: NETIR Error")
+    found = _read(tmp_path, lines=[line])
+    got = dict((g["address"], g) for g in recovery.facts(
+        found["nvidia_smi"], found["kernel_log"], [], {}, _nvlink([3, 7])))
+    assert got[GPU]["need"] == "reset"
+    assert got[GPU]["evidence"][-1] == "NVLink links 3, 7 inactive after XID 149"
+    assert got[OTHER]["need"] == "none"
+
+
+def test_inactive_links_without_an_nvlink_xid_or_an_xid_before_boot_are_not_a_reset():
+    smi = {"gpus": [{"address": GPU, "recovery_action": "None"}]}
+    before = {"devices": [{"address": GPU, "kind": "xid", "codes": [
+        {"code": 149, "count": 1, "class": "reset_gpu", "description": "NVLink: NETIR Error",
+         "before_boot": True}]}]}
+    for log in ({}, before):
+        got = recovery.facts(smi, log, [], {}, _nvlink([3]))
+        assert got[0]["need"] == "none", log
