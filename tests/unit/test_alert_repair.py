@@ -2,11 +2,17 @@
 fires on the series the audit writes, the rulebook answers that alert with the repair
 playbook for that host only. ansible-rulebook itself is not run here (its alertmanager
 source is in the ansible.eda collection, which the test venv does not have); promtool
-checks and unit-tests the rule where it is installed."""
+checks and unit-tests the rule where it is installed, and ansible-rulebook (requirements-test.txt,
+with a Java runtime) validates the rulebook against its own schema and runs its rules on
+Alertmanager's webhook payload through a stand-in of that source
+(tests/assets/eda/alertmanager_replay.py), each action replaced by a ``debug`` that prints
+what the action would have been given."""
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -32,6 +38,17 @@ def _alert(name):
     raise AssertionError("no alert %s in %s" % (name, RULES))
 
 
+def _rule(book, alertname):
+    (rule,) = [rule for rule in book[0]["rules"]
+               if 'labels.alertname == "%s"' % alertname in rule["condition"]]
+    return rule
+
+
+def _role_options(role):
+    spec = _load(os.path.join(REPO, "roles", role, "meta", "argument_specs.yml"))
+    return spec["argument_specs"]["main"]["options"]
+
+
 def test_the_rule_selects_the_series_the_audit_writes():
     audit = {"findings": [{"id": "lxc_stale_majors", "severity": "high", "subject": "lxc 129"}],
              "checks": {}}
@@ -48,7 +65,7 @@ def test_the_rulebook_repairs_that_host_only_with_a_playbook_that_exists():
     assert len(book) == 1
     source = book[0]["sources"][0]["ansible.eda.alertmanager"]
     assert source["data_alerts_path"] == "alerts" and source["data_host_path"] == "labels.host"
-    (rule,) = book[0]["rules"]
+    rule = _rule(book, "GpuhostLxcStaleMajors")
     assert 'event.alert.labels.alertname == "GpuhostLxcStaleMajors"' in rule["condition"]
     assert 'event.alert.status == "firing"' in rule["condition"]
     action = rule["action"]["run_playbook"]
@@ -76,3 +93,125 @@ def test_promtool_checks_and_unit_tests_the_rules():
         proc = subprocess.run(["promtool"] + args, cwd=folder, capture_output=True, text=True,
                               timeout=60, check=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_gpu_that_needs_a_reset_alerts_per_host_and_gpu_from_the_recovery_gauge():
+    audit = {"findings": [], "checks": {},
+             "gpu_recovery": [{"address": "0000:1b:00.0", "need": "reset"},
+                              {"address": "0000:2a:00.0", "need": "none"}]}
+    text = metrics.audit_text({"pve-gpu01": audit})
+    assert 'gpuhost_gpu_recovery_action{host="pve-gpu01",gpu="0000:1b:00.0",action="reset"} 2' \
+        in text
+    rule = _alert("GpuhostGpuNeedsReset")
+    assert "gpuhost_gpu_recovery_action" in rule["expr"]
+    assert "by (host, gpu, action)" in rule["expr"]
+    assert rule["labels"] == {"gpuhost_finding": "gpu_recovery_needed",
+                              "gpuhost_repair": "gpu_recover"}
+    # a reboot is a person's decision: no repair label, so no route to the rulebook
+    assert "gpuhost_repair" not in _alert("GpuhostGpuNeedsReboot")["labels"]
+
+
+def test_the_rulebook_asks_for_an_approved_gpu_recover_of_that_host_and_gpu_only():
+    book = _load(RULEBOOK)
+    rule = _rule(book, "GpuhostGpuNeedsReset")
+    assert 'event.alert.status == "firing"' in rule["condition"]
+    assert sorted(rule["throttle"]["group_by_attributes"]) == [
+        "event.alert.labels.gpu", "event.alert.labels.host"]
+    # through an AAP/AWX workflow (its approval node), never the playbook directly
+    assert "run_playbook" not in rule["action"]
+    action = rule["action"]["run_workflow_template"]
+    assert "approval" in action["name"]
+    extra = action["job_args"]["extra_vars"]
+    assert extra == {"gpuhost_hosts": "{{ event.alert.labels.host }}",
+                     "gpuhost_recover_gpus": ["{{ event.alert.labels.gpu }}"],
+                     "gpuhost_recover_reboot": False}
+    assert os.path.isfile(os.path.join(REPO, "playbooks", "gpu_recover.yml"))
+    options = _role_options("gpu_recover")
+    for var in extra:
+        if var != "gpuhost_hosts":
+            assert var in options, var
+    routes = _load(os.path.join(EXT, "prometheus", "alertmanager-gpuhost.yml"))["route"]["routes"]
+    (route,) = [r for r in routes if 'gpuhost_repair="gpu_recover"' in r["matchers"]]
+    assert {"host", "gpu"} <= set(route["group_by"])
+
+
+def _rulebook_bin():
+    """ansible-rulebook beside this Python (the test venv), with java on the PATH."""
+    path = os.path.join(os.path.dirname(sys.executable), "ansible-rulebook")
+    if not os.path.exists(path) or not shutil.which("java"):
+        return None
+    return path
+
+
+def test_the_rulebook_is_valid_for_ansible_rulebook():
+    if _rulebook_bin() is None:
+        pytest.skip("ansible-rulebook or java not installed")
+    import jsonschema
+    import ansible_rulebook
+    from ansible_rulebook import condition_parser
+    schema = os.path.join(os.path.dirname(ansible_rulebook.__file__), "schema",
+                          "ruleset_schema.json")
+    with open(schema) as handle:
+        jsonschema.validate(_load(RULEBOOK), json.load(handle))
+    for rule in _load(RULEBOOK)[0]["rules"]:
+        condition_parser.parse_condition(rule["condition"])
+
+
+def _webhook(alerts):
+    """Alertmanager's webhook body (webhook_configs, version 4) carrying ``alerts``."""
+    return {"version": "4", "groupKey": "{}:{}", "status": "firing", "receiver": "gpuhost-eda",
+            "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {},
+            "externalURL": "http://alertmanager:9093", "truncatedAlerts": 0,
+            "alerts": [dict(status=status, labels=labels, annotations={},
+                            startsAt="2026-12-05T10:00:00Z", endsAt="0001-01-01T00:00:00Z",
+                            generatorURL="http://prometheus:9090/graph", fingerprint="%016x" % n)
+                       for n, (status, labels) in enumerate(alerts)]}
+
+
+def test_ansible_rulebook_answers_each_alert_once_for_its_host_and_gpu(tmp_path):
+    """The real engine (Drools) on the real rules: a firing reset alert asks once (the
+    throttle drops the repeat) for that host and GPU; a resolved one, a reboot alert and
+    another alert ask nothing; the stale-majors alert asks for reboot_verify."""
+    binary = _rulebook_bin()
+    if binary is None:
+        pytest.skip("ansible-rulebook or java not installed")
+    reset = {"alertname": "GpuhostGpuNeedsReset", "host": "pve-gpu01", "gpu": "0000:1b:00.0",
+             "action": "reset"}
+    payload = _webhook([
+        ("firing", reset), ("firing", reset),
+        ("resolved", dict(reset, host="pve-gpu02", gpu="0000:2a:00.0")),
+        ("firing", {"alertname": "GpuhostGpuNeedsReboot", "host": "pve-gpu03",
+                    "gpu": "0000:3d:00.0"}),
+        ("firing", {"alertname": "GpuhostLxcStaleMajors", "host": "pve-gpu04",
+                    "subject": "lxc 129"}),
+        ("firing", {"alertname": "SomethingElse", "host": "pve-gpu05"})])
+    (tmp_path / "payload.json").write_text(json.dumps(payload))
+    book = _load(RULEBOOK)
+    book[0]["sources"] = [{"name": "replay", "alertmanager_replay": {
+        "payload": str(tmp_path / "payload.json"), "log": str(tmp_path / "events.jsonl")}}]
+    for rule in book[0]["rules"]:
+        (kind, args), = rule["action"].items()
+        rule["action"] = {"debug": {"msg": "GPUHOST-ACTION %s %s" % (kind, json.dumps(args))}}
+    (tmp_path / "book.yml").write_text(yaml.safe_dump(book))
+    (tmp_path / "inventory.yml").write_text("all:\n  hosts:\n    pve-gpu01: {}\n")
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep
+               + os.environ.get("PATH", ""))
+    proc = subprocess.run(
+        [binary, "--rulebook", "book.yml", "-i", "inventory.yml", "-S",
+         os.path.join(REPO, "tests", "assets", "eda")],
+        cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    asked = [line.split(" ", 2)[1:] for line in proc.stdout.splitlines()
+             if line.startswith("GPUHOST-ACTION ")]
+    assert [(kind, json.loads(args)) for kind, args in asked] == [
+        ("run_workflow_template",
+         {"name": "gpuhost gpu_recover (approval)", "organization": "Default",
+          "job_args": {"extra_vars": {"gpuhost_hosts": "pve-gpu01",
+                                      "gpuhost_recover_gpus": ["0000:1b:00.0"],
+                                      "gpuhost_recover_reboot": False}}}),
+        ("run_playbook",
+         {"name": "gpuhost.tuning.reboot_verify",
+          "extra_vars": {"gpuhost_hosts": "pve-gpu04",
+                         "gpuhost_reboot_verify_reboot": False,
+                         "gpuhost_reboot_verify_kernel_upgrade": False}})]
+    assert len((tmp_path / "events.jsonl").read_text().splitlines()) == 6
