@@ -95,22 +95,33 @@ def gpu_slowdown_since_load(facts, wanted):
 @check("gpu_thermal_margin_low", COLUMN, severity="medium", severities=("medium", "high"),
        order=128)
 def gpu_thermal_margin_low(facts, wanted):
-    """The GPU's temperature margin to its slowdown limit (T.Limit, ``gpu_temp_tlimit``)
-    below ``thermal_margin_min_c``: medium; at or past the limit (0 C or less): high."""
+    """The GPU's temperature margin to its slowdown limit (T.Limit, ``gpu_temp_tlimit``), or
+    its memory's margin to the memory's limit (``gpu_temp_max_mem_threshold`` less
+    ``memory_temp``), below ``thermal_margin_min_c``: medium; at or past a limit (0 C or
+    less): high."""
     least = wanted.get("thermal_margin_min_c")
     if least is None:
         return
     for gpu in smi_gpus(facts):
+        margins = []
         margin = gpu.get("temperature_margin_c")
-        if not isinstance(margin, (int, float)) or margin >= least:
+        if isinstance(margin, (int, float)) and margin < least:
+            margins.append((margin, "%s C below the slowdown limit" % margin))
+        mem, limit = gpu.get("memory_temperature_c"), gpu.get("memory_temperature_limit_c")
+        if isinstance(mem, (int, float)) and isinstance(limit, (int, float)) and limit > 0 \
+                and limit - mem < least:
+            margins.append((limit - mem, "memory %s C below its %s C limit" % (
+                limit - mem, limit)))
+        if not margins:
             continue
         addr = _addr(gpu)
         yield found(
-            addr, "%s C below the slowdown limit (GPU %s C, memory %s C)" % (
-                margin, gpu.get("temperature_c"), gpu.get("memory_temperature_c")),
+            addr, "%s (GPU %s C, memory %s C)" % (
+                "; ".join(text for _m, text in margins), gpu.get("temperature_c"), mem),
             "at least %d C of margin" % least,
             "check cooling and airflow before the GPU slows down (nvidia-smi -q -d "
-            "TEMPERATURE -i %s)" % addr, severity="high" if margin <= 0 else "medium")
+            "TEMPERATURE -i %s)" % addr,
+            severity="high" if min(m for m, _t in margins) <= 0 else "medium")
 
 
 @check("gpu_persistence_off", COLUMN, severity="medium", order=122)

@@ -231,6 +231,10 @@ def _gpu(gpu):
         "temperature_c": _number(_text(gpu, "temperature/gpu_temp")),
         "temperature_margin_c": _number(_text(gpu, "temperature/gpu_temp_tlimit")),
         "memory_temperature_c": _number(_text(gpu, "temperature/memory_temp")),
+        # the memory's own limit, absolute, as drivers up to 5xx print it (470: 95 C); the
+        # real H200's 580 prints only gpu_temp_max_mem_tlimit_threshold (0 C on the T.Limit
+        # scale, which memory_temp is not on): None there
+        "memory_temperature_limit_c": _number(_text(gpu, "temperature/gpu_temp_max_mem_threshold")),
         "power": _power(gpu),
         "fabric_state": _text(gpu, "fabric/state"),
         "fabric_status": _text(gpu, "fabric/status"),

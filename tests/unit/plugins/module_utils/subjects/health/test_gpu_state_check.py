@@ -81,3 +81,24 @@ def test_a_thin_thermal_margin_is_medium_and_past_the_limit_high(tmp_path):
     assert judge("gpu_thermal_margin_low", facts, thermal_margin_min_c=0)[0]["severity"] == \
         "high"
     assert judge("gpu_thermal_margin_low", _h200(tmp_path, {}), thermal_margin_min_c=60)
+
+
+def test_hot_memory_near_its_own_limit_is_a_thin_margin(tmp_path):
+    """Drivers that print the memory's limit (``gpu_temp_max_mem_threshold``, 95 C in the
+    470 driver's log of tests/fixtures/nvidia/old-driver-470.xml) get the memory judged too;
+    the real H200's 580 driver prints only ``gpu_temp_max_mem_tlimit_threshold`` (0 C, a
+    threshold on the T.Limit scale, which memory_temp is not on): no memory judgement."""
+    facts = _h200(tmp_path, {"temperature/memory_temp": "94 C"})
+    gpu = facts["nvidia_smi"]["gpus"][0]
+    assert (gpu["memory_temperature_c"], gpu["memory_temperature_limit_c"]) == (94, None)
+    assert judge("gpu_thermal_margin_low", facts) == []
+    limit = "temperature/gpu_temp_max_mem_threshold"
+    facts = _h200(tmp_path, {"temperature/memory_temp": "89 C", limit: "95 C"})
+    [item] = judge("gpu_thermal_margin_low", facts)
+    assert item["severity"] == "medium"
+    assert item["current"] == "memory 6 C below its 95 C limit (GPU 38 C, memory 89 C)"
+    facts = _h200(tmp_path, {"temperature/memory_temp": "96 C", limit: "95 C",
+                             "temperature/gpu_temp_tlimit": "4 C"})
+    [item] = judge("gpu_thermal_margin_low", facts)
+    assert item["severity"] == "high"
+    assert item["current"].startswith("4 C below the slowdown limit; memory -1 C below its")
