@@ -77,4 +77,4 @@ def declared_facts(declaration, root, wanted=None, known=None):
     context = facts_base.FactContext(str(root), merged, cmdout.CommandOutputs(str(root)))
     context.facts.update(known or {})
     errors = []
-    return facts_base.read_facts(declaration.FACTS, context, errors), errors
+    return facts_base.read_facts(facts_base.declared(declaration, "FACTS"), context, errors), errors

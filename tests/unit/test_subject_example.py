@@ -79,7 +79,6 @@ def wanted_rules(w):
 
 
 CHECKS = (thermal_check,)
-FLEET_CHECKS = ()
 ''',
 }
 

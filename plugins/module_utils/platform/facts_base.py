@@ -4,7 +4,8 @@
 """How a subject declares its part of the audit, and how the audit reads it.
 
 Each subject folder that the audit reads has one declaration file, ``audit_<subject>.py``,
-with four names:
+with up to five names, each optional (``declared`` gives the default of one left out: no
+facts, no wanted values, no rules, no checks):
 
 - ``FACTS``: a tuple of :class:`Fact`, each one key of the audit's facts (host_audit's
   RETURN), the function that reads it from a :class:`FactContext`, the value it takes when
@@ -69,9 +70,9 @@ class FactContext(object):
 
 
 def ordered(declarations):
-    """The facts of ``declarations`` (declaration files, each with ``FACTS``) in reading
-    order; ValueError when two declare one name or one order."""
-    found = sorted((fact for decl in declarations for fact in decl.FACTS),
+    """The facts of ``declarations`` (declaration files) in reading order; ValueError when
+    two declare one name or one order."""
+    found = sorted((fact for decl in declarations for fact in declared(decl, "FACTS")),
                    key=lambda fact: fact.order)
     for index in range(1, len(found)):
         first, second = found[index - 1], found[index]
@@ -106,3 +107,13 @@ def read_facts(facts, context, errors):
 def no_rules(_wanted):
     """``wanted_rules`` of a subject whose wanted values need no check beyond their type."""
     return None
+
+
+# A declaration's names and their values when the file leaves one out.
+DEFAULTS = {"FACTS": (), "WANTED": {}, "wanted_rules": no_rules, "CHECKS": (),
+            "FLEET_CHECKS": ()}
+
+
+def declared(declaration, name):
+    """``declaration``'s value of ``name`` (one of ``DEFAULTS``), or its default."""
+    return getattr(declaration, name, DEFAULTS[name])

@@ -66,19 +66,22 @@ SUBJECTS = (
 # The audit's facts in reading order (facts.collect reads them).
 FACTS = facts_base.ordered(SUBJECTS)
 # Every check file (importing one registers its checks, platform/findings.py).
-CHECK_FILES = tuple(check for subject in SUBJECTS for check in subject.CHECKS)
+CHECK_FILES = tuple(check for subject in SUBJECTS
+                    for check in facts_base.declared(subject, "CHECKS"))
 # The fleet checks, registered on import (platform/fleet_findings.py).
-FLEET_CHECK_FILES = tuple(check for subject in SUBJECTS for check in subject.FLEET_CHECKS)
+FLEET_CHECK_FILES = tuple(check for subject in SUBJECTS
+                          for check in facts_base.declared(subject, "FLEET_CHECKS"))
 
 
 def wanted_spec():
     """The wanted values' spec: every subject's ``WANTED`` (a fresh copy each call)."""
     spec = {}
     for subject in SUBJECTS:
-        twice = set(spec) & set(subject.WANTED)
+        own = facts_base.declared(subject, "WANTED")
+        twice = set(spec) & set(own)
         if twice:
             raise ValueError("wanted values declared twice: %s" % ", ".join(sorted(twice)))
-        spec.update(copy.deepcopy(subject.WANTED))
+        spec.update(copy.deepcopy(own))
     return spec
 
 
@@ -86,7 +89,7 @@ def wanted_rules(wanted):
     """Every subject's rules for its wanted values (``wanted`` with ``root``): raises
     validate.ValidationError naming the first value that can only be a mistake."""
     for subject in SUBJECTS:
-        subject.wanted_rules(wanted)
+        facts_base.declared(subject, "wanted_rules")(wanted)
 
 
 __all__ = ("CHECK_FILES", "FACTS", "FLEET_CHECK_FILES", "SUBJECTS", "SEVERITIES",

@@ -26,4 +26,3 @@ def wanted_rules(w):
 
 
 CHECKS = (kernel_check,)
-FLEET_CHECKS = ()

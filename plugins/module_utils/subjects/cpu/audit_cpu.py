@@ -63,4 +63,3 @@ def wanted_rules(w):
 
 
 CHECKS = (cpufreq_check, cpuidle_check, numa_balancing_check)
-FLEET_CHECKS = ()

@@ -12,7 +12,6 @@ __metaclass__ = type
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import int_range
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import cuda_check
 
-FACTS = ()
 WANTED = {
     "bandwidth_min_pct": dict(type="int", default=70),
     "copy_rate_marks": dict(type="list", elements="dict", default=[]),
@@ -24,4 +23,3 @@ def wanted_rules(w):
 
 
 CHECKS = (cuda_check,)
-FLEET_CHECKS = ()

@@ -9,10 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import (
-    Fact,
-    no_rules,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import Fact
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.device_nodes import (
     device_nodes,
     device_nodes_check,
@@ -21,7 +18,4 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.device_nod
 FACTS = (Fact(100, "device_nodes", lambda c: device_nodes.collect(
     c.root, c.outputs, c.wanted["lxc_config_dir"], c.get("char_majors", {})),
     {"available": False, "error": "not read", "containers": [], "units": []}),)
-WANTED = {}
-wanted_rules = no_rules
 CHECKS = (device_nodes_check,)
-FLEET_CHECKS = ()

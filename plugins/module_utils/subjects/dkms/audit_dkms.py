@@ -8,10 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import (
-    Fact,
-    no_rules,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import Fact
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.dkms import dkms, dkms_check
 
 
@@ -22,7 +19,4 @@ def dkms_facts(root):
 
 
 FACTS = (Fact(80, "dkms", lambda c: dkms_facts(c.root), []),)
-WANTED = {}
-wanted_rules = no_rules
 CHECKS = (dkms_check,)
-FLEET_CHECKS = ()

@@ -8,10 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import (
-    Fact,
-    no_rules,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import Fact
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver import (
     container_driver,
     driver_drift,
@@ -27,7 +24,5 @@ def containers_nvidia(context):
 
 
 FACTS = (Fact(140, "containers_nvidia", containers_nvidia, []),)
-WANTED = {}
-wanted_rules = no_rules
 CHECKS = ()
 FLEET_CHECKS = (driver_drift,)

@@ -8,10 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import (
-    Fact,
-    no_rules,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import Fact
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.fabric_manager import (
     fabric_manager,
     fabric_manager_check,
@@ -20,7 +17,4 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.fabric_man
 FACTS = (Fact(130, "fabric_manager", lambda c: fabric_manager.facts(
     c.root, c.facts.get("nvidia_smi"), c.get("nvidia", {}).get("driver_version")),
     {"needed": False}),)
-WANTED = {}
-wanted_rules = no_rules
 CHECKS = (fabric_manager_check,)
-FLEET_CHECKS = ()

@@ -62,4 +62,3 @@ def wanted_rules(w):
 
 CHECKS = (gpu_count_check, gpu_memory_check, gpu_state_check, gpu_use_check, gpu_xid_check,
           host_health_check)
-FLEET_CHECKS = ()

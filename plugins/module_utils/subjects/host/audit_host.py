@@ -9,10 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import (
-    Fact,
-    no_rules,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import Fact
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.host import (
     errors_check,
     guest_check,
@@ -37,6 +34,4 @@ FACTS = (
     Fact(71, "char_devices", lambda c: char_device_facts(c.get("char_majors", {})), {}),
 )
 WANTED = {"host": dict(type="str")}
-wanted_rules = no_rules
 CHECKS = (guest_check, errors_check)
-FLEET_CHECKS = ()

@@ -75,4 +75,3 @@ def wanted_rules(w):
 
 
 CHECKS = (lxc_check,)
-FLEET_CHECKS = ()

@@ -8,10 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import (
-    Fact,
-    no_rules,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import Fact
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.nvlink import (
     nvlink,
     nvlink_check,
@@ -20,7 +17,4 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.nvlink imp
 FACTS = (Fact(150, "nvlink", lambda c: nvlink.facts(
     c.outputs, c.get("nvidia_smi", {}), c.get("fabric_manager", {})),
     {"checked": False, "reason": "not read", "available": False, "gpus": []}),)
-WANTED = {}
-wanted_rules = no_rules
 CHECKS = (nvlink_check,)
-FLEET_CHECKS = ()

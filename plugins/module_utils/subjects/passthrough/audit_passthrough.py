@@ -8,10 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import (
-    Fact,
-    no_rules,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import Fact
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.passthrough import (
     passthrough_check,
     vmgpu,
@@ -19,7 +16,4 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.passthroug
 
 FACTS = (Fact(180, "passthrough", lambda c: vmgpu.collect(
     c.root, c.get("placement_read", {}).get("containers") or []), {}),)
-WANTED = {}
-wanted_rules = no_rules
 CHECKS = (passthrough_check,)
-FLEET_CHECKS = ()

@@ -10,10 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import hostfs
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import (
-    Fact,
-    no_rules,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import Fact
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import host_path
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.host import procfs, sysinfo
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.peermem import nvidia_check
@@ -49,6 +46,4 @@ WANTED = {
     "nvidia_uvm_disable_hmm": dict(type="bool", default=True),
     "nvidia_uvm_modprobe_file": dict(type="path", default=sysinfo.UVM_MODPROBE_FILE),
 }
-wanted_rules = no_rules
 CHECKS = (nvidia_check,)
-FLEET_CHECKS = ()

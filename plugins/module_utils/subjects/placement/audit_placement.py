@@ -9,10 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import (
-    Fact,
-    no_rules,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import Fact
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import device_owner
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.placement import (
     gpu_numa_check,
@@ -39,7 +36,4 @@ FACTS = (
     Fact(190, "gpu_placement", lambda c: host_placement(c.get("placement_read", {}),
                                                         c.facts.get("gpus")), {}),
 )
-WANTED = {}
-wanted_rules = no_rules
 CHECKS = (gpu_numa_check,)
-FLEET_CHECKS = ()

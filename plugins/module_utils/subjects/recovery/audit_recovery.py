@@ -9,10 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import (
-    Fact,
-    no_rules,
-)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import Fact
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.recovery import (
     gpu_recovery_check,
     recovery,
@@ -21,7 +18,4 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.recovery i
 FACTS = (Fact(225, "gpu_recovery", lambda c: recovery.facts(
     c.facts.get("nvidia_smi"), c.facts.get("kernel_log"), c.facts.get("gpu_processes"),
     c.facts.get("passthrough"), c.facts.get("nvlink")), []),)
-WANTED = {}
-wanted_rules = no_rules
 CHECKS = (gpu_recovery_check,)
-FLEET_CHECKS = ()

@@ -63,4 +63,3 @@ def wanted_rules(w):
 
 
 CHECKS = (sysctl_check,)
-FLEET_CHECKS = ()
