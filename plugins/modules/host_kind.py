@@ -26,6 +26,13 @@ options:
     description: Host root every path is read under.
     type: path
     default: /
+  host:
+    description: The host's name in RV(refusal) and RV(warning) (the inventory name).
+    type: str
+  changer:
+    description: What would change the host, named in RV(refusal) (C(role tune)).
+    type: str
+    default: this role
 notes:
   - Read-only; check mode runs the same.
 seealso:
@@ -56,6 +63,22 @@ virt:
   type: dict
   sample: {"kind": "container", "guest": true, "technology": "lxc", "proxmox_node": false,
            "evidence": ["/proc/1/environ container=lxc"], "dmi": {}}
+refusal:
+  description:
+    - Why O(changer) changes nothing on this host (a container, a VM guest, or a host whose
+      kind could not be read) and what to do; null for a host that is no guest. The same
+      text host_tune's option C(guest=refuse) fails with.
+  returned: always
+  type: str
+  sample: "pve-ct129 (/) is a container (lxc: /proc/1/environ container=lxc): role tune
+    changes nothing on it. Target the Proxmox VE node that hosts it (the example inventories
+    hold the nodes only); to tune a GPU VM guest on purpose set gpuhost_allow_guest=true"
+warning:
+  description:
+    - For a guest, the warning a role shows when C(gpuhost_allow_guest) lets it change the
+      guest anyway; null otherwise.
+  returned: always
+  type: str
 """
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
@@ -74,7 +97,9 @@ def rules(p):
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(root=dict(type="path", default="/")),
+    module = AnsibleModule(argument_spec=dict(root=dict(type="path", default="/"),
+                                              host=dict(type="str"),
+                                              changer=dict(type="str", default="this role")),
                            supports_check_mode=True)
     with check_module(module, "host_kind", rules):
         try:
@@ -84,7 +109,10 @@ def main():
             found = {"kind": "unknown", "guest": None, "technology": None,
                      "proxmox_node": None, "evidence": [], "dmi": {},
                      "error": "%s: %s" % (type(exc).__name__, exc)}
-        module.exit_json(changed=False, virt=found)
+        p = module.params
+        module.exit_json(changed=False, virt=found,
+                         refusal=virt.refusal(found, p["host"], p["root"], p["changer"]),
+                         warning=virt.guest_warning(found, p["host"] or p["root"]))
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ def merged_wanted(wanted):
 
 
 def wanted_values(p, per_key=(), deprecate=None):
-    """The wanted values of a module taking option ``wanted`` (``wanted_intake``: completed,
+    """The wanted values of a module taking option ``wanted`` (``_wanted_intake``: completed,
     the deprecated per-key options ``per_key`` over it), checked by every subject's rules and
     the operator policy's; ValidationError names the first bad value.
 
@@ -85,7 +85,7 @@ def wanted_values(p, per_key=(), deprecate=None):
         _intake_keys(p, per_key, deprecate)
         return _LAST[2]
     try:
-        w = wanted_intake(p, per_key, deprecate)
+        w = _wanted_intake(p, per_key, deprecate)
     except ValueError as exc:
         raise ValidationError("wanted: %s" % exc)
     check_registry.wanted_rules(dict(w, root=p.get("root") or "/"))
@@ -117,7 +117,7 @@ def _intake_keys(params, per_key, deprecate):
     return used
 
 
-def wanted_intake(params, per_key=(), deprecate=None):
+def _wanted_intake(params, per_key=(), deprecate=None):
     """The whole wanted values a module was given: its option ``wanted``, then each of the
     deprecated per-key options ``per_key`` that is set to something other than its default
     (it wins over ``wanted``; ``deprecate(text)`` is told its name). Typed and complete

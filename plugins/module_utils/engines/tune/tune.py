@@ -25,6 +25,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit impor
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cpu import cpu
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune_registry
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.host import virt
 
 RESULT_KEYS = ("changed", "failures", "rows", "diffs", "skipped", "detail", "fields")
 
@@ -92,7 +93,7 @@ def _params(params):
 
 class Context(object):
     """What a part's ``run`` reads: ``wanted`` (the wanted values, whole and typed:
-    ``facts.wanted_intake`` of option ``wanted`` and the deprecated per-key options),
+    ``facts.wanted_values`` of option ``wanted`` and the deprecated per-key options),
     ``params`` (host_tune's options, defaults filled; its per-key names ``PER_KEY`` hold the
     values of ``wanted``), ``root``, ``check_mode``, ``runner`` (runner.Runner: systemctl,
     setpci, modprobe), ``warn(text)``, ``on`` (the part names switched on), ``before`` (the
@@ -140,37 +141,17 @@ def tune_run(params, check_mode=False, runner=None, warn=None):
         return _tune_run(p, check_mode, runner, warn)
 
 
-def guest_refusal(virt, host, root):
-    """Why host_tune with ``guest: refuse`` changes nothing on the host whose audit fact
-    ``virt`` (subjects/host/virt.py) says it is a container or a VM guest, or cannot say
-    what it is; None for a host that is no guest."""
-    virt = virt or {}
-    if virt.get("guest") is False:
-        return None
-    kinds = {"container": "a container", "vm": "a virtual machine guest"}
-    what = kinds.get(virt.get("kind"), "a host whose kind could not be read")
-    why = "%s: %s" % (virt["technology"], "; ".join(virt.get("evidence") or [])) \
-        if virt.get("technology") else "no virt facts"
-    return ("%s (%s) is %s (%s)%s: host_tune changes nothing on it. Target the Proxmox VE "
-            "node that hosts it (the example inventories hold the nodes only); to tune a GPU "
-            "VM guest on purpose set gpuhost_allow_guest=true (host_tune: guest warn or "
-            "allow)" % (host or "the host", root, what, why,
-                        " and not a Proxmox VE node (no /etc/pve)"
-                        if virt.get("kind") == "vm" else ""))
-
-
 def _tune_run(p, check_mode, runner, warn):
     ctx = Context(p, check_mode, runner or Runner(), warn)
     # the role's guest check, here instead of a module round trip of its own: after the
     # read-only audit, before any part
-    virt = ctx.before.get("virt") or {}
-    refused = guest_refusal(virt, ctx.wanted["host"], ctx.root)
+    found = ctx.before.get("virt") or {}
+    refused = virt.refusal(found, ctx.wanted["host"], ctx.root, "host_tune")
     if refused and p["guest"] == "refuse":
-        raise ValueError(refused)
-    if refused and p["guest"] == "warn" and virt.get("guest") and warn is not None:
-        warn("%s is a %s guest (%s); changed because gpuhost_allow_guest is true (host_tune "
-             "guest: warn)" % (ctx.wanted["host"] or ctx.root, virt.get("kind"),
-                               "; ".join(virt.get("evidence") or [])))
+        raise ValueError(refused + " (host_tune: guest warn or allow)")
+    warning = virt.guest_warning(found, ctx.wanted["host"] or ctx.root, "host_tune guest: warn")
+    if refused and p["guest"] == "warn" and warning and warn is not None:
+        warn(warning)
     result = {"changed": False, "host": ctx.wanted["host"], "root": ctx.root,
               "check_mode": ctx.check_mode, "parts_on": [n for n in PARTS if n in ctx.on],
               "parts": {}, "findings_before": _managed(ctx.before["findings"], MANAGED),

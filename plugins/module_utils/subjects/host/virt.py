@@ -190,3 +190,34 @@ def describe(facts):
     if kind == NODE:
         return "a Proxmox VE node (%s)" % why
     return "a host that is neither a container nor a VM guest (no /etc/pve)"
+
+
+def refusal(facts, host, root, changer):
+    """Why ``changer`` (``role tune``, ``host_tune``, ...) changes nothing on the host under
+    ``root`` whose facts say it is a container or a VM guest, or cannot say what it is;
+    None for a host that is no guest. The one text of the roles' guest check (module
+    host_kind returns it) and of host_tune's option ``guest``."""
+    facts = facts or {}
+    if facts.get("guest") is False:
+        return None
+    kinds = {CONTAINER: "a container", VM: "a virtual machine guest"}
+    what = kinds.get(facts.get("kind"), "a host whose kind could not be read")
+    why = "%s: %s" % (facts["technology"], "; ".join(facts.get("evidence") or [])) \
+        if facts.get("technology") else (facts.get("error") or "no virt facts")
+    return ("%s (%s) is %s (%s)%s: %s changes nothing on it. Target the Proxmox VE node that "
+            "hosts it (the example inventories hold the nodes only); to tune a GPU VM guest "
+            "on purpose set gpuhost_allow_guest=true" % (
+                host or "the host", root, what, why,
+                " and not a Proxmox VE node (no /etc/pve)" if facts.get("kind") == VM else "",
+                changer))
+
+
+def guest_warning(facts, host, how=None):
+    """The warning for a guest changed on purpose (``how``: what passed it on, if not the
+    role's variable itself), or None for a host that is no guest."""
+    facts = facts or {}
+    if not facts.get("guest"):
+        return None
+    return "%s is a %s guest (%s); changed because gpuhost_allow_guest is true%s" % (
+        host, facts.get("kind"), "; ".join(facts.get("evidence") or []),
+        " (%s)" % how if how else "")

@@ -20,6 +20,17 @@ def test_an_lxc_container_is_a_guest(tmp_path):
     assert result["changed"] is False
     assert result["virt"]["kind"] == "container" and result["virt"]["guest"] is True
     assert result["virt"]["technology"] == "lxc"
+    assert result["refusal"] == (
+        "the host (%s) is a container (lxc: /proc/1/environ container=lxc): this role changes "
+        "nothing on it. Target the Proxmox VE node that hosts it (the example inventories "
+        "hold the nodes only); to tune a GPU VM guest on purpose set gpuhost_allow_guest=true"
+        % tmp_path)
+    named = run_module(host_kind, {"root": str(tmp_path), "host": "pve-ct129",
+                                   "changer": "role tune"})
+    assert named["refusal"].startswith("pve-ct129 (%s) is a container" % tmp_path)
+    assert ": role tune changes nothing on it." in named["refusal"]
+    assert named["warning"] == ("pve-ct129 is a container guest (/proc/1/environ "
+                                "container=lxc); changed because gpuhost_allow_guest is true")
 
 
 def test_a_proxmox_node_in_a_qemu_vm_is_a_node(tmp_path):
@@ -29,6 +40,7 @@ def test_a_proxmox_node_in_a_qemu_vm_is_a_node(tmp_path):
     os.makedirs(os.path.join(str(tmp_path), "etc/pve"))
     result = run_module(host_kind, {"root": str(tmp_path)})
     assert result["virt"]["kind"] == "proxmox_node" and result["virt"]["guest"] is False
+    assert result["refusal"] is None and result["warning"] is None
 
 
 def test_a_qemu_guest_without_pve_is_a_vm(tmp_path):
@@ -36,6 +48,8 @@ def test_a_qemu_guest_without_pve_is_a_vm(tmp_path):
     _write(tmp_path, "/sys/class/dmi/id/product_name", b"Standard PC (Q35 + ICH9, 2009)\n")
     result = run_module(host_kind, {"root": str(tmp_path)})
     assert result["virt"]["kind"] == "vm" and result["virt"]["guest"] is True
+    assert " is a virtual machine guest (" in result["refusal"]
+    assert "and not a Proxmox VE node (no /etc/pve): this role" in result["refusal"]
 
 
 def test_a_root_that_is_not_a_folder_is_refused(tmp_path):

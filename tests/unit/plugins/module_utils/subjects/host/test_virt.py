@@ -117,3 +117,16 @@ def test_describe_names_kind_and_evidence():
     text = virt.describe({"kind": "vm", "technology": "qemu",
                           "evidence": ["/sys/class/dmi/id/sys_vendor: QEMU"]})
     assert text == "a virtual machine guest (qemu; /sys/class/dmi/id/sys_vendor: QEMU)"
+
+
+def test_the_refusal_names_a_host_that_could_not_be_read_and_none_for_a_node():
+    unread = {"kind": "unknown", "guest": None, "technology": None, "evidence": [],
+              "error": "PermissionError: /proc/1/environ"}
+    assert virt.refusal(unread, "gpu07", "/", "role tune") == (
+        "gpu07 (/) is a host whose kind could not be read (PermissionError: /proc/1/environ): "
+        "role tune changes nothing on it. Target the Proxmox VE node that hosts it (the "
+        "example inventories hold the nodes only); to tune a GPU VM guest on purpose set "
+        "gpuhost_allow_guest=true")
+    assert virt.guest_warning(unread, "gpu07") is None
+    node = {"kind": "proxmox_node", "guest": False}
+    assert virt.refusal(node, "gpu07", "/", "host_tune") is None
