@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report_options
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report
 from ansible_collections.gpuhost.tuning.plugins.plugin_utils.report_action import ReportAction
 
@@ -18,9 +18,9 @@ class ActionModule(ReportAction):
 
     NAME = "audit_report"
     GIVEN = "audits"
-    SPEC = staticmethod(argspec.audit_report)
-    RULES = argspec.AUDIT_REPORT_RULES
-    CHECK = staticmethod(argspec.audit_report_rules)
+    SPEC = staticmethod(report_options.audit_report)
+    RULES = report_options.AUDIT_REPORT_RULES
+    CHECK = staticmethod(report_options.audit_report_rules)
     READ = staticmethod(report.registered_audits)
     RUN = staticmethod(report.audit_report_run)
 

@@ -10,7 +10,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report_options
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (
     ValidationError,
@@ -21,9 +21,9 @@ from ansible_collections.gpuhost.tuning.plugins.plugin_utils.report_action impor
 
 class ActionModule(ReportAction):
     NAME = "report_merge"
-    SPEC = staticmethod(argspec.report_merge)
+    SPEC = staticmethod(report_options.report_merge)
     RULES = {}
-    CHECK = staticmethod(argspec.report_merge_rules)
+    CHECK = staticmethod(report_options.report_merge_rules)
     RUN = staticmethod(report.merge_run)
 
     def run(self, tmp=None, task_vars=None):

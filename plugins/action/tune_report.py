@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report_options
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report
 from ansible_collections.gpuhost.tuning.plugins.plugin_utils.report_action import ReportAction
 
@@ -15,8 +15,8 @@ from ansible_collections.gpuhost.tuning.plugins.plugin_utils.report_action impor
 class ActionModule(ReportAction):
     NAME = "tune_report"
     GIVEN = "results"
-    SPEC = staticmethod(argspec.tune_report)
-    RULES = argspec.TUNE_REPORT_RULES
-    CHECK = staticmethod(argspec.tune_report_rules)
+    SPEC = staticmethod(report_options.tune_report)
+    RULES = report_options.TUNE_REPORT_RULES
+    CHECK = staticmethod(report_options.tune_report_rules)
     READ = staticmethod(report.registered_tunes)
     RUN = staticmethod(report.tune_report_run)

@@ -145,16 +145,17 @@ msg:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import check_module  # noqa: E402
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report_options  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report  # noqa: E402
 
 
-# The validation rules sit beside the spec in argspec.py (the action plugin runs them too).
-rules = argspec.report_merge_rules
+# The validation rules sit beside the spec (engines/report/report_options.py; the action
+# plugin runs them too).
+rules = report_options.report_merge_rules
 
 
 def main():
-    module = AnsibleModule(argument_spec=argspec.report_merge(), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=report_options.report_merge(), supports_check_mode=True)
     with check_module(module, "report_merge", rules):
         _run(module)
 

@@ -105,17 +105,18 @@ failed_hosts:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import check_module  # noqa: E402
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report_options  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report  # noqa: E402
 
 
-# The validation rules sit beside the spec in argspec.py (the action plugin runs them too).
-rules = argspec.tune_report_rules
+# The validation rules sit beside the spec (engines/report/report_options.py; the action
+# plugin runs them too).
+rules = report_options.tune_report_rules
 
 
 def main():
-    module = AnsibleModule(argument_spec=argspec.tune_report(), supports_check_mode=True,
-                           **argspec.TUNE_REPORT_RULES)
+    module = AnsibleModule(argument_spec=report_options.tune_report(), supports_check_mode=True,
+                           **report_options.TUNE_REPORT_RULES)
     with check_module(module, "tune_report", rules):
         _run(module)
 

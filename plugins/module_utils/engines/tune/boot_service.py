@@ -216,7 +216,7 @@ def service_spec():
     """Option spec of module boot_service (its defaults fill ``service_run``'s params)."""
     spec = dict(
         state=dict(type="str", choices=["present", "absent"], default="present"),
-        mrrs_size=argspec.mrrs_size(choices=[0] + list(pci_ids.MRRS_SIZES)),
+        mrrs_size=setpci_maxreadreq.mrrs_size(choices=[0] + list(pci_ids.MRRS_SIZES)),
         cpuidle_deeper_than=dict(type="str", default="C1"),
         after=dict(type="list", elements="str", default=["nvidia-persistenced.service"]),
         before=dict(type="list", elements="str", default=["pve-guests.service"]),

@@ -8,7 +8,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.facts_base import Fact
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import boot_params
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import (
@@ -17,7 +16,13 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot impor
 )
 
 FACTS = (Fact(20, "kernel", lambda c: boot_facts.kernel_facts(c.root), {}),)
-WANTED = argspec.boot_wanted()
+# cpufreq scaling drivers that let the CPU boost as the workload asks (AMD EPYC, Intel).
+CPUFREQ_DRIVERS = ("amd-pstate-epp", "amd-pstate", "intel_pstate")
+# The wanted boot parameters and cpufreq drivers (doc fragment boot_wanted; post_boot_verify
+# takes them too).
+WANTED = {"boot_params": dict(type="dict", default={}),
+          "cpufreq_drivers_wanted": dict(type="list", elements="str",
+                                         default=list(CPUFREQ_DRIVERS))}
 
 
 def wanted_rules(w):

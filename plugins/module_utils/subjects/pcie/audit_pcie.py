@@ -23,6 +23,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie impor
     pcie_aer_check,
     pcie_link_check,
     pcie_mrrs_check,
+    setpci_maxreadreq,
 )
 
 
@@ -70,7 +71,7 @@ FACTS = (
                                            skip=not_host_owned(c.get("gpus"))), {}),
 )
 WANTED = argspec.gpu_selection()
-WANTED["mrrs_size"] = argspec.mrrs_size()
+WANTED["mrrs_size"] = setpci_maxreadreq.mrrs_size()
 
 
 def wanted_rules(w):

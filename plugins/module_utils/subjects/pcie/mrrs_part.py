@@ -20,6 +20,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.pci i
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.setpci_maxreadreq import (  # noqa: E501
     lockdown_state,
+    mrrs_size,
     plan_mrrs,
     set_mrrs,
     tune_mrrs,
@@ -31,7 +32,7 @@ def mrrs_spec():
     spec = dict(devices=dict(type="list", elements="str"))
     spec.update(argspec.device_selection())
     spec.update(
-        mrrs_size=argspec.mrrs_size(**deprecated.aliases("setpci_maxreadreq", "mrrs_size")),
+        mrrs_size=mrrs_size(**deprecated.aliases("setpci_maxreadreq", "mrrs_size")),
         state=dict(type="str", default="present", choices=["present", "query"]),
         method=dict(type="str", default="sysfs", choices=["sysfs", "setpci"]),
     )

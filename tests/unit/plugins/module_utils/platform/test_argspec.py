@@ -23,10 +23,7 @@ def test_device_selection_renames_and_adds_include_upstream():
     assert spec["include_upstream"] == {"type": "bool", "default": True}
 
 
-def test_boot_wanted_and_root():
-    spec = argspec.boot_wanted()
-    assert spec["boot_params"] == {"type": "dict", "default": {}}
-    assert spec["cpufreq_drivers_wanted"]["default"] == list(argspec.CPUFREQ_DRIVERS)
+def test_root():
     assert argspec.root() == {"root": {"type": "path", "default": "/"}}
 
 
@@ -61,29 +58,3 @@ def test_fill_without_ansible_gives_defaults_then_given(monkeypatch):
     assert out == {"size": 512, "list": [1], "ctx": "x"}
     out["list"].append(2)
     assert spec["list"]["default"] == [1]
-
-
-def test_report_rules_tie_given_results_against_registered_hosts():
-    rules = argspec.report_rules("audits")
-    assert rules == {"mutually_exclusive": [["audits", "hosts"]],
-                     "required_one_of": [["audits", "hosts"]],
-                     "required_together": [["hosts", "result_var"]]}
-    assert argspec.AUDIT_REPORT_RULES["mutually_exclusive"] == [["audits", "hosts"]]
-    assert argspec.TUNE_REPORT_RULES["mutually_exclusive"] == [["results", "hosts"]]
-
-
-@pytest.mark.parametrize("name,given", [("audit_report", "audits"),
-                                        ("tune_report", "results")])
-def test_report_specs_carry_the_registered_host_options(name, given):
-    spec = getattr(argspec, name)()
-    assert spec[given] == {"type": "dict"}
-    assert spec["dest"]["required"] is True
-    assert spec["hosts"] == {"type": "list", "elements": "str"}
-    assert spec["result_var"] == {"type": "str"}
-
-
-def test_report_merge_spec():
-    spec = argspec.report_merge()
-    assert spec["folders"] == {"type": "list", "elements": "path", "required": True}
-    assert spec["stale_hours"]["default"] == 24.0
-    assert "hosts" not in spec
