@@ -31,7 +31,7 @@ def build():
     os.close(fd)
     try:
         subprocess.run([cc, "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror",
-                        "-o", tmp, SOURCE], check=True, capture_output=True, text=True)
+                        "-o", tmp, SOURCE, "-lm"], check=True, capture_output=True, text=True)
         os.rename(tmp, lib)
     except subprocess.CalledProcessError as exc:
         os.unlink(tmp)
@@ -40,8 +40,16 @@ def build():
 
 
 def env(**settings):
-    """``env(devices="0000:a1:00.0,0000:c1:00.0", h2d_gbs="2,1")`` -> FAKECUDA_* strings."""
-    return {"FAKECUDA_" + key.upper(): str(value) for key, value in settings.items()}
+    """``env(devices="0000:a1:00.0,0000:c1:00.0", h2d_gbs="2,1")`` -> FAKECUDA_* strings.
+
+    The ceiling probe's keywords (per GPU, comma-separated, the last repeats; see
+    fakecuda.c): ``cc="9.0"``, ``sm_count=132``, ``d2d_gbs`` (read + write counted),
+    ``fp32_tflops``, ``bf16_tflops``, ``fp8_tflops``, ``rate_scale="1,1,1,0.8"`` (every rate
+    of a GPU times this) and ``wrong_result=1`` (kernels write result + 1, device copies
+    copy nothing). A list or tuple value is joined with commas."""
+    return {"FAKECUDA_" + key.upper(): ",".join(str(v) for v in value)
+            if isinstance(value, (list, tuple)) else str(value)
+            for key, value in settings.items()}
 
 
 def clean_environ():

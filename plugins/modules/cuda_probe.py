@@ -33,6 +33,20 @@ description:
     microseconds. The PTX (ISA 6.0, C(sm_50)) is compiled by the driver for the GPU, so one
     text serves every architecture from Maxwell on; a driver that refuses it leaves the GPU's
     RV(devices[].latency.skipped) naming the code. The module is unloaded afterwards."
+  - "With O(ceiling), each GPU's compute and memory ceiling, with kernels the driver
+    JIT-compiles from PTX (no toolkit, no framework): device-to-device copies
+    (C(cuMemcpyDtoD)) of O(ceiling_mb) MiB per side, or what free memory allows, counted
+    read + write (2 x bytes / s); an FP32 FMA loop (every architecture); a BF16 tensor-core
+    loop (C(mma.sync) m16n8k16, sm_80 and later) and an FP8 E4M3 one (C(mma.sync)
+    m16n8k32, sm_89 and later). Each part runs about O(ceiling_seconds), best of 3 runs,
+    on a grid sized from the GPU's multiprocessors; FLOPs are counted from the kernel
+    (an FMA 2, an m16n8k16 C(mma) 2 x 16 x 8 x 16). Every result is checked: the copied
+    data read back, each kernel's output compared with what the host computes, and a part
+    that did nothing or wrong is RV(devices[].ceiling.fp32.checked) false with the error
+    and no figure, never a rate. A part the compute capability lacks is skipped with why.
+    The figures are what C(mma.sync) and a plain copy reach, not a tuned GEMM (on an H100
+    SXM C(mma.sync) BF16 reaches about 84 % of torch.matmul's 8192^3 figure: Hopper's full
+    rate needs wgmma)."
   - Plain device memory and pinned host memory only, never managed memory; everything
     allocated is freed. No GPU setting is changed. A GPU without enough free memory for the
     copy is reported as skipped; a GPU in exclusive-process compute mode held by another
@@ -92,13 +106,29 @@ options:
     type: list
     elements: str
     default: []
+  ceiling:
+    description: Measure each GPU's compute (FP32, BF16, FP8) and memory (device-to-device)
+      ceiling.
+    type: bool
+    default: false
+  ceiling_seconds:
+    description: About how long each part of O(ceiling) runs per GPU, its 3 timed runs
+      together (0.05 to 60).
+    type: float
+    default: 1.0
+  ceiling_mb:
+    description: The device-to-device copy's buffer per side in MiB (1 to 65536); less when
+      free memory does not allow it (RV(devices[].ceiling.memory.limited_by)).
+    type: int
+    default: 1024
   timeout:
     description:
       - Seconds the probe may take to load the library, initialise CUDA and list the
         devices (1 to 3600). With O(bandwidth) or O(peer) the time every asked copy takes at
-        1 GB/s is added (for as many GPUs as the PCI tree under O(root) lists, 8 when it
-        lists none), so a healthy GPU never hits the limit and a copy slower than that is
-        reported, not waited for.
+        1 GB/s is added, with O(ceiling) twice O(ceiling_seconds) and a second per part and
+        GPU and its copies' fills at 1 GB/s (for as many GPUs as the PCI tree under O(root)
+        lists, 8 when it lists none), so a healthy GPU never hits the limit and a copy
+        slower than that is reported, not waited for.
       - At the limit the probe is killed (SIGTERM, SIGKILL 5 s later, to its whole process
         group, a C(pct exec) included) and the module fails with RV(timed_out) true.
     type: int
@@ -141,6 +171,11 @@ EXAMPLES = r"""
   gpuhost.tuning.cuda_probe:
     latency: true
   register: lat
+- name: Each GPU's compute and memory ceiling, about a second per part
+  gpuhost.tuning.cuda_probe:
+    ceiling: true
+  register: ceiling
+
 - name: Show each GPU's rate against its link
   ansible.builtin.debug:
     msg: "{{ item.pci_bus_id }}: {{ item.h2d_gbs }} GB/s, {{ item.h2d_pct }} % of the link"
@@ -265,6 +300,49 @@ devices:
           description: Why this GPU was not timed (the driver refused the kernel, with the
             code; not among O(latency_gpus); busy), else null.
           type: str
+    ceiling:
+      description: The GPU's compute and memory ceiling, with O(ceiling); C({skipped}) for a
+        GPU without a context (busy, prohibited).
+      type: dict
+      returned: when O(ceiling) is true
+      contains:
+        compute_capability:
+          description: The GPU's compute capability.
+          type: str
+          sample: "9.0"
+        sm_count:
+          description: Its multiprocessors (the grid is 4 blocks of 256 threads on each).
+          type: int
+          sample: 132
+        memory:
+          description: C({gbs, runs_gbs, bytes, limited_by, copies_per_run, checked, path})
+            - the best device-to-device rate in GB/s counting read + write, every run's,
+            the buffer per side, C(asked) or C(free memory), C(path) C(ptx-dtod); or
+            C({checked, error}) when the copied data was wrong; or C({skipped}).
+          type: dict
+          sample: {"gbs": 3014.9, "runs_gbs": [3014.9, 3014.8, 3014.9], "bytes": 1073741824,
+                   "limited_by": "asked", "copies_per_run": 467, "checked": true,
+                   "path": "ptx-dtod"}
+        fp32:
+          description: C({tflops, runs_tflops, iters, threads, checked, path}) of the FP32
+            FMA loop (C(path) C(ptx-fma)); C({checked, error}) without C(tflops) when the
+            kernel wrote a wrong result; C({skipped}) with why.
+          type: dict
+          sample: {"tflops": 65.26, "runs_tflops": [65.26, 65.26, 65.26], "checked": true,
+                   "path": "ptx-fma", "iters": 670221, "threads": 135168}
+        bf16:
+          description: The BF16 C(mma.sync) loop as RV(devices[].ceiling.fp32) (C(path)
+            C(ptx-mma)); C({skipped}) before sm_80.
+          type: dict
+          sample: {"tflops": 670.4, "checked": true, "path": "ptx-mma"}
+        fp8:
+          description: The FP8 E4M3 C(mma.sync) loop likewise; C({skipped}) before sm_89.
+          type: dict
+          sample: {"tflops": 1152.49, "checked": true, "path": "ptx-mma"}
+        seconds:
+          description: Wall time of the GPU's ceiling parts.
+          type: float
+          sample: 4.8
 peers:
   description: Ordered GPU pairs C({from, to, from_bus_id, to_bus_id, access, gbs}) -
     C(access) from C(cuDeviceCanAccessPeer), C(gbs) the best peer copy rate where access
@@ -341,6 +419,10 @@ def rules(p):
     if not p.get("library"):
         fail("library", p.get("library"), "a library name like libcuda.so.1 or a path")
     latency_part.rules(p)
+    if p.get("ceiling_seconds") is not None and not 0.05 <= p["ceiling_seconds"] <= 60:
+        fail("ceiling_seconds", p["ceiling_seconds"], "a number from 0.05 to 60")
+    if p.get("ceiling_mb") is not None:
+        int_range("ceiling_mb", p["ceiling_mb"], 1, 65536)
     for bdf in p.get("latency_gpus") or []:
         if not PCI_ADDRESS.match(bdf or ""):
             fail("latency_gpus", bdf, "PCI addresses like 0000:c1:00.0")
@@ -358,6 +440,9 @@ def main():
             latency_count=dict(type="int", default=200),
             latency_gap_us=dict(type="int", default=1000),
             latency_gpus=dict(type="list", elements="str", default=[]),
+            ceiling=dict(type="bool", default=False),
+            ceiling_seconds=dict(type="float", default=cuda.CEILING_SECONDS),
+            ceiling_mb=dict(type="int", default=cuda.CEILING_MB),
             timeout=dict(type="int", default=cuda.DEFAULT_TIMEOUT),
             vmid=dict(type="int"),
             root=dict(type="path", default="/"),
@@ -373,7 +458,9 @@ def _run(module):
     options = dict(library=p["library"], bandwidth=p["bandwidth"], size_mb=p["size_mb"],
                    repeats=p["repeats"], peer=p["peer"], timeout=p["timeout"], root=p["root"],
                    latency=p["latency"], latency_count=p["latency_count"],
-                   latency_gap_us=p["latency_gap_us"], latency_gpus=p["latency_gpus"])
+                   latency_gap_us=p["latency_gap_us"], latency_gpus=p["latency_gpus"],
+                   ceiling=p["ceiling"], ceiling_seconds=p["ceiling_seconds"],
+                   ceiling_mb=p["ceiling_mb"])
     runner = Runner(module)
     if p["vmid"] is not None:
         pct = module.get_bin_path("pct")

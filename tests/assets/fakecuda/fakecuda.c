@@ -31,6 +31,22 @@
  *   FAKECUDA_LOG=path           at unload, append "contexts=N device_allocs=N host_allocs=N
  *                               modules=N" (what was never freed) and the calls made
  *
+ * The ceiling probe's parts (cuda_ceiling.py), per GPU (comma-separated, the last repeats):
+ *   FAKECUDA_CC=9.0             compute capability (attributes 75/76; default 9.0): a
+ *                               module whose .target sm_XY is above it is refused with 218
+ *   FAKECUDA_SM_COUNT=132       multiprocessors (attribute 16)
+ *   FAKECUDA_D2D_GBS=4000       device-to-device copy rate, read + write counted (2 x bytes)
+ *   FAKECUDA_FP32_TFLOPS=60, FAKECUDA_BF16_TFLOPS=700, FAKECUDA_FP8_TFLOPS=1400
+ *                               how fast the probe's kernels (by entry name) run: a launch
+ *                               takes the kernel's FLOPs (from its grid and parameters, as
+ *                               cuda_ceiling counts them) / rate until a synchronise returns
+ *   FAKECUDA_RATE_SCALE=1,1,1,0.8   every rate of that GPU times this (one slow GPU)
+ *   FAKECUDA_WRONG_RESULT=1     the kernels write their result + 1 and device-to-device
+ *                               copies copy nothing, so the probe's checks are proven
+ * The kernels do the work for real on the output buffer: the fake computes what each thread
+ * of the real kernel writes (the FMA chains in closed form, the mma products from the A/B
+ * fragments in the input buffer, decoded with the PTX ISA's fragment layout).
+ *
  * Copies really move the bytes (device memory is host memory here) and then sleep until
  * size / rate has passed since the call began, so the caller measures the set rate.
  */
@@ -38,6 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -52,8 +69,8 @@ typedef struct fake_module *CUfunction;
 typedef void *CUstream;
 
 struct fake_ctx { int device; int alive; double done; double idle_since; };
-struct fake_module { int alive; };
-struct block { size_t size; int device; };
+struct fake_module { int alive; char entry[64]; };
+struct block { size_t size; int device; struct block *next; };
 
 #define MAX_GPUS 64
 static int initialised;
@@ -173,9 +190,31 @@ static void wait_until(double t)
         ;
 }
 
+static struct block *blocks;        /* the live device allocations */
+
 static struct block *header(CUdeviceptr p)
 {
     return (struct block *)(uintptr_t)p - 1;
+}
+
+/* The live allocation holding address p (an offset into it included), else NULL. */
+static struct block *owner(CUdeviceptr p)
+{
+    for (struct block *b = blocks; b; b = b->next) {
+        CUdeviceptr base = (CUdeviceptr)(uintptr_t)(b + 1);
+        if (p >= base && p < base + (b->size ? b->size : 1))
+            return b;
+    }
+    return NULL;
+}
+
+/* The allocation holding [p, p + n), else NULL. */
+static struct block *holds(CUdeviceptr p, size_t n)
+{
+    struct block *b = p ? owner(p) : NULL;
+    if (!b || p - (CUdeviceptr)(uintptr_t)(b + 1) + n > b->size)
+        return NULL;
+    return b;
 }
 
 #define NEED_INIT() do { if (!initialised) return 3; } while (0)
@@ -302,16 +341,37 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 
 static int busy(int dev) { return (int)number("FAKECUDA_BUSY", dev, 0); }
 
+/* 90 for "9.0" */
+static int compute_capability(int dev)
+{
+    return (int)lround(number("FAKECUDA_CC", dev, 9.0) * 10);
+}
+
+static double rate_scale(int dev) { return number("FAKECUDA_RATE_SCALE", dev, 1); }
+static int wrong_result(int dev) { return (int)number("FAKECUDA_WRONG_RESULT", dev, 0); }
+
 CUresult cuDeviceGetAttribute(int *value, int attr, CUdevice dev)
 {
     NEED_DEV(dev);
     CUresult f = failure("cuDeviceGetAttribute");
     if (f)
         return f;
-    if (attr != 20)         /* CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: the only one modelled */
+    switch (attr) {
+    case 16:                /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+        *value = (int)number("FAKECUDA_SM_COUNT", dev, 132);
+        return 0;
+    case 75:                /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, MINOR */
+        *value = compute_capability(dev) / 10;
+        return 0;
+    case 76:
+        *value = compute_capability(dev) % 10;
+        return 0;
+    case 20:                /* CU_DEVICE_ATTRIBUTE_COMPUTE_MODE */
+        *value = (int)number("FAKECUDA_COMPUTE_MODE", dev, busy(dev) ? 3 : 0);
+        return 0;
+    default:
         return 1;
-    *value = (int)number("FAKECUDA_COMPUTE_MODE", dev, busy(dev) ? 3 : 0);
-    return 0;
+    }
 }
 
 CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev)
@@ -374,6 +434,8 @@ CUresult cuCtxSynchronize(void)
     if (f)
         return f;
     if (current->done > 0) {
+        if (current->done - now() > 0.002)
+            wait_until(current->done - 0.001);
         spin_until(current->done);
         current->done = 0;
     }
@@ -409,6 +471,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size)
         return 2;
     b->size = size;
     b->device = dev;
+    b->next = blocks;
+    blocks = b;
     *ptr = (CUdeviceptr)(uintptr_t)(b + 1);
     device_allocs++;
     return 0;
@@ -422,6 +486,12 @@ CUresult cuMemFree_v2(CUdeviceptr ptr)
         return f;
     if (!ptr)
         return 1;
+    struct block **at = &blocks;
+    while (*at && *at != header(ptr))
+        at = &(*at)->next;
+    if (!*at)
+        return 1;
+    *at = header(ptr)->next;
     free(header(ptr));
     device_allocs--;
     return 0;
@@ -470,18 +540,20 @@ static CUresult copy(const char *name, void *dst, const void *src, size_t n, dou
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
-    if (!dst || n > header(dst)->size)
+    struct block *b = holds(dst, n);
+    if (!b)
         return 1;
     return copy("cuMemcpyHtoD_v2", (void *)(uintptr_t)dst, src, n,
-                number("FAKECUDA_H2D_GBS", header(dst)->device, 50), 0);
+                number("FAKECUDA_H2D_GBS", b->device, 50), 0);
 }
 
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 {
-    if (!src || n > header(src)->size)
+    struct block *b = holds(src, n);
+    if (!b)
         return 1;
     return copy("cuMemcpyDtoH_v2", dst, (const void *)(uintptr_t)src, n,
-                number("FAKECUDA_D2H_GBS", header(src)->device, 50),
+                number("FAKECUDA_D2H_GBS", b->device, 50),
                 (int)number("FAKECUDA_CORRUPT", 0, 0));
 }
 
@@ -530,7 +602,7 @@ CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
 CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
                       size_t n)
 {
-    if (!dst || !src || !dst_ctx || !src_ctx || n > header(dst)->size || n > header(src)->size)
+    if (!dst_ctx || !src_ctx || !holds(dst, n) || !holds(src, n))
         return 1;
     return copy("cuMemcpyPeer", (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n,
                 number("FAKECUDA_PEER_GBS", 0, 100), 0);
@@ -546,6 +618,9 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image)
         return f;
     const char *ptx = image;
     if (!ptx || !strstr(ptx, ".version") || !strstr(ptx, ".target") || !strstr(ptx, ".entry"))
+        return 218;
+    const char *target = strstr(ptx, ".target sm_");
+    if (target && atoi(target + 11) > compute_capability(current->device))
         return 218;
     struct fake_module *m = calloc(1, sizeof(*m) + strlen(ptx) + 1);
     m->alive = 1;
@@ -567,6 +642,7 @@ CUresult cuModuleGetFunction(CUfunction *fn, CUmodule module, const char *name)
     snprintf(want, sizeof(want), ".entry %s", name);
     if (!strstr((const char *)(module + 1), want))
         return 500;
+    snprintf(module->entry, sizeof(module->entry), "%s", name);
     *fn = module;
     return 0;
 }
@@ -584,13 +660,172 @@ CUresult cuModuleUnload(CUmodule module)
     return 0;
 }
 
+/* The ceiling probe's device-to-device copies, read + write counted in the rate. */
+static CUresult device_copy(const char *name, CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    double start = now();
+    NEED_CTX();
+    CUresult f = failure(name);
+    if (f)
+        return f;
+    if (!holds(dst, n) || !holds(src, n))
+        return 1;
+    int dev = current->device;
+    if (!wrong_result(dev))
+        memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    double gbs = number("FAKECUDA_D2D_GBS", dev, 4000) * rate_scale(dev);
+    if (gbs > 0)
+        wait_until(start + 2.0 * (double)n / (gbs * 1e9));
+    return 0;
+}
+
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return device_copy("cuMemcpyDtoD_v2", dst, src, n);
+}
+
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+    (void)stream;
+    return device_copy("cuMemcpyDtoDAsync_v2", dst, src, n);
+}
+
+CUresult cuMemsetD32_v2(CUdeviceptr ptr, unsigned int value, size_t count)
+{
+    NEED_CTX();
+    CUresult f = failure("cuMemsetD32_v2");
+    if (f)
+        return f;
+    if (!holds(ptr, count * 4))
+        return 1;
+    uint32_t *p = (uint32_t *)(uintptr_t)ptr;
+    for (size_t i = 0; i < count; i++)
+        p[i] = value;
+    return 0;
+}
+
+/* The ceiling kernels' shape (cuda_ceiling.py FMA_*, MMA_*). */
+#define FMA_CHAINS 8
+#define FMA_UNROLL 15
+#define MMA_CHAINS 4
+#define MMA_ROUNDS 2
+#define MMA_WORDS 8
+
+static float bf16_value(unsigned bits)
+{
+    uint32_t word = bits << 16;
+    float f;
+    memcpy(&f, &word, sizeof(f));
+    return f;
+}
+
+static float e4m3_value(unsigned bits)
+{
+    int exponent = (bits >> 3) & 0xf;
+    float mantissa = (float)(bits & 7) / 8.0f;
+    float v = exponent ? ldexpf(1.0f + mantissa, exponent - 7) : ldexpf(mantissa, -6);
+    return (bits & 0x80) ? -v : v;
+}
+
+/* gpuhost_fma(out, iters, a, c): FMA_CHAINS chains per thread from (thread & 1023) + k,
+ * x = fma(x, a, c) FMA_UNROLL x iters times (a = -1: period 2), the chains summed. */
+static double fma_kernel(void **params, size_t threads, int dev)
+{
+    CUdeviceptr out = *(CUdeviceptr *)params[0];
+    unsigned iters = *(unsigned *)params[1];
+    float a = *(float *)params[2], c = *(float *)params[3];
+    if (!holds(out, threads * 4))
+        return -1;
+    unsigned long long steps = (unsigned long long)iters * FMA_UNROLL;
+    if (a == -1.0f)
+        steps %= 2;
+    static float result[1024];
+    for (int base = 0; base < 1024; base++) {
+        float sum = 0;
+        for (int k = 0; k < FMA_CHAINS; k++) {
+            float x = (float)(base + k);
+            for (unsigned long long i = 0; i < steps; i++)
+                x = fmaf(x, a, c);
+            sum = k ? sum + x : x;
+        }
+        result[base] = sum + (float)wrong_result(dev);
+    }
+    float *o = (float *)(uintptr_t)out;
+    for (size_t t = 0; t < threads; t++)
+        o[t] = result[t & 1023];
+    double flops = (double)threads * ((double)iters * FMA_CHAINS * FMA_UNROLL * 2
+                                      + FMA_CHAINS - 1);
+    return flops / (number("FAKECUDA_FP32_TFLOPS", dev, 60) * rate_scale(dev) * 1e12);
+}
+
+/* gpuhost_mma_bf16 / gpuhost_mma_fp8(out, in, iters): A and B decoded from each lane's
+ * fragment registers in ``in`` (PTX ISA layout of m16n8k16 / m16n8k32), every thread's
+ * four accumulator elements MMA_CHAINS x (A.B) at its places. */
+static double mma_kernel(void **params, size_t threads, int dev, int fp8)
+{
+    CUdeviceptr out = *(CUdeviceptr *)params[0], in = *(CUdeviceptr *)params[1];
+    unsigned iters = *(unsigned *)params[2];
+    int per = fp8 ? 4 : 2, bits = fp8 ? 8 : 16, depth = fp8 ? 32 : 16, half = depth / 2;
+    if (!holds(out, threads * 16) || !holds(in, 32 * MMA_WORDS * 4) || threads % 32)
+        return -1;
+    const uint32_t *w = (const uint32_t *)(uintptr_t)in;
+    unsigned mask = (1u << bits) - 1;
+    float a[16][32], b[32][8], d[16][8];
+    for (int lane = 0; lane < 32; lane++) {
+        int group = lane / 4, tig = lane % 4;
+        for (int r = 0; r < 4; r++)
+            for (int i = 0; i < per; i++) {
+                unsigned v = (w[lane * MMA_WORDS + r] >> (bits * i)) & mask;
+                a[group + 8 * (r % 2)][tig * per + i + half * (r >= 2)] =
+                    fp8 ? e4m3_value(v) : bf16_value(v);
+            }
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < per; i++) {
+                unsigned v = (w[lane * MMA_WORDS + 4 + r] >> (bits * i)) & mask;
+                b[tig * per + i + half * r][group] = fp8 ? e4m3_value(v) : bf16_value(v);
+            }
+    }
+    for (int r = 0; r < 16; r++)
+        for (int col = 0; col < 8; col++) {
+            d[r][col] = 0;
+            for (int i = 0; i < depth; i++)
+                d[r][col] += a[r][i] * b[i][col];
+        }
+    float *o = (float *)(uintptr_t)out;
+    for (size_t t = 0; t < threads; t++) {
+        int lane = (int)(t % 32);
+        for (int e = 0; e < 4; e++)
+            o[t * 4 + e] = MMA_CHAINS * d[lane / 4 + 8 * (e >= 2)][(lane % 4) * 2 + e % 2]
+                + (float)wrong_result(dev);
+    }
+    double flops = (double)(threads / 32) * ((double)iters * MMA_ROUNDS * 2 * MMA_CHAINS
+                                             + MMA_CHAINS) * 2 * 16 * 8 * depth
+        + (double)threads * 4 * (MMA_CHAINS - 1);
+    double tflops = fp8 ? number("FAKECUDA_FP8_TFLOPS", dev, 1400)
+                        : number("FAKECUDA_BF16_TFLOPS", dev, 700);
+    return flops / (tflops * rate_scale(dev) * 1e12);
+}
+
+/* Seconds the launched kernel runs beyond the launch itself; -1 for a bad buffer. */
+static double kernel(const char *entry, size_t threads, void **params, int dev)
+{
+    int known = !strcmp(entry, "gpuhost_fma") || !strcmp(entry, "gpuhost_mma_bf16")
+        || !strcmp(entry, "gpuhost_mma_fp8");
+    if (!known)
+        return 0;           /* the latency probe's empty kernel */
+    if (!params)
+        return -1;
+    if (!strcmp(entry, "gpuhost_fma"))
+        return fma_kernel(params, threads, dev);
+    return mma_kernel(params, threads, dev, !strcmp(entry, "gpuhost_mma_fp8"));
+}
+
 CUresult cuLaunchKernel(CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz,
                         unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
                         CUstream stream, void **params, void **extra)
 {
     double start = now();
     (void)shared;
-    (void)params;
     (void)extra;
     NEED_CTX();
     CUresult f = failure("cuLaunchKernel");
@@ -601,7 +836,10 @@ CUresult cuLaunchKernel(CUfunction fn, unsigned int gx, unsigned int gy, unsigne
     if (stream || !gx || !gy || !gz || !bx || !by || !bz)
         return 1;
     int dev = current->device;
-    double run = number("FAKECUDA_LAUNCH_US", dev, 8) / 1e6;
+    double work = kernel(fn->entry, (size_t)gx * gy * gz * bx * by * bz, params, dev);
+    if (work < 0)
+        return 700;
+    double run = number("FAKECUDA_LAUNCH_US", dev, 8) / 1e6 + work;
     double after = number("FAKECUDA_WAKE_AFTER_US", dev, 200) / 1e6;
     if (current->idle_since > 0 && start - current->idle_since >= after)
         run += number("FAKECUDA_WAKE_US", dev, 0) / 1e6;

@@ -7,9 +7,9 @@ status, stdout and stderr mean (``child_result``: a hang, a crash, no result, th
 was in); the audit's CUDA pass (``audit_pass``) over the host and its running GPU
 containers.
 
-The probe itself (``cuda_driver`` + ``cuda_child``, standard library only) never runs in
-the caller's process: ``child_source`` joins the two files into the one script the child
-gets on stdin.
+The probe itself (``cuda_driver`` + ``cuda_ceiling`` + ``cuda_child``, standard library
+only) never runs in the caller's process: ``child_source`` joins the three files into the
+one script the child gets on stdin.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,8 +26,14 @@ import sys
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import bounded
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import (
+    cuda_ceiling,
     cuda_child,
     cuda_driver,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda.cuda_ceiling import (
+    CEILING_MB,
+    CEILING_SECONDS,
+    PARTS,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda.cuda_driver import (
     ASSUMED_GPUS,
@@ -43,7 +49,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda.cuda_
 )
 
 # The child script's files, in the order they are joined.
-CHILD_FILES = (cuda_driver, cuda_child)
+CHILD_FILES = (cuda_driver, cuda_ceiling, cuda_child)
 
 
 def child_source():
@@ -65,7 +71,8 @@ def child_source():
 
 
 def probe_argv(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer=False,
-               latency=False, latency_count=200, latency_gap_us=1000, latency_gpus=None):
+               latency=False, latency_count=200, latency_gap_us=1000, latency_gpus=None,
+               ceiling=False, ceiling_seconds=CEILING_SECONDS, ceiling_mb=CEILING_MB):
     """Command-line options of :func:`main` for these settings (progress lines on)."""
     argv = ["--library", library, "--size-mb", str(size_mb), "--repeats", str(repeats),
             "--progress"]
@@ -78,17 +85,24 @@ def probe_argv(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5,
                  "--latency-gap-us", str(latency_gap_us)]
         if latency_gpus:
             argv += ["--latency-gpus", ",".join(latency_gpus)]
+    if ceiling:
+        argv += ["--ceiling", "--ceiling-seconds", repr(float(ceiling_seconds)),
+                 "--ceiling-mb", str(ceiling_mb)]
     return argv
 
 
 def time_limit(timeout=DEFAULT_TIMEOUT, bandwidth=False, size_mb=256, repeats=5, peer=False,
                gpus=0, latency=False, latency_count=200, latency_gap_us=1000,
-               latency_gpus=None):
+               latency_gpus=None, ceiling=False, ceiling_seconds=CEILING_SECONDS,
+               ceiling_mb=CEILING_MB):
     """Seconds a probe child gets: ``timeout`` for loading, cuInit and the device listing,
     plus every asked copy (a warm-up and ``repeats`` per direction and GPU, the same per
     ordered GPU pair with ``peer``) at MIN_COPY_GBS, plus with ``latency`` every round trip
     (a tenth more for the warm-up, twice ``latency_count`` per GPU) at its sleep plus
-    MAX_LAUNCH_US. ``gpus``: how many the PCI tree lists (0: ASSUMED_GPUS)."""
+    MAX_LAUNCH_US, plus with ``ceiling`` per GPU and part (memory, fp32, bf16, fp8) twice
+    ``ceiling_seconds`` (calibration and JIT included) and a second, and the ceiling's
+    fills and first copies of ``ceiling_mb`` at MIN_COPY_GBS. ``gpus``: how many the PCI
+    tree lists (0: ASSUMED_GPUS)."""
     n = gpus or ASSUMED_GPUS
     copies = 0
     if bandwidth:
@@ -100,6 +114,9 @@ def time_limit(timeout=DEFAULT_TIMEOUT, bandwidth=False, size_mb=256, repeats=5,
         timed = len(latency_gpus) if latency_gpus else n
         trips = timed * (2 * latency_count + latency_count // 10 + 5)
         seconds += trips * (latency_gap_us + MAX_LAUNCH_US) / 1e6
+    if ceiling:
+        seconds += n * (len(PARTS) * (2 * ceiling_seconds + 1)
+                        + 4 * ceiling_mb * MIB / (MIN_COPY_GBS * 1e9))
     return int(timeout + math.ceil(seconds))
 
 
@@ -265,7 +282,8 @@ def as_result(result):
 
 
 def audit_pass(runner, pct, containers, size_mb=256, library=DEFAULT_LIBRARY,
-               timeout=DEFAULT_TIMEOUT, root="/"):
+               timeout=DEFAULT_TIMEOUT, root="/", ceiling=False,
+               ceiling_seconds=CEILING_SECONDS):
     """The audit's opt-in CUDA pass on a live host: the host probed with pinned copy rates,
     the peer matrix (two or more GPUs) and the launch latency (AUDIT_LATENCY_COUNT round
     trips each way), then each running container of ``containers`` (the audit's ``lxc``
@@ -273,10 +291,13 @@ def audit_pass(runner, pct, containers, size_mb=256, library=DEFAULT_LIBRARY,
     probe a child
     bounded by ``timeout`` (``time_limit``). A probe that fails, hangs or crashes is a result
     with ``msg``, judged as a finding, never an error of the audit. ``root``: where the PCI
-    tree is read (host_audit's, always ``/``: CUDA acts on the running system)."""
+    tree is read (host_audit's, always ``/``: CUDA acts on the running system). With
+    ``ceiling`` every probe also measures each GPU's compute and memory ceiling
+    (``cuda_ceiling``, about ``ceiling_seconds`` per part and GPU)."""
+    extra = dict(ceiling=True, ceiling_seconds=ceiling_seconds) if ceiling else {}
     results = [as_result(probe_host(runner, library=library, bandwidth=True, size_mb=size_mb,
                                     timeout=timeout, root=root, latency=True, peer=True,
-                                    latency_count=AUDIT_LATENCY_COUNT))]
+                                    latency_count=AUDIT_LATENCY_COUNT, **extra))]
     if not pct:
         return results
     try:
@@ -290,7 +311,7 @@ def audit_pass(runner, pct, containers, size_mb=256, library=DEFAULT_LIBRARY,
         vmid = ct.get("vmid")
         if ct.get("gpu") and vmid is not None and int(vmid) in running:
             results.append(as_result(probe_container(runner, pct, vmid, library=library,
-                                                     timeout=timeout, root=root)))
+                                                     timeout=timeout, root=root, **extra)))
     return results
 
 

@@ -3,13 +3,13 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Prove that CUDA works and measure the PCIe path: the CUDA driver API through ctypes.
 
-Standard library only and free of Ansible imports. The probe is two files, ``cuda_driver``
-(the driver API binding and the sysfs readers) and this one (the probe and its ``main``),
-run as one script: ``cuda.child_source()`` joins them (the import between them left
-out), and that script runs as a child process of the module (``python3 - [options]`` with
-it on stdin, ``cuda.probe_host``), inside a container as ``pct exec <vmid> -- python3 -
-[options]`` (``cuda.probe_container``), and as a plain script once written to a file. It
-prints one JSON document.
+Standard library only and free of Ansible imports. The probe is three files, ``cuda_driver``
+(the driver API binding and the sysfs readers), ``cuda_ceiling`` (the ceiling parts) and this
+one (the probe and its ``main``), run as one script: ``cuda.child_source()`` joins them
+(the imports between them left out), and that script runs as a child process of the
+module (``python3 - [options]`` with it on stdin, ``cuda.probe_host``), inside a container
+as ``pct exec <vmid> -- python3 - [options]`` (``cuda.probe_container``), and as a plain
+script once written to a file. It prints one JSON document.
 
 The driver is never called in the caller's process: a library whose ``cuInit`` never
 returns, or that crashes, takes only the child with it. The child gets a time limit
@@ -25,8 +25,9 @@ What it does: loads the driver library (``libcuda.so.1``: no toolkit, no framewo
 context (the step that fails when a GPU is unusable although listed). On request it times
 pinned host-to-device and device-to-host copies (best of N, wall clock around each copy
 followed by a synchronise; the data is checked after the round trip) and the peer-to-peer
-matrix. Plain device memory (``cuMemAlloc``) and pinned host memory (``cuMemHostAlloc``)
-only, never managed memory; everything allocated is freed; no GPU setting is changed.
+matrix; with ``--ceiling`` each GPU's compute and memory ceiling (``cuda_ceiling``). Plain
+device memory (``cuMemAlloc``) and pinned host memory (``cuMemHostAlloc``) only, never
+managed memory; everything allocated is freed; no GPU setting is changed.
 
 A GPU without enough free memory for the copy is skipped with the reason; a GPU in
 exclusive-process compute mode that another process holds is ``busy`` (CUDA works there).
@@ -64,6 +65,12 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda.cuda_
     read_link,
     STEP_PREFIX,
     SUCCESS,
+)
+# cuda.child_source() leaves this import out too: the script holds cuda_ceiling's source.
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda.cuda_ceiling import (
+    CEILING_MB,
+    CEILING_SECONDS,
+    measure_ceiling,
 )
 
 
@@ -267,7 +274,8 @@ def measure_latency(drv, count, gap_us, warmup=None):
 
 def probe(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer=False,
           root="/", progress=None, latency=False, latency_count=200, latency_gap_us=1000,
-          latency_gpus=None):
+          latency_gpus=None, ceiling=False, ceiling_seconds=CEILING_SECONDS,
+          ceiling_mb=CEILING_MB):
     """Run the probe in this process; return the result dict (``error`` is None when CUDA
     works). Only the child process calls this (``main``): callers use ``probe_host`` or
     ``probe_container``. ``progress(step)`` is called before each step; ``step`` in the
@@ -341,6 +349,12 @@ def probe(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer
                     dev["latency"] = {"count": latency_count, "gap_us": latency_gap_us,
                                       "back_to_back": None, "sleeping": None,
                                       "skipped": dev["skipped"] or "no context"}
+                if ceiling and gpus and gpus[-1]["index"] == index:
+                    drv.call("cuCtxSetCurrent", gpus[-1]["ctx"])
+                    dev["ceiling"] = measure_ceiling(drv, gpus[-1]["dev"], ceiling_seconds,
+                                                     ceiling_mb, steps=steps, label=_gpu(dev))
+                elif ceiling:
+                    dev["ceiling"] = {"skipped": dev["skipped"] or "no context"}
             except CudaError as exc:
                 dev["error"] = exc.as_dict()
                 if result["error"] is None:
@@ -441,18 +455,25 @@ def main(argv=None):
     parser.add_argument("--latency-count", type=int, default=200)
     parser.add_argument("--latency-gap-us", type=int, default=1000)
     parser.add_argument("--latency-gpus", default="")
+    parser.add_argument("--ceiling", action="store_true")
+    parser.add_argument("--ceiling-seconds", type=float, default=CEILING_SECONDS)
+    parser.add_argument("--ceiling-mb", type=int, default=CEILING_MB)
     args = parser.parse_args(argv)
     if args.size_mb < 1 or args.repeats < 1:
         parser.error("--size-mb and --repeats must be at least 1")
     if args.latency_count < 1 or args.latency_gap_us < 0:
         parser.error("--latency-count must be at least 1 and --latency-gap-us at least 0")
+    if not 0 < args.ceiling_seconds <= 600 or args.ceiling_mb < 1:
+        parser.error("--ceiling-seconds must be above 0 (600 at most), --ceiling-mb at least 1")
     import faulthandler
     faulthandler.enable()       # a fatal signal is named on stderr, even through pct exec
     result = probe(library=args.library, bandwidth=args.bandwidth, size_mb=args.size_mb,
                    repeats=args.repeats, peer=args.peer, root=args.root,
                    progress=_stderr_step if args.progress else None, latency=args.latency,
                    latency_count=args.latency_count, latency_gap_us=args.latency_gap_us,
-                   latency_gpus=[g for g in args.latency_gpus.split(",") if g])
+                   latency_gpus=[g for g in args.latency_gpus.split(",") if g],
+                   ceiling=args.ceiling, ceiling_seconds=args.ceiling_seconds,
+                   ceiling_mb=args.ceiling_mb)
     sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
     return 1 if result["error"] else 0
 

@@ -93,6 +93,8 @@ SIGNATURES = {
     "cuMemFreeHost": [_c.c_void_p],
     "cuMemcpyHtoD_v2": [_c.c_uint64, _c.c_void_p, _c.c_size_t],
     "cuMemcpyDtoH_v2": [_c.c_void_p, _c.c_uint64, _c.c_size_t],
+    "cuMemcpyDtoD_v2": [_c.c_uint64, _c.c_uint64, _c.c_size_t],
+    "cuMemsetD32_v2": [_c.c_uint64, _c.c_uint, _c.c_size_t],
     "cuDeviceCanAccessPeer": [_p(_c.c_int), _c.c_int, _c.c_int],
     "cuCtxEnablePeerAccess": [_c.c_void_p, _c.c_uint],
     "cuMemcpyPeer": [_c.c_uint64, _c.c_void_p, _c.c_uint64, _c.c_void_p, _c.c_size_t],

@@ -149,3 +149,33 @@ def test_stopped_container_names_pct_s_error(pve):
     res = run_module(cuda_probe, {"vmid": 129})
     assert res["failed"] is True
     assert "pct exec 129 -- python3 - exited 255: container '129' not running!" in res["msg"]
+
+
+def test_ceiling_measures_each_gpu_and_checks_every_figure(lib, fake):
+    fake(devices="0000:01:00.0,0000:02:00.0", cc="9.0,7.5", sm_count=2, d2d_gbs=2,
+         fp32_tflops=40)
+    res = run_module(cuda_probe, {"library": lib, "ceiling": True, "ceiling_seconds": 0.1,
+                                  "ceiling_mb": 4})
+    assert res.get("failed") is not True, res
+    hopper, turing = (d["ceiling"] for d in res["devices"])
+    assert hopper["memory"]["checked"] is True and hopper["memory"]["bytes"] == 4 << 20
+    assert 0.9 * 40 <= hopper["fp32"]["tflops"] <= 40.4
+    assert hopper["bf16"]["path"] == "ptx-mma" and hopper["fp8"]["checked"] is True
+    assert turing["bf16"] == {"skipped": "bf16 mma needs sm_80; this GPU is sm_75"}
+    assert res["time_limit"] > 30
+
+
+def test_ceiling_wrong_results_are_refused_but_do_not_fail_the_module(lib, fake):
+    fake(sm_count=2, d2d_gbs=2, wrong_result=1)
+    res = run_module(cuda_probe, {"library": lib, "ceiling": True, "ceiling_seconds": 0.1,
+                                  "ceiling_mb": 4})
+    assert res.get("failed") is not True, res
+    fp32 = res["devices"][0]["ceiling"]["fp32"]
+    assert fp32["checked"] is False and "tflops" not in fp32
+    assert fp32["error"].startswith("fp32 kernel wrote ")
+
+
+def test_bad_ceiling_seconds_are_refused(lib):
+    res = run_module(cuda_probe, {"library": lib, "ceiling": True, "ceiling_seconds": 0})
+    assert res["failed"] is True
+    assert res["msg"].startswith("cuda_probe: ceiling_seconds: 0")
