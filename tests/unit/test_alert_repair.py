@@ -8,6 +8,7 @@ Alertmanager's webhook payload through a stand-in of that source
 (tests/assets/eda/alertmanager_replay.py), each action replaced by a ``debug`` that prints
 what the action would have been given."""
 
+import importlib
 import json
 import os
 import shutil
@@ -215,3 +216,44 @@ def test_ansible_rulebook_answers_each_alert_once_for_its_host_and_gpu(tmp_path)
                          "gpuhost_reboot_verify_reboot": False,
                          "gpuhost_reboot_verify_kernel_upgrade": False}})]
     assert len((tmp_path / "events.jsonl").read_text().splitlines()) == 6
+
+
+AAP = os.path.join(EXT, "aap")
+
+
+def _awx_options(module):
+    """The options awx.awx's ``module`` documents (the collection ships with the test
+    tools' ``ansible`` package), or None when it is not installed."""
+    try:
+        found = importlib.import_module("ansible_collections.awx.awx.plugins.modules." + module)
+    except ImportError:
+        return None
+    return yaml.safe_load(found.DOCUMENTATION)["options"]
+
+
+def test_the_approval_workflow_is_the_one_the_rulebook_launches_approval_first():
+    (play,) = _load(os.path.join(AAP, "gpu_recover_workflow.yml"))
+    tasks = dict((next(k for k in t if k.startswith("awx.awx.")), t) for t in play["tasks"])
+    job = tasks["awx.awx.job_template"]["awx.awx.job_template"]
+    flow = tasks["awx.awx.workflow_job_template"]["awx.awx.workflow_job_template"]
+    rule = _rule(_load(RULEBOOK), "GpuhostGpuNeedsReset")
+    assert flow["name"] == rule["action"]["run_workflow_template"]["name"]
+    # the rulebook's extra vars reach the job: asked on launch by both
+    assert flow["ask_variables_on_launch"] is True and job["ask_variables_on_launch"] is True
+    assert job["extra_vars"] == {"gpuhost_recover_reboot": False}
+    nodes = dict((n["identifier"], n) for n in flow["workflow_nodes"])
+    first = [n for n in flow["workflow_nodes"]
+             if not any(n["identifier"] in [s["identifier"] for s in
+                                            (m.get("related") or {}).get("success_nodes", [])]
+                        for m in flow["workflow_nodes"])]
+    assert [n["unified_job_template"]["type"] for n in first] == ["workflow_approval"]
+    (after,) = first[0]["related"]["success_nodes"]
+    assert nodes[after["identifier"]]["unified_job_template"]["name"] == job["name"]
+    assert "failure_nodes" not in first[0]["related"]       # denied or timed out: nothing runs
+    (imported,) = _load(os.path.join(AAP, "project", job["playbook"]))
+    assert imported["ansible.builtin.import_playbook"] == "gpuhost.tuning.gpu_recover"
+    for module, args in (("job_template", job), ("workflow_job_template", flow)):
+        options = _awx_options(module)
+        if options is None:
+            pytest.skip("awx.awx not installed")
+        assert set(args) <= set(options), (module, set(args) - set(options))
