@@ -28,6 +28,7 @@ from ansible_collections.gpuhost.tuning.plugins.modules import (
     cpuidle_state,
     dkms_build,
     driver_stage,
+    gpu_recover,
     host_audit,
     host_capture,
     host_tune,
@@ -70,6 +71,7 @@ CHANGING = {
     "setpci_maxreadreq": (setpci_maxreadreq, [{"state": "present"}]),
     "tuning_snapshot": (tuning_snapshot, [{"state": "present"}, {"state": "restore"}]),
     "vm_verify": (vm_verify, [{}]),
+    "gpu_recover": (gpu_recover, [{"gpus": ["0000:01:00.0"]}]),
     "audit_timer": (audit_timer, [{"host": "seed",
                                    "textfile": "/var/lib/prometheus/node-exporter/x.prom"},
                                   {"state": "absent"}]),
@@ -92,6 +94,7 @@ READ_ONLY = {
     "tune_report": "reports on the controller",
     "reboot_report": "reports on the controller",
     "rollout_report": "reports on the controller",
+    "recover_report": "reports on the controller",
     "run_lock": "is the lock (a held lock refuses it too: see test_run_lock.py)",
 }
 

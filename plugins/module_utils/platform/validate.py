@@ -277,6 +277,7 @@ LOCKING = {
     "kernel_cmdline": None, "lxc_cgroup_devices": None, "container_verify": None,
     "dkms_build": None, "driver_stage": None, "audit_timer": None, "vm_verify": None,
     "setpci_maxreadreq": ("present",), "tuning_snapshot": ("present", "restore"),
+    "gpu_recover": None,
 }
 
 
