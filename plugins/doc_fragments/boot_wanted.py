@@ -9,7 +9,8 @@ __metaclass__ = type
 
 class ModuleDocFragment(object):
     """What a booted host should run with: one text for the modules that judge it
-    (host_audit, post_boot_verify); the matching option spec is the boot subject's WANTED (subjects/boot/audit_boot.py)."""
+    (host_audit, post_boot_verify); the matching option spec is the boot subject's WANTED
+    (subjects/boot/audit_boot.py)."""
 
     DOCUMENTATION = r"""
 options:
