@@ -102,6 +102,19 @@ options:
           link's ceiling, either way, is C(pcie_bandwidth_low).
         type: int
         default: 70
+      ceiling_spread_pct:
+        description: A GPU whose measured compute or memory ceiling (host_audit's
+          C(cuda_ceiling)) is more than this percentage below the node's best GPU of the
+          same model and probe path is C(gpu_compute_low) or C(gpu_memory_bandwidth_low)
+          (1 to 100).
+        type: int
+        default: 10
+      ceiling_min_pct:
+        description: A GPU whose measured ceiling is below this percentage of the model
+          table's healthy figure of the same probe path (where it has one) is
+          C(gpu_compute_low) or C(gpu_memory_bandwidth_low) (1 to 100).
+        type: int
+        default: 85
       acknowledged:
         description: Findings the operator has acknowledged, each C({id, subject}) (role
           audit's C(gpuhost_audit_acknowledged); see M(gpuhost.tuning.host_audit)).

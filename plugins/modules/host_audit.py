@@ -37,6 +37,7 @@ description:
     C(lxc_cgroup_v1_keys),
     C(kernel_headers_missing), C(pcie_aer_errors), C(p2p_iommu_translated),
     C(gpu_numa_mismatch), C(pcie_bandwidth_low), C(gpu_peer_bandwidth_low),
+    C(gpu_compute_low), C(gpu_memory_bandwidth_low),
     C(passthrough_device_missing),
     C(passthrough_id_mismatch), C(passthrough_iommu_group), C(vm_hookscript_missing),
     C(vgpu_manager_not_running), C(vgpu_type_unavailable), C(gpu_lost),
@@ -113,10 +114,11 @@ options:
       - Results of M(gpuhost.tuning.cuda_probe) on this live host and in its running GPU
         containers (each the registered result, with C(vmid) for a container), judged as
         C(cuda_init_failed) (a failed probe), C(pcie_bandwidth_low) (the host's measured
-        copy rates) and C(gpu_launch_latency_high) (each GPU's launch round trip after a
-        sleep against back to back, C(devices[].latency)). Results gathered some other way;
-        O(cuda_probe) gathers them in the same call. Without either the audit runs no CUDA
-        code, so an audit of a capture has none.
+        copy rates), C(gpu_launch_latency_high) (each GPU's launch round trip after a
+        sleep against back to back, C(devices[].latency)), C(gpu_compute_low) and
+        C(gpu_memory_bandwidth_low) (C(devices[].ceiling), O(cuda_ceiling)). Results
+        gathered some other way; O(cuda_probe) gathers them in the same call. Without
+        either the audit runs no CUDA code, so an audit of a capture has none.
     type: list
     elements: dict
   cuda_probe:
@@ -129,6 +131,21 @@ options:
       - Takes about a second (plus the peer copies, 6 of O(cuda_size_mb) per ordered GPU
         pair) and O(cuda_size_mb) of GPU memory per GPU; reads and memory copies only.
         Role audit sets it with C(gpuhost_audit_cuda=true).
+    type: bool
+    default: false
+  cuda_ceiling:
+    description:
+      - With O(cuda_probe), the CUDA pass also measures each GPU's compute and memory
+        ceiling (M(gpuhost.tuning.cuda_probe) C(ceiling)) on the host and in each probed
+        container - device-to-device copies, an FP32 FMA loop, BF16 and FP8 C(mma.sync)
+        loops the driver compiles from PTX, each result checked - judged as
+        C(gpu_compute_low) and C(gpu_memory_bandwidth_low) against the model table and the
+        node's best GPU of the same model (O(wanted.ceiling_spread_pct),
+        O(wanted.ceiling_min_pct)).
+      - Adds about 4 s per GPU (a second per part) and 2 GiB of free GPU memory per GPU
+        (less where less is free); it loads the GPUs fully while it runs, so run it on an
+        idle host. Measures what the GPU delivers, not what the workload's own kernels
+        reach. Role audit sets it with C(gpuhost_audit_cuda_ceiling=true).
     type: bool
     default: false
   cuda_size_mb:
@@ -572,6 +589,13 @@ audit:
           of the CUDA pass below the model's C(peer_gbs) pass mark where the pair's path
           (NVLink, else the slower GPU's PCIe link) can carry it, else below
           O(wanted.bandwidth_min_pct) of that path; a pair without peer access is no finding."
+        - "C(gpu_compute_low) and C(gpu_memory_bandwidth_low) high: subject the GPU's bus id;
+          its ceiling (O(cuda_ceiling)) - FP32/BF16/FP8 TFLOPS, the device-to-device copy
+          rate - more than O(wanted.ceiling_spread_pct) below the node's best GPU of the same
+          model and probe path, or below O(wanted.ceiling_min_pct) of the model table's
+          healthy figure of that path; a kernel or copy whose result was wrong is the same
+          finding, saying so. The detail holds nvidia-smi's power limit, clock-event reasons
+          and temperature of that GPU."
         - "C(nvlink_inactive) high: subject the GPU's address; links C(nvidia-smi nvlink -s)
           shows inactive (all of them after XID 149). C(nvlink_errors) medium for non-zero
           CRC or replay error counters of C(nvidia-smi nvlink -e), high for recovery errors
@@ -720,6 +744,7 @@ def argument_spec():
     spec.update(facts.per_key_spec(PER_KEY))
     spec["cuda"] = dict(type="list", elements="dict")
     spec["cuda_probe"] = dict(type="bool", default=False)
+    spec["cuda_ceiling"] = dict(type="bool", default=False)
     spec["cuda_size_mb"] = dict(type="int", default=256)
     spec["cuda_timeout"] = dict(type="int", default=30)
     spec["record_files"] = dict(type="bool", default=False)
@@ -739,6 +764,9 @@ def rules(p):
     if p.get("capture") and not p["capture"].startswith("/"):
         fail("capture", p["capture"], "an absolute path of the tarball (e.g. $PWD/%s)"
              % p["capture"])
+    if p.get("cuda_ceiling") and not p.get("cuda_probe"):
+        fail("cuda_ceiling", p["cuda_ceiling"], "false unless cuda_probe is true (the "
+             "ceiling is measured in the CUDA pass)")
     int_range("cuda_size_mb", p.get("cuda_size_mb"), 1, 65536)
     int_range("cuda_timeout", p.get("cuda_timeout"), 1, 3600)
     if not isinstance(p.get("cuda") or [], list) or \
@@ -810,7 +838,8 @@ def _audit(module, params, wanted):
 
         def probe(facts):
             return cuda.audit_pass(runner, module.get_bin_path("pct"), facts.get("lxc"),
-                                   params["cuda_size_mb"], timeout=params["cuda_timeout"])
+                                   params["cuda_size_mb"], timeout=params["cuda_timeout"],
+                                   ceiling=params["cuda_ceiling"])
     result = audit.audit(params["root"], wanted, recorder=recorder, outputs=outputs,
                          cuda=params["cuda"], cuda_probe=probe)
     counts, worst = text.summary(result["findings"])

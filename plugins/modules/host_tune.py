@@ -144,13 +144,13 @@ options:
     description:
       - The parts to run. C(snapshot) also records the applied state; C(verify) audits again
         afterwards and fails on managed findings that remain. C(bandwidth), C(latency),
-        C(device_nodes) and C(numa_pin) are opt-in (not in the default).
+        C(ceiling), C(device_nodes) and C(numa_pin) are opt-in (not in the default).
       - Role C(gpuhost.tuning.tune) builds this from its C(gpuhost_tune_*) switches and
         tags.
     type: list
     elements: str
     default: [snapshot, sysctl, cpuidle, pcie, boot_service, nvidia_peermem, verify]
-    choices: [snapshot, bandwidth, latency, sysctl, cpuidle, pcie, boot_service,
+    choices: [snapshot, bandwidth, latency, ceiling, sysctl, cpuidle, pcie, boot_service,
       nvidia_peermem, device_nodes, numa_pin, verify]
   snapshot_dir:
     description: Folder of the snapshots on the host (under O(root)).
@@ -188,6 +188,16 @@ options:
       residency of every idle state an EPYC offers, so a core that may enter them does.
     type: int
     default: 1000
+  ceiling_seconds:
+    description: About how long each part of the C(ceiling) measurement (memory, FP32, BF16,
+      FP8) runs per GPU, its timed runs together (0.1 to 60 s).
+    type: float
+    default: 1.0
+  ceiling_mb:
+    description: Size of each buffer of the C(ceiling) part's device-to-device copy, in MiB
+      (64 to 65536); two are taken per GPU, less where less memory is free.
+    type: int
+    default: 1024
   sysctl_at_least:
     description:
       - Keys where a larger current value counts as right and is kept (live and in the

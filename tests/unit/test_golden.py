@@ -172,6 +172,22 @@ def cuda_results():
     pair.pop("error", None)
     for peer in pair["peers"]:
         peer["gbs"] = 40.0
+    # the compute and memory ceiling (cuda_ceiling), shaped as cuda_ceiling.py returns it:
+    # the pair's second H200 20 % slow in BF16 (gpu_compute_low), the VM's own H200's
+    # device-to-device copy 14.6 % below the node's best (gpu_memory_bandwidth_low)
+    for dev, bf16, gbs in ((pair["devices"][0], 620.0, 4100.0),
+                           (pair["devices"][1], 496.0, 4080.0),
+                           (host["devices"][0], 615.0, 3500.0)):
+        dev["ceiling"] = {
+            "compute_capability": "9.0", "sm_count": 132, "seconds": 4.1,
+            "memory": {"bytes": 1073741824, "limited_by": "asked", "copies_per_run": 160,
+                       "path": "ptx-dtod", "checked": True, "runs_gbs": [gbs], "gbs": gbs},
+            "fp32": {"iters": 4096, "threads": 135168, "path": "ptx-fma", "checked": True,
+                     "runs_tflops": [59.1], "tflops": 59.1},
+            "bf16": {"iters": 4096, "threads": 135168, "path": "ptx-mma", "checked": True,
+                     "runs_tflops": [bf16], "tflops": bf16},
+            "fp8": {"iters": 4096, "threads": 135168, "path": "ptx-mma", "checked": True,
+                    "runs_tflops": [1190.0], "tflops": 1190.0}}
     return [host, ct, pair]
 
 

@@ -24,7 +24,9 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot impor
 KEYS = set(facts.WANTED_KEYS)
 # The modules taking option wanted, and the per-key options (deprecated) of each.
 TAKERS = {
-    "host_audit": set(facts.WANTED_KEYS) - {"thermal_margin_min_c"},  # added with wanted
+    # added with option wanted, or since: option wanted's only
+    "host_audit": set(facts.WANTED_KEYS) - {"thermal_margin_min_c", "ceiling_spread_pct",
+                                            "ceiling_min_pct"},
     "host_tune": set(tune.PER_KEY),
     "post_boot_verify": {"boot_params", "cpufreq_drivers_wanted", "cpuidle_deeper_than",
                          "mrrs_size"},

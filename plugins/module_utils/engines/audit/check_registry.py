@@ -19,6 +19,9 @@ import copy
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import facts_base, findings
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.boot import audit_boot
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.ceiling import (
+    audit_ceiling,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cpu import audit_cpu
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import audit_cuda
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.device_nodes import (
@@ -62,6 +65,7 @@ SUBJECTS = (
     audit_host, audit_boot, audit_cpu, audit_sysctl, audit_pcie, audit_peermem, audit_dkms,
     audit_lxc, audit_device_nodes, audit_health, audit_fabric_manager, audit_driver,
     audit_nvlink, audit_placement, audit_passthrough, audit_cuda, audit_recovery,
+    audit_ceiling,
 )
 # The audit's facts in reading order (facts.collect reads them).
 FACTS = facts_base.ordered(SUBJECTS)

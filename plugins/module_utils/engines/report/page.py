@@ -36,6 +36,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report.file
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report.render import render
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report.views import (
+    ceiling_view,
     STATUS_ORDER,
     counts,
     fleet_findings,
@@ -301,7 +302,8 @@ def _host_view(doc, mrrs_size, groups):
             "compared_with": doc.get("compared_with"),
             "aer_change": {"since": change.get("since"),
                            "rows": sorted(change["devices"].items())} if change else None,
-            "gpus": _gpu_rows(facts.get("gpus") or [], mrrs_size)}
+            "gpus": _gpu_rows(facts.get("gpus") or [], mrrs_size),
+            "ceiling": ceiling_view(dict(doc, facts=facts)) if ok else None}
 
 
 def html_files(documents, generated_at=None, mrrs_size=4096, title="GPU host audit",

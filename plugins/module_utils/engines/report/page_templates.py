@@ -317,6 +317,22 @@ HOST_HTML = """\
 </tbody></table></div>
 {% endif %}
 {% endif %}
+{% if doc.ceiling %}
+<h2 id="ceiling">Compute and memory ceiling</h2>
+<p>{{ doc.ceiling.line|w }}</p>
+<p class="note">Per GPU: achieved / model table (the healthy figure of the same probe path, \
+else the datasheet: ds) / node best (% of datasheet). What the GPU delivers, not what the \
+workload's own kernels reach.</p>
+<div class="wide"><table class="ceiling"><thead><tr><th>GPU</th><th>Bus</th><th>Model</th>\
+{% for label in doc.ceiling.labels %}<th>{{ label|w }}</th>{% endfor %}</tr></thead><tbody>
+{% for row in doc.ceiling.rows %}
+<tr><td class="num">{{ row.index }}</td><td class="mono">{{ row.bus_id|w }}</td>\
+<td>{{ row.model|w }}</td>\
+{% for label, text in row.cells %}<td class="{{ "bad" if text.startswith("failed") else "" }}">\
+{{ text|w }}</td>{% endfor %}</tr>
+{% endfor %}
+</tbody></table></div>
+{% endif %}
 <footer>gpuhost.tuning audit report, schema {{ schema }}. Read-only: nothing on the hosts \
 was changed.</footer></main></body></html>
 """

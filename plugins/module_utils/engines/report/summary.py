@@ -19,6 +19,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report.rend
     render,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report.views import (
+    ceiling_view,
     counts,
     group_findings,
     hosts_order,
@@ -63,6 +64,16 @@ def _aer_rows(docs):
             yield (doc["host"], change.get("since"), address, text)
 
 
+def _ceiling_hosts(docs):
+    """``[{host, line, labels, rows}]`` of the hosts whose CUDA pass measured a ceiling."""
+    out = []
+    for doc in docs:
+        view = ceiling_view(doc)
+        if view:
+            out.append(dict(view, host=doc["host"]))
+    return out
+
+
 def _one_line(text):
     return " ".join(str(text or "").split())
 
@@ -103,7 +114,8 @@ def render_markdown(documents, generated_at=None, stale=None):
     text = render("summary.md", docs=docs, generated_at=generated_at,
                   total=sum(len(d["findings"]) for d in docs), severities=SEVERITIES,
                   hosts=hosts, compared=compared, findings=list(_finding_rows(docs)),
-                  stale=stale or [], aer=list(_aer_rows(docs)))
+                  stale=stale or [], aer=list(_aer_rows(docs)),
+                  ceiling=_ceiling_hosts(docs))
     missing = not_audited_md(documents)
     if not missing:
         return text

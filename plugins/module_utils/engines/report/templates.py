@@ -125,6 +125,24 @@ No findings.
 | {{ cells|map("md")|join(" | ") }} |
 {% endfor %}
 {% endif %}
+{% if ceiling %}
+
+## Compute and memory ceiling
+
+Per GPU: achieved / model table (healthy figure of the same probe path, else the datasheet: \
+ds) / node best (% of datasheet). What the GPU delivers, not the workload's own kernels.
+{% for host in ceiling %}
+
+**{{ host.host|md }}**: {{ host.line|md }}
+
+| GPU | Bus | Model | {{ host.labels|map("md")|join(" | ") }} |
+|---|---|---|{{ "---|" * host.labels|length }}
+{% for row in host.rows %}
+| {{ row.index }} | {{ row.bus_id|md }} | {{ row.model|md }} | \
+{{ row.cells|map("last")|map("md")|join(" | ") }} |
+{% endfor %}
+{% endfor %}
+{% endif %}
 """
 
 INDEX_HTML = """\

@@ -15,6 +15,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit.audit
     SEVERITY_RANK,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import text
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.ceiling import ceiling
 
 
 STATUS_ORDER = SEVERITIES + ("ok", "n/a")
@@ -121,3 +122,16 @@ def fleet_findings(docs, worst_hosts=5):
                      "more": max(0, len(hosts) - worst_hosts)})
     rows.sort(key=lambda row: (row["rank"], -row["hosts"], str(row["id"])))
     return rows
+
+
+def ceiling_view(doc):
+    """What the reports show of a host's compute and memory ceiling (the CUDA pass with
+    ``cuda_ceiling``): ``{line, labels, rows}`` (subjects/ceiling/ceiling.py: the one-line
+    answer and per GPU ``achieved / table / node best``), or None when no GPU has one."""
+    facts = (doc or {}).get("facts") or {}
+    line = ceiling.verdict(facts, doc.get("findings"))
+    if line is None:
+        return None
+    rows = ceiling.report_rows(facts)
+    return {"line": line, "labels": [label for label, _text in rows[0]["cells"]],
+            "rows": rows}

@@ -59,6 +59,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import bandwidth_part
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.ceiling import ceiling_part
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import boot_service
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cpu import cpuidle_state
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.device_nodes import (
@@ -85,6 +86,7 @@ REGISTRY = (
     sections.BEFORE_PART,
     bandwidth_part.BEFORE_PART,
     latency_part.BEFORE_PART,
+    ceiling_part.BEFORE_PART,
     sysctl_settings.TUNE_PART,
     cpuidle_state.TUNE_PART,
     mrrs_part.TUNE_PART,
@@ -96,6 +98,7 @@ REGISTRY = (
     verify_part.VERIFY_PART,
     bandwidth_part.AFTER_PART,
     latency_part.AFTER_PART,
+    ceiling_part.AFTER_PART,
 )
 
 

@@ -256,7 +256,7 @@ def test_ansible_doc_renders_and_matches_the_spec(seed):
         "sysctl_file", "snapshot_dir", "boot_service_start", "nvidia_peermem",
         "lxc_config_dir", "numa_pin_vmids", "bandwidth_size_mb", "bandwidth_repeats",
         "latency_count", "latency_gap_us", "bandwidth_timeout", "cuda_library", "wanted",
-        "guest"}
+        "guest", "ceiling_seconds", "ceiling_mb"}
     for name, spec in tune.argument_spec().items():  # every part's own option documented
         assert doc["doc"]["options"][name].get("default") == spec.get("default"), name
     root, _built = seed

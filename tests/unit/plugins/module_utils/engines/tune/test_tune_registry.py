@@ -6,6 +6,9 @@ import pytest
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import validate
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.ceiling import (
+    ceiling_part,
+)
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import (
     bandwidth_part,
     latency_part,
@@ -39,22 +42,24 @@ class _Marker(object):
 
 
 def test_parts_tables_come_from_the_registered_parts():
-    assert tune_registry.PARTS == ("snapshot", "bandwidth", "latency", "sysctl", "cpuidle", "pcie",
-                                   "boot_service", "nvidia_peermem", "device_nodes", "numa_pin",
-                                   "verify")
+    assert tune_registry.PARTS == ("snapshot", "bandwidth", "latency", "ceiling", "sysctl",
+                                   "cpuidle", "pcie", "boot_service", "nvidia_peermem",
+                                   "device_nodes", "numa_pin", "verify")
     assert tune_registry.DEFAULT_PARTS == tuple(p for p in tune_registry.PARTS if p not in (
-        "device_nodes", "numa_pin", "bandwidth", "latency"))
+        "device_nodes", "numa_pin", "bandwidth", "latency", "ceiling"))
     assert tune.argument_spec()["parts"]["default"] == list(tune.DEFAULT_PARTS)
     assert tune_registry.MANAGED == {"numa_balancing": "sysctl", "sysctl": "sysctl",
                                      "cpuidle_deep_state": "cpuidle", "pcie_mrrs": "pcie",
                                      "gpu_numa_mismatch": "numa_pin",
                                      "gpu_container_unpinned": "numa_pin",
                                      "device_nodes_unit_missing": "device_nodes"}
-    assert tune_registry.STEPS == ("snapshot_before", "bandwidth_before", "latency_before", "sysctl",  # noqa: E501
-                              "cpuidle", "pcie", "boot_service", "nvidia_peermem",
+    assert tune_registry.STEPS == ("snapshot_before", "bandwidth_before", "latency_before",
+                              "ceiling_before", "sysctl", "cpuidle", "pcie", "boot_service",
+                              "nvidia_peermem",
                               "nvidia_peermem_at_boot", "modules_load_dir", "device_nodes",
                               "numa_pin",
-                              "snapshot_applied", "bandwidth_after", "latency_after")
+                              "snapshot_applied", "bandwidth_after", "latency_after",
+                              "ceiling_after")
 
 
 def test_a_part_that_breaks_the_protocol_is_refused_at_registration():
@@ -151,7 +156,7 @@ def test_the_rules_are_the_parts_own_each_once():
         tune_registry.check_options({"declared_size": 9}, [part])
     # the measuring parts: one rule per measurement, its two objects share it
     assert tune_registry.rules() == [sections.rules, bandwidth_part.rules, latency_part.rules,
-                                     placement_write.TUNE_PART.rules]
+                                     ceiling_part.rules, placement_write.TUNE_PART.rules]
 
 
 def test_the_role_passes_the_declared_options():
@@ -162,6 +167,8 @@ def test_the_role_passes_the_declared_options():
         ("gpuhost_tune_bandwidth_timeout", "bandwidth_timeout"),
         ("gpuhost_tune_latency_count", "latency_count"),
         ("gpuhost_tune_latency_gap_us", "latency_gap_us"),
+        ("gpuhost_tune_ceiling_seconds", "ceiling_seconds"),
+        ("gpuhost_tune_ceiling_mb", "ceiling_mb"),
         ("gpuhost_tune_mrrs_method", "mrrs_method"),
         ("gpuhost_tune_boot_service_start", "boot_service_start"),
         ("gpuhost_nvidia_peermem", "nvidia_peermem"),

@@ -1,0 +1,1 @@
+"""Mirror tests of plugins/module_utils/subjects/ceiling."""
