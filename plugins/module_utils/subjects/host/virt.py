@@ -80,8 +80,17 @@ def _first_line(root, path):
 
 
 def container_manager(root):
-    """``(manager, evidence)`` when ``root`` is a container, else ``(None, None)``."""
-    data = hostfs.read_bytes(host_path(root, "/proc/1/environ"), limit=ENVIRON_LIMIT)
+    """``(manager, evidence)`` when ``root`` is a container, else ``(None, None)``. A
+    /proc/1/environ the audit may not read (a sandboxed kernel refuses it even to root, as the
+    lent GPU machines' Firecracker and gVisor guests do) tells nothing: the other signals
+    decide (anything else that stops the read, a planted FIFO say, is still the audit's
+    error)."""
+    try:
+        data = hostfs.read_bytes(host_path(root, "/proc/1/environ"), limit=ENVIRON_LIMIT)
+    except (IOError, OSError) as exc:
+        if getattr(exc, "errno", None) not in (errno.EACCES, errno.EPERM):
+            raise
+        data = None
     for entry in (data or b"").split(b"\0"):
         if entry.startswith(b"container="):
             name = entry[len(b"container="):].decode("utf-8", "replace").strip()

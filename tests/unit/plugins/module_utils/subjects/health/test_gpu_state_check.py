@@ -102,3 +102,17 @@ def test_hot_memory_near_its_own_limit_is_a_thin_margin(tmp_path):
     [item] = judge("gpu_thermal_margin_low", facts)
     assert item["severity"] == "high"
     assert item["current"].startswith("4 C below the slowdown limit; memory -1 C below its")
+
+
+def test_the_live_h100_after_the_ceiling_probe_has_no_health_finding(tmp_path):
+    """The real H100's log (tests/fixtures/nvidia/h100-580-live.xml, issue 43's run): read as
+    the audit reads it, recovery action None, 47 C of margin, memory 43 C with no limit
+    printed, no slowdown counted; no finding of the GPU state column or of recovery."""
+    with open(health.H100_LIVE) as handle:
+        health.write_smi(tmp_path, handle.read())
+    facts, found = audit_health(tmp_path)
+    (gpu,) = facts["nvidia_smi"]["gpus"]
+    assert (gpu["recovery_action"], gpu["temperature_margin_c"], gpu["memory_temperature_c"],
+            gpu["memory_temperature_limit_c"]) == ("None", 47, 43, None)
+    assert set(gpu["clock_event_counters_us"].values()) == {0}
+    assert found == []

@@ -130,3 +130,24 @@ def test_the_refusal_names_a_host_that_could_not_be_read_and_none_for_a_node():
     assert virt.guest_warning(unread, "gpu07") is None
     node = {"kind": "proxmox_node", "guest": False}
     assert virt.refusal(node, "gpu07", "/", "host_tune") is None
+
+
+def test_an_environ_the_kernel_refuses_even_to_root_tells_nothing(tmp_path, monkeypatch):
+    """The lent GPU machine (Firecracker, 2026-12-05): reading /proc/1/environ as root gave
+    PermissionError, which made the live audit's fact virt an error (finding audit_error);
+    the hypervisor flag still says what the host is."""
+    root = hosts.vm_host(str(tmp_path))["root"]
+    refused = os.path.join(root, "proc/1/environ")
+    os.makedirs(os.path.dirname(refused), exist_ok=True)
+    with open(refused, "wb") as handle:
+        handle.write(b"container=lxc\0")
+    real = hostfs.read_bytes
+
+    def read_bytes(path, *args, **kwargs):
+        if path == refused:
+            raise PermissionError(13, "Permission denied", path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(hostfs, "read_bytes", read_bytes)
+    found = virt.detect(root)
+    assert (found["kind"], found["technology"]) == ("vm", "unknown hypervisor")
