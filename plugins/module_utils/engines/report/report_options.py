@@ -14,7 +14,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate i
     ValidationError,
     fail,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.setpci_maxreadreq import (  # noqa: E501
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.audit_pcie import (
     mrrs_size,
 )
 

@@ -18,6 +18,7 @@ import re
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import argspec
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import pci_ids
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import audit_pcie
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import setpci_maxreadreq
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import unitinstall
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune.boot_program import (
@@ -216,7 +217,7 @@ def service_spec():
     """Option spec of module boot_service (its defaults fill ``service_run``'s params)."""
     spec = dict(
         state=dict(type="str", choices=["present", "absent"], default="present"),
-        mrrs_size=setpci_maxreadreq.mrrs_size(choices=[0] + list(pci_ids.MRRS_SIZES)),
+        mrrs_size=audit_pcie.mrrs_size(choices=[0] + list(pci_ids.MRRS_SIZES)),
         cpuidle_deeper_than=dict(type="str", default="C1"),
         after=dict(type="list", elements="str", default=["nvidia-persistenced.service"]),
         before=dict(type="list", elements="str", default=["pve-guests.service"]),

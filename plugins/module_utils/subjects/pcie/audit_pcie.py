@@ -23,8 +23,20 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie impor
     pcie_aer_check,
     pcie_link_check,
     pcie_mrrs_check,
-    setpci_maxreadreq,
 )
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.pci_ids import MRRS_SIZES
+
+# The wanted PCIe Max Read Request Size when none is given (one of pci_ids.MRRS_SIZES): the one
+# spec of ``mrrs_size`` (``mrrs_size()``) for every module that names it.
+MRRS_DEFAULT = 4096
+
+
+def mrrs_size(**extra):
+    """The ``mrrs_size`` option (wanted.mrrs_size, setpci_maxreadreq, boot_service);
+    ``extra``: spec keys such as deprecated_aliases."""
+    spec = dict(type="int", default=MRRS_DEFAULT, choices=list(MRRS_SIZES))
+    spec.update(extra)
+    return spec
 
 
 def _device_summary(dev):
@@ -71,7 +83,7 @@ FACTS = (
                                            skip=not_host_owned(c.get("gpus"))), {}),
 )
 WANTED = argspec.gpu_selection()
-WANTED["mrrs_size"] = setpci_maxreadreq.mrrs_size()
+WANTED["mrrs_size"] = mrrs_size()
 
 
 def wanted_rules(w):

@@ -13,6 +13,7 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import arg
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import deprecated
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.pci_ids import MRRS_SIZES
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import CommandError
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie import audit_pcie
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.pci import (
     PciDevice,
     PciError,
@@ -20,7 +21,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.pci i
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.setpci_maxreadreq import (  # noqa: E501
     lockdown_state,
-    mrrs_size,
     plan_mrrs,
     set_mrrs,
     tune_mrrs,
@@ -32,7 +32,7 @@ def mrrs_spec():
     spec = dict(devices=dict(type="list", elements="str"))
     spec.update(argspec.device_selection())
     spec.update(
-        mrrs_size=mrrs_size(**deprecated.aliases("setpci_maxreadreq", "mrrs_size")),
+        mrrs_size=audit_pcie.mrrs_size(**deprecated.aliases("setpci_maxreadreq", "mrrs_size")),
         state=dict(type="str", default="present", choices=["present", "query"]),
         method=dict(type="str", default="sysfs", choices=["sysfs", "setpci"]),
     )

@@ -46,19 +46,6 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.pcie.pci i
 )
 
 
-# The wanted PCIe Max Read Request Size when none is given (one of pci_ids.MRRS_SIZES): the one
-# spec of ``mrrs_size`` (``mrrs_size()``) for every module that names it.
-MRRS_DEFAULT = 4096
-
-
-def mrrs_size(**extra):
-    """The ``mrrs_size`` option (wanted.mrrs_size, setpci_maxreadreq, boot_service);
-    ``extra``: spec keys such as deprecated_aliases."""
-    spec = dict(type="int", default=MRRS_DEFAULT, choices=list(MRRS_SIZES))
-    spec.update(extra)
-    return spec
-
-
 LOCKDOWN = "/sys/kernel/security/lockdown"
 
 
