@@ -3,15 +3,21 @@
 copies, an FP32 FMA loop, BF16 and FP8 mma.sync loops, all PTX the driver JIT-compiles)
 and, when torch imports, the same GPU through PyTorch: torch.matmul of BF16 8192 x 8192 x
 8192 and a device-to-device ``copy_`` of the probe's copy size (read + write counted), 3
-runs each, best counts. Reads and computes only; no GPU setting is changed. Prints the
-probe's JSON, then one JSON document with both sides, then a table (issue 43: the lent
+runs each, best counts. Where torch's cuBLAS is there (the libcublas its install ships,
+``torch_cublas``) or ``--cublas`` names one, the probe also runs its BF16 GEMM through
+that cuBLAS (``--ceiling-cublas``: the ``cublas bf16`` column, path ``cublas``, beside
+``bf16 mma``, path ``ptx-mma``). Reads and computes only; no GPU setting is changed. Prints
+the probe's JSON, then one JSON document with both sides, then a table (issue 43: the lent
 H200).
 
     python3 bench/ceiling.py [--seconds 1.0] [--mb 1024] [--library libcuda.so.1]
-                             [--no-torch] [--out result.json]
+                             [--no-torch] [--ceiling-cublas] [--cublas PATH] [--no-cublas]
+                             [--out result.json]
 """
 
 import argparse
+import glob
+import importlib.util
 import json
 import os
 import shutil
@@ -26,6 +32,10 @@ RUNS = 3
 MATMUL_N = 8192
 MATMULS_PER_RUN = 10
 COPIES_PER_RUN = 20
+# Where a torch install's libcublas sits under its site-packages (cuda_cublas looks there
+# too): the NVIDIA wheels of CUDA 12 and 13, older torch wheels' own folder.
+TORCH_CUBLAS = ("nvidia/cublas/lib/libcublas.so.*", "nvidia/cu13/lib/libcublas.so.*",
+                "torch/lib/libcublas.so.*")
 
 
 def probe_source():
@@ -42,9 +52,26 @@ def probe_source():
         shutil.rmtree(links)
 
 
-def run_probe(library, seconds, mb):
+def torch_cublas():
+    """The libcublas torch's install ships (found without importing torch), or None."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return None
+    site = os.path.dirname(os.path.dirname(spec.origin))
+    for pattern in TORCH_CUBLAS:
+        found = sorted(glob.glob(os.path.join(site, pattern)), reverse=True)
+        if found:
+            return found[0]
+    return None
+
+
+def run_probe(library, seconds, mb, cublas=None, ceiling_cublas=False):
     argv = [sys.executable, "-", "--library", library, "--ceiling",
             "--ceiling-seconds", str(seconds), "--ceiling-mb", str(mb)]
+    if ceiling_cublas:
+        argv.append("--ceiling-cublas")
+        if cublas:
+            argv += ["--cublas", cublas]
     started = time.perf_counter()
     proc = subprocess.run(argv, input=probe_source(), capture_output=True, text=True,
                           check=False, timeout=3600)
@@ -111,19 +138,23 @@ def figure(part, key):
 
 def table(probe, torch_results):
     rows = [("GPU", "cc", "SMs", "mem GB/s", "fp32 TF", "bf16 TF", "fp8 TF",
-             "torch bf16 TF", "torch copy GB/s", "bf16 probe/torch")]
+             "cublas bf16 TF", "torch bf16 TF", "torch copy GB/s", "bf16 probe/torch",
+             "cublas/torch")]
     for dev in probe.get("devices", []):
         c = dev.get("ceiling") or {}
         t = torch_results.get(dev["index"]) or {}
         mm = (t.get("bf16_matmul") or {}).get("tflops")
         bf16 = (c.get("bf16") or {}).get("tflops")
+        blas = (c.get("cublas_bf16") or {}).get("tflops")
         rows.append(("%d %s" % (dev["index"], dev.get("pci_bus_id")),
                      c.get("compute_capability", "-"), str(c.get("sm_count", "-")),
                      figure(c.get("memory"), "gbs"), figure(c.get("fp32"), "tflops"),
                      figure(c.get("bf16"), "tflops"), figure(c.get("fp8"), "tflops"),
+                     figure(c.get("cublas_bf16"), "tflops"),
                      str(mm or t.get("error") or "-"),
                      str((t.get("copy") or {}).get("gbs", "-")),
-                     "%.1f %%" % (100.0 * bf16 / mm) if bf16 and mm else "-"))
+                     "%.1f %%" % (100.0 * bf16 / mm) if bf16 and mm else "-",
+                     "%.1f %%" % (100.0 * blas / mm) if blas and mm else "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows)
 
@@ -134,9 +165,18 @@ def main():
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--mb", type=int, default=1024)
     parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--ceiling-cublas", action="store_true",
+                        help="the probe's cuBLAS GEMM even without torch's cuBLAS (the "
+                        "probe then finds a libcublas itself)")
+    parser.add_argument("--cublas", help="the libcublas the probe loads (default: torch's)")
+    parser.add_argument("--no-cublas", action="store_true")
     parser.add_argument("--out")
     args = parser.parse_args()
-    probe = run_probe(args.library, args.seconds, args.mb)
+    cublas = None if args.no_cublas else args.cublas or torch_cublas()
+    use_cublas = not args.no_cublas and bool(cublas or args.ceiling_cublas)
+    if use_cublas:
+        print("cuBLAS for the probe's GEMM: %s" % (cublas or "found by the probe"))
+    probe = run_probe(args.library, args.seconds, args.mb, cublas, use_cublas)
     print(json.dumps(probe, indent=1, sort_keys=True))
     torch_results = {}
     if not args.no_torch:

@@ -1,5 +1,6 @@
 """The stand-in CUDA driver library (tests/assets/fakecuda/fakecuda.c), compiled with the
-system C compiler once per source version into tests/output/fakecuda/<hash>/libcuda.so.1.
+system C compiler once per source version into tests/output/fakecuda/<hash>/libcuda.so.1,
+and the stand-in cuBLAS (fakecublas.c, ``build_cublas()``) linked against it.
 
 ``env(...)`` turns keyword settings into the FAKECUDA_* variables the library reads.
 """
@@ -12,6 +13,7 @@ import tempfile
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(TESTS, "assets", "fakecuda", "fakecuda.c")
+CUBLAS_SOURCE = os.path.join(TESTS, "assets", "fakecuda", "fakecublas.c")
 OUTPUT = os.path.join(TESTS, "output", "fakecuda")
 
 
@@ -19,8 +21,23 @@ def build():
     """Path of the compiled ``libcuda.so.1`` (built when missing)."""
     with open(SOURCE, "rb") as handle:
         digest = hashlib.sha256(handle.read()).hexdigest()[:16]
-    folder = os.path.join(OUTPUT, digest)
-    lib = os.path.join(folder, "libcuda.so.1")
+    return _compile(SOURCE, os.path.join(OUTPUT, digest), "libcuda.so.1", ["-lm"])
+
+
+def build_cublas():
+    """Path of the compiled stand-in ``libcublas.so.12``, linked against ``build()``'s
+    ``libcuda.so.1`` by its folder (run path): the loader binds it to the very copy the
+    probe loaded by that path, so both share the current context."""
+    cuda = build()
+    folder = os.path.dirname(cuda)
+    with open(CUBLAS_SOURCE, "rb") as handle:
+        digest = hashlib.sha256(handle.read() + folder.encode()).hexdigest()[:16]
+    return _compile(CUBLAS_SOURCE, os.path.join(OUTPUT, "cublas-" + digest), "libcublas.so.12",
+                    ["-L" + folder, "-l:libcuda.so.1", "-Wl,-rpath," + folder])
+
+
+def _compile(source, folder, name, libs):
+    lib = os.path.join(folder, name)
     if os.path.exists(lib):
         return lib
     cc = shutil.which("cc") or shutil.which("gcc")
@@ -31,11 +48,11 @@ def build():
     os.close(fd)
     try:
         subprocess.run([cc, "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror",
-                        "-o", tmp, SOURCE, "-lm"], check=True, capture_output=True, text=True)
+                        "-o", tmp, source] + libs, check=True, capture_output=True, text=True)
         os.rename(tmp, lib)
     except subprocess.CalledProcessError as exc:
         os.unlink(tmp)
-        raise RuntimeError("compiling %s failed: %s" % (SOURCE, exc.stderr))
+        raise RuntimeError("compiling %s failed: %s" % (source, exc.stderr))
     return lib
 
 
@@ -46,7 +63,9 @@ def env(**settings):
     fakecuda.c): ``cc="9.0"``, ``sm_count=132``, ``d2d_gbs`` (read + write counted),
     ``fp32_tflops``, ``bf16_tflops``, ``fp8_tflops``, ``rate_scale="1,1,1,0.8"`` (every rate
     of a GPU times this) and ``wrong_result=1`` (kernels write result + 1, device copies
-    copy nothing). A list or tuple value is joined with commas."""
+    copy nothing). The stand-in cuBLAS (fakecublas.c): ``cublas_tflops``, ``cublas_wrong=1``
+    (C gets the product + 1), ``cublas_status=13``. A list or tuple value is joined with
+    commas."""
     return {"FAKECUDA_" + key.upper(): ",".join(str(v) for v in value)
             if isinstance(value, (list, tuple)) else str(value)
             for key, value in settings.items()}

@@ -121,14 +121,32 @@ options:
       free memory does not allow it (RV(devices[].ceiling.memory.limited_by)).
     type: int
     default: 1024
+  ceiling_cublas:
+    description:
+      - With O(ceiling), also a BF16 GEMM through cuBLAS on each GPU (sm_80 and later), the
+        realistic figure a framework's matmul reaches, beside the PTX loops
+        (RV(devices[].ceiling.cublas_bf16), C(path) C(cublas)).
+      - Off by default because it loads a library the host may have only from a framework
+        install - O(cublas), else C(libcublas.so.13) or C(libcublas.so.12) on the library
+        path, else the copy a PyTorch install ships (C(nvidia/cublas/lib),
+        C(nvidia/cu13/lib) or C(torch/lib) under this Python's and the usual site-packages
+        folders, then C(/usr/local/cuda*/lib64)); never a search of the whole disk. Without
+        one the part is C({skipped}) naming where it looked.
+    type: bool
+    default: false
+  cublas:
+    description: The libcublas to load for O(ceiling_cublas) (a path); nothing else is
+      tried then.
+    type: path
   timeout:
     description:
       - Seconds the probe may take to load the library, initialise CUDA and list the
         devices (1 to 3600). With O(bandwidth) or O(peer) the time every asked copy takes at
         1 GB/s is added, with O(ceiling) twice O(ceiling_seconds) and a second per part and
-        GPU and its copies' fills at 1 GB/s (for as many GPUs as the PCI tree under O(root)
-        lists, 8 when it lists none), so a healthy GPU never hits the limit and a copy
-        slower than that is reported, not waited for.
+        GPU and its copies' fills at 1 GB/s, with O(ceiling_cublas) 30 s for loading cuBLAS
+        and per GPU twice O(ceiling_seconds) and 10 s (for as many GPUs as the PCI tree
+        under O(root) lists, 8 when it lists none), so a healthy GPU never hits the limit
+        and a copy slower than that is reported, not waited for.
       - At the limit the probe is killed (SIGTERM, SIGKILL 5 s later, to its whole process
         group, a C(pct exec) included) and the module fails with RV(timed_out) true.
     type: int
@@ -175,6 +193,11 @@ EXAMPLES = r"""
   gpuhost.tuning.cuda_probe:
     ceiling: true
   register: ceiling
+
+- name: The ceiling with a BF16 GEMM through the cuBLAS a PyTorch install ships
+  gpuhost.tuning.cuda_probe:
+    ceiling: true
+    ceiling_cublas: true
 
 - name: Show each GPU's rate against its link
   ansible.builtin.debug:
@@ -339,6 +362,19 @@ devices:
           description: The FP8 E4M3 C(mma.sync) loop likewise; C({skipped}) before sm_89.
           type: dict
           sample: {"tflops": 1152.49, "checked": true, "path": "ptx-mma"}
+        cublas_bf16:
+          description: With O(ceiling_cublas), C({tflops, runs_tflops, checked, path,
+            library, m, n, k, gemms_per_run, types}) - the best of 3 runs of
+            C(cublasGemmEx) BF16 x BF16 -> FP32 (C(CUBLAS_COMPUTE_32F)), 2 m n k per GEMM,
+            of 8192 (halved while free memory is short), C(path) C(cublas), C(library) the
+            file loaded; a sample of C checked against the host's sums; C({checked, error})
+            for a wrong result or a cuBLAS status; C({skipped}) without a library (naming
+            where it looked), before sm_80 or without room.
+          type: dict
+          returned: when O(ceiling_cublas) is true
+          sample: {"tflops": 780.1, "checked": true, "path": "cublas",
+                   "library": "/usr/lib/python3/dist-packages/nvidia/cu13/lib/libcublas.so.13",
+                   "m": 8192, "n": 8192, "k": 8192}
         seconds:
           description: Wall time of the GPU's ceiling parts.
           type: float
@@ -443,6 +479,8 @@ def main():
             ceiling=dict(type="bool", default=False),
             ceiling_seconds=dict(type="float", default=cuda.CEILING_SECONDS),
             ceiling_mb=dict(type="int", default=cuda.CEILING_MB),
+            ceiling_cublas=dict(type="bool", default=False),
+            cublas=dict(type="path"),
             timeout=dict(type="int", default=cuda.DEFAULT_TIMEOUT),
             vmid=dict(type="int"),
             root=dict(type="path", default="/"),
@@ -460,7 +498,8 @@ def _run(module):
                    latency=p["latency"], latency_count=p["latency_count"],
                    latency_gap_us=p["latency_gap_us"], latency_gpus=p["latency_gpus"],
                    ceiling=p["ceiling"], ceiling_seconds=p["ceiling_seconds"],
-                   ceiling_mb=p["ceiling_mb"])
+                   ceiling_mb=p["ceiling_mb"], ceiling_cublas=p["ceiling_cublas"],
+                   cublas=p["cublas"])
     runner = Runner(module)
     if p["vmid"] is not None:
         pct = module.get_bin_path("pct")

@@ -7,9 +7,9 @@ status, stdout and stderr mean (``child_result``: a hang, a crash, no result, th
 was in); the audit's CUDA pass (``audit_pass``) over the host and its running GPU
 containers.
 
-The probe itself (``cuda_driver`` + ``cuda_ceiling`` + ``cuda_child``, standard library
-only) never runs in the caller's process: ``child_source`` joins the three files into the
-one script the child gets on stdin.
+The probe itself (``cuda_driver`` + ``cuda_ceiling`` + ``cuda_cublas`` + ``cuda_child``,
+standard library only) never runs in the caller's process: ``child_source`` joins the four
+files into the one script the child gets on stdin.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,22 +18,29 @@ __metaclass__ = type
 
 import ast
 import inspect
+import io
 import json
 import math
 import re
 import signal
 import sys
+import tokenize
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import bounded
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda import (
     cuda_ceiling,
     cuda_child,
+    cuda_cublas,
     cuda_driver,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda.cuda_ceiling import (
     CEILING_MB,
     CEILING_SECONDS,
     PARTS,
+)
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda.cuda_cublas import (
+    CUBLAS_GPU_SECONDS,
+    CUBLAS_LOAD_SECONDS,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda.cuda_driver import (
     ASSUMED_GPUS,
@@ -49,22 +56,37 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda.cuda_
 )
 
 # The child script's files, in the order they are joined.
-CHILD_FILES = (cuda_driver, cuda_ceiling, cuda_child)
+CHILD_FILES = (cuda_driver, cuda_ceiling, cuda_cublas, cuda_child)
+# What the child script may weigh: a pipe's buffer (Linux: 64 KiB). A child that exits
+# without reading its stdin (``pct exec`` into a stopped container or one without python3)
+# then still takes the whole script, and the caller reports why instead of a broken pipe.
+CHILD_SOURCE_LIMIT = 65536
 
 
 def child_source():
     """The probe as one standard-library script, to run elsewhere as ``python3 -``: the
-    sources of CHILD_FILES joined, less their ``__future__`` imports and the imports of the
-    collection between them (read from the loaded modules: works from Ansible's zip)."""
+    sources of CHILD_FILES joined, less their ``__future__`` imports, the imports of the
+    collection between them, their docstrings, comment lines and blank lines (read from the
+    loaded modules: works from Ansible's zip); at most CHILD_SOURCE_LIMIT bytes."""
     parts = []
     for module in CHILD_FILES:
         text = inspect.getsource(module)
         drop = set()
-        for node in ast.parse(text).body:
-            if not isinstance(node, ast.ImportFrom) or not node.module:
-                continue
-            if node.module == "__future__" or node.module.startswith("ansible_collections."):
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.module and (
+                    node.module == "__future__" or node.module.startswith(
+                        "ansible_collections.")):
                 drop.update(range(node.lineno - 1, node.end_lineno))
+            body = getattr(node, "body", None)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and \
+                    len(body) > 1 and isinstance(body[0], ast.Expr) and \
+                    isinstance(body[0].value, ast.Constant) and \
+                    isinstance(body[0].value.value, str):
+                drop.update(range(body[0].lineno - 1, body[0].end_lineno))
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT and token.line.lstrip().startswith("#") or \
+                    token.type == tokenize.NL and not token.line.strip():
+                drop.add(token.start[0] - 1)
         parts.append("\n".join(line for index, line in enumerate(text.split("\n"))
                                if index not in drop))
     return "\n".join(parts)
@@ -72,7 +94,8 @@ def child_source():
 
 def probe_argv(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer=False,
                latency=False, latency_count=200, latency_gap_us=1000, latency_gpus=None,
-               ceiling=False, ceiling_seconds=CEILING_SECONDS, ceiling_mb=CEILING_MB):
+               ceiling=False, ceiling_seconds=CEILING_SECONDS, ceiling_mb=CEILING_MB,
+               ceiling_cublas=False, cublas=None):
     """Command-line options of :func:`main` for these settings (progress lines on)."""
     argv = ["--library", library, "--size-mb", str(size_mb), "--repeats", str(repeats),
             "--progress"]
@@ -88,21 +111,28 @@ def probe_argv(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5,
     if ceiling:
         argv += ["--ceiling", "--ceiling-seconds", repr(float(ceiling_seconds)),
                  "--ceiling-mb", str(ceiling_mb)]
+        if ceiling_cublas:
+            argv.append("--ceiling-cublas")
+            if cublas:
+                argv += ["--cublas", cublas]
     return argv
 
 
 def time_limit(timeout=DEFAULT_TIMEOUT, bandwidth=False, size_mb=256, repeats=5, peer=False,
                gpus=0, latency=False, latency_count=200, latency_gap_us=1000,
                latency_gpus=None, ceiling=False, ceiling_seconds=CEILING_SECONDS,
-               ceiling_mb=CEILING_MB):
+               ceiling_mb=CEILING_MB, ceiling_cublas=False, cublas=None):
     """Seconds a probe child gets: ``timeout`` for loading, cuInit and the device listing,
     plus every asked copy (a warm-up and ``repeats`` per direction and GPU, the same per
     ordered GPU pair with ``peer``) at MIN_COPY_GBS, plus with ``latency`` every round trip
     (a tenth more for the warm-up, twice ``latency_count`` per GPU) at its sleep plus
-    MAX_LAUNCH_US, plus with ``ceiling`` per GPU and part (memory, fp32, bf16, fp8) twice
-    ``ceiling_seconds`` (calibration and JIT included) and a second, and the ceiling's
-    fills and first copies of ``ceiling_mb`` at MIN_COPY_GBS. ``gpus``: how many the PCI
-    tree lists (0: ASSUMED_GPUS)."""
+    MAX_LAUNCH_US, plus with ``ceiling`` per GPU and part (memory, fp32, bf16, fp8) four
+    times ``ceiling_seconds`` (calibration, JIT and the retakes of a stalled calibration,
+    cuda_ceiling.timed_runs, included) and a second, and the ceiling's
+    fills and first copies of ``ceiling_mb`` at MIN_COPY_GBS, and with ``ceiling_cublas``
+    CUBLAS_LOAD_SECONDS once plus per GPU twice ``ceiling_seconds`` and CUBLAS_GPU_SECONDS
+    (``cublas``, the library's path, changes nothing). ``gpus``: how many the PCI tree
+    lists (0: ASSUMED_GPUS)."""
     n = gpus or ASSUMED_GPUS
     copies = 0
     if bandwidth:
@@ -115,8 +145,10 @@ def time_limit(timeout=DEFAULT_TIMEOUT, bandwidth=False, size_mb=256, repeats=5,
         trips = timed * (2 * latency_count + latency_count // 10 + 5)
         seconds += trips * (latency_gap_us + MAX_LAUNCH_US) / 1e6
     if ceiling:
-        seconds += n * (len(PARTS) * (2 * ceiling_seconds + 1)
+        seconds += n * (len(PARTS) * (4 * ceiling_seconds + 1)
                         + 4 * ceiling_mb * MIB / (MIN_COPY_GBS * 1e9))
+        if ceiling_cublas:
+            seconds += CUBLAS_LOAD_SECONDS + n * (2 * ceiling_seconds + CUBLAS_GPU_SECONDS)
     return int(timeout + math.ceil(seconds))
 
 
@@ -283,7 +315,7 @@ def as_result(result):
 
 def audit_pass(runner, pct, containers, size_mb=256, library=DEFAULT_LIBRARY,
                timeout=DEFAULT_TIMEOUT, root="/", ceiling=False,
-               ceiling_seconds=CEILING_SECONDS):
+               ceiling_seconds=CEILING_SECONDS, ceiling_cublas=False):
     """The audit's opt-in CUDA pass on a live host: the host probed with pinned copy rates,
     the peer matrix (two or more GPUs) and the launch latency (AUDIT_LATENCY_COUNT round
     trips each way), then each running container of ``containers`` (the audit's ``lxc``
@@ -293,8 +325,12 @@ def audit_pass(runner, pct, containers, size_mb=256, library=DEFAULT_LIBRARY,
     with ``msg``, judged as a finding, never an error of the audit. ``root``: where the PCI
     tree is read (host_audit's, always ``/``: CUDA acts on the running system). With
     ``ceiling`` every probe also measures each GPU's compute and memory ceiling
-    (``cuda_ceiling``, about ``ceiling_seconds`` per part and GPU)."""
+    (``cuda_ceiling``, about ``ceiling_seconds`` per part and GPU), and with
+    ``ceiling_cublas`` a BF16 GEMM through the cuBLAS the host or container has
+    (``cuda_cublas``)."""
     extra = dict(ceiling=True, ceiling_seconds=ceiling_seconds) if ceiling else {}
+    if ceiling and ceiling_cublas:
+        extra["ceiling_cublas"] = True
     results = [as_result(probe_host(runner, library=library, bandwidth=True, size_mb=size_mb,
                                     timeout=timeout, root=root, latency=True, peer=True,
                                     latency_count=AUDIT_LATENCY_COUNT, **extra))]

@@ -3,13 +3,13 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Prove that CUDA works and measure the PCIe path: the CUDA driver API through ctypes.
 
-Standard library only and free of Ansible imports. The probe is three files, ``cuda_driver``
-(the driver API binding and the sysfs readers), ``cuda_ceiling`` (the ceiling parts) and this
-one (the probe and its ``main``), run as one script: ``cuda.child_source()`` joins them
-(the imports between them left out), and that script runs as a child process of the
-module (``python3 - [options]`` with it on stdin, ``cuda.probe_host``), inside a container
-as ``pct exec <vmid> -- python3 - [options]`` (``cuda.probe_container``), and as a plain
-script once written to a file. It prints one JSON document.
+Standard library only and free of Ansible imports. The probe is four files run as one
+script (``cuda.child_source()`` joins them, the imports between them left out):
+``cuda_driver`` (the binding, the sysfs readers, each GPU's link ceiling), ``cuda_ceiling``
+(the ceiling parts), ``cuda_cublas`` (the ceiling's optional cuBLAS GEMM) and this one (the
+probe and its ``main``). It runs as a child of the module (``python3 - [options]`` with the
+script on stdin, ``cuda.probe_host``), in a container as ``pct exec <vmid> -- python3 -
+[options]`` (``cuda.probe_container``), or as a plain script, and prints one JSON document.
 
 The driver is never called in the caller's process: a library whose ``cuInit`` never
 returns, or that crashes, takes only the child with it. The child gets a time limit
@@ -25,14 +25,11 @@ What it does: loads the driver library (``libcuda.so.1``: no toolkit, no framewo
 context (the step that fails when a GPU is unusable although listed). On request it times
 pinned host-to-device and device-to-host copies (best of N, wall clock around each copy
 followed by a synchronise; the data is checked after the round trip) and the peer-to-peer
-matrix; with ``--ceiling`` each GPU's compute and memory ceiling (``cuda_ceiling``). Plain
-device memory (``cuMemAlloc``) and pinned host memory (``cuMemHostAlloc``) only, never
-managed memory; everything allocated is freed; no GPU setting is changed.
-
-A GPU without enough free memory for the copy is skipped with the reason; a GPU in
-exclusive-process compute mode that another process holds is ``busy`` (CUDA works there).
-Each GPU's link ceiling comes from sysfs under ``root``: GT/s x width x 128/130 (8 GT/s and
-up; 8/10 below) / 8 bytes per direction, so PCIe Gen5 x16 is 63.0 GB/s.
+matrix; with ``--ceiling`` each GPU's compute and memory ceiling (and ``--ceiling-cublas``
+a BF16 GEMM through cuBLAS). Plain device memory (``cuMemAlloc``) and pinned host memory
+(``cuMemHostAlloc``) only, never managed memory; everything allocated is freed; no GPU
+setting is changed. A GPU without enough free memory for the copy is skipped with the
+reason; a GPU in exclusive-process compute mode that another process holds is ``busy``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -70,7 +67,12 @@ from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda.cuda_
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda.cuda_ceiling import (
     CEILING_MB,
     CEILING_SECONDS,
-    measure_ceiling,
+)
+# cuda.child_source() leaves this import out too: the script holds cuda_cublas's source.
+from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.cuda.cuda_cublas import (
+    CUBLAS_N,
+    find_cublas,
+    gpu_ceiling,
 )
 
 
@@ -275,11 +277,13 @@ def measure_latency(drv, count, gap_us, warmup=None):
 def probe(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer=False,
           root="/", progress=None, latency=False, latency_count=200, latency_gap_us=1000,
           latency_gpus=None, ceiling=False, ceiling_seconds=CEILING_SECONDS,
-          ceiling_mb=CEILING_MB):
+          ceiling_mb=CEILING_MB, ceiling_cublas=False, cublas=None, cublas_n=CUBLAS_N):
     """Run the probe in this process; return the result dict (``error`` is None when CUDA
     works). Only the child process calls this (``main``): callers use ``probe_host`` or
     ``probe_container``. ``progress(step)`` is called before each step; ``step`` in the
-    result is the last one (``done`` when it finished)."""
+    result is the last one (``done`` when it finished). With ``ceiling`` and
+    ``ceiling_cublas`` each ceiling also gets ``cublas_bf16`` (``cuda_cublas``: the library
+    at ``cublas`` or found, a GEMM of at most ``cublas_n``)."""
     started = time.perf_counter()
     steps = Steps(progress)
     result = {"library": library, "init": None, "driver_version": None, "devices": [],
@@ -327,6 +331,10 @@ def probe(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer
                                    "(cuDeviceGetCount), although the PCI tree lists %s"
                                    % _listed(listed))
                 result["cause"] = cause_for(NO_DEVICE, root)
+        found = None
+        if ceiling and ceiling_cublas and count.value:
+            steps("finding libcublas")
+            found = find_cublas(cublas)
         for index in range(count.value):
             dev = {"index": index, "name": None, "pci_bus_id": None, "memory_total_mb": None,
                    "link": None, "link_gbs": None, "h2d_gbs": None, "d2h_gbs": None,
@@ -350,9 +358,8 @@ def probe(library=DEFAULT_LIBRARY, bandwidth=False, size_mb=256, repeats=5, peer
                                       "back_to_back": None, "sleeping": None,
                                       "skipped": dev["skipped"] or "no context"}
                 if ceiling and gpus and gpus[-1]["index"] == index:
-                    drv.call("cuCtxSetCurrent", gpus[-1]["ctx"])
-                    dev["ceiling"] = measure_ceiling(drv, gpus[-1]["dev"], ceiling_seconds,
-                                                     ceiling_mb, steps=steps, label=_gpu(dev))
+                    dev["ceiling"] = gpu_ceiling(drv, gpus[-1], ceiling_seconds, ceiling_mb,
+                                                 found, cublas_n, steps, _gpu(dev))
                 elif ceiling:
                     dev["ceiling"] = {"skipped": dev["skipped"] or "no context"}
             except CudaError as exc:
@@ -448,9 +455,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--peer", action="store_true")
     parser.add_argument("--root", default="/")
-    parser.add_argument("--progress", action="store_true",
-                        help="name each step on stderr (%r lines) before taking it"
-                        % STEP_PREFIX.strip())
+    parser.add_argument("--progress", action="store_true")   # STEP_PREFIX lines on stderr
     parser.add_argument("--latency", action="store_true")
     parser.add_argument("--latency-count", type=int, default=200)
     parser.add_argument("--latency-gap-us", type=int, default=1000)
@@ -458,6 +463,9 @@ def main(argv=None):
     parser.add_argument("--ceiling", action="store_true")
     parser.add_argument("--ceiling-seconds", type=float, default=CEILING_SECONDS)
     parser.add_argument("--ceiling-mb", type=int, default=CEILING_MB)
+    parser.add_argument("--ceiling-cublas", action="store_true")   # with --ceiling
+    parser.add_argument("--cublas", default=None)                  # else found
+    parser.add_argument("--cublas-n", type=int, default=CUBLAS_N)  # largest m = n = k
     args = parser.parse_args(argv)
     if args.size_mb < 1 or args.repeats < 1:
         parser.error("--size-mb and --repeats must be at least 1")
@@ -465,6 +473,8 @@ def main(argv=None):
         parser.error("--latency-count must be at least 1 and --latency-gap-us at least 0")
     if not 0 < args.ceiling_seconds <= 600 or args.ceiling_mb < 1:
         parser.error("--ceiling-seconds must be above 0 (600 at most), --ceiling-mb at least 1")
+    if not 256 <= args.cublas_n <= 65536:
+        parser.error("--cublas-n must be from 256 to 65536")
     import faulthandler
     faulthandler.enable()       # a fatal signal is named on stderr, even through pct exec
     result = probe(library=args.library, bandwidth=args.bandwidth, size_mb=args.size_mb,
@@ -473,7 +483,8 @@ def main(argv=None):
                    latency_count=args.latency_count, latency_gap_us=args.latency_gap_us,
                    latency_gpus=[g for g in args.latency_gpus.split(",") if g],
                    ceiling=args.ceiling, ceiling_seconds=args.ceiling_seconds,
-                   ceiling_mb=args.ceiling_mb)
+                   ceiling_mb=args.ceiling_mb, ceiling_cublas=args.ceiling_cublas,
+                   cublas=args.cublas, cublas_n=args.cublas_n)
     sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
     return 1 if result["error"] else 0
 

@@ -245,7 +245,9 @@ def parse_gts(text):
 
 
 def link_ceiling_gbs(gts, width):
-    """Bytes per second per direction, in GB/s (10^9), of a PCIe link."""
+    """Bytes per second per direction, in GB/s (10^9), of a PCIe link: GT/s x width x
+    128/130 (8 GT/s and up; 8/10 below) / 8, so PCIe Gen5 x16 is 63.0 GB/s (a GPU's link
+    ceiling, read from sysfs under ``root``)."""
     if not gts or not width:
         return None
     coding = 128.0 / 130.0 if gts >= 8.0 else 8.0 / 10.0

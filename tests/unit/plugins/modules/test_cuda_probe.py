@@ -179,3 +179,22 @@ def test_bad_ceiling_seconds_are_refused(lib):
     res = run_module(cuda_probe, {"library": lib, "ceiling": True, "ceiling_seconds": 0})
     assert res["failed"] is True
     assert res["msg"].startswith("cuda_probe: ceiling_seconds: 0")
+
+
+def test_ceiling_cublas_runs_the_gemm_through_the_library_named(lib, fake):
+    blas = fakecuda.build_cublas()
+    # 325 MiB free: the GEMM halves from 8192 to 512 (three matrices, 64 MiB of workspace
+    # and 256 MiB beside them), the device-to-device copy has no room
+    fake(sm_count=2, free_mb=325, cublas_tflops=0.25)
+    res = run_module(cuda_probe, {"library": lib, "ceiling": True, "ceiling_seconds": 0.1,
+                                  "ceiling_cublas": True, "cublas": blas})
+    assert res.get("failed") is not True, res
+    c = res["devices"][0]["ceiling"]
+    got = c["cublas_bf16"]
+    assert (got["checked"], got["path"], got["m"]) == (True, "cublas", 512), got
+    assert got["library"] == os.path.realpath(blas) and 0.2 <= got["tflops"] <= 0.26
+    assert c["bf16"]["path"] == "ptx-mma" and c["memory"]["skipped"]
+    plain = run_module(cuda_probe, {"library": lib, "ceiling": True, "ceiling_seconds": 0.1,
+                                    "cublas": blas})
+    assert "cublas_bf16" not in plain["devices"][0]["ceiling"]      # off by default
+    assert res["time_limit"] > plain["time_limit"] + 30
