@@ -148,6 +148,16 @@ options:
         reach. Role audit sets it with C(gpuhost_audit_cuda_ceiling=true).
     type: bool
     default: false
+  cuda_ceiling_cublas:
+    description:
+      - With O(cuda_ceiling), also a BF16 GEMM (8192^3 where memory allows) through the
+        cuBLAS the host or the container has (a PyTorch install ships one;
+        M(gpuhost.tuning.cuda_probe) C(ceiling_cublas)), the realistic matmul figure, judged
+        as part C(BF16 GEMM) against the table's published cuBLAS figures. Off by default,
+        since it loads a library a framework installed; a host without one says so in the
+        result.
+    type: bool
+    default: false
   cuda_size_mb:
     description: Size of each timed copy of the O(cuda_probe) pass, in MiB.
     type: int
@@ -745,6 +755,7 @@ def argument_spec():
     spec["cuda"] = dict(type="list", elements="dict")
     spec["cuda_probe"] = dict(type="bool", default=False)
     spec["cuda_ceiling"] = dict(type="bool", default=False)
+    spec["cuda_ceiling_cublas"] = dict(type="bool", default=False)
     spec["cuda_size_mb"] = dict(type="int", default=256)
     spec["cuda_timeout"] = dict(type="int", default=30)
     spec["record_files"] = dict(type="bool", default=False)
@@ -764,6 +775,9 @@ def rules(p):
     if p.get("capture") and not p["capture"].startswith("/"):
         fail("capture", p["capture"], "an absolute path of the tarball (e.g. $PWD/%s)"
              % p["capture"])
+    if p.get("cuda_ceiling_cublas") and not p.get("cuda_ceiling"):
+        fail("cuda_ceiling_cublas", p["cuda_ceiling_cublas"], "false unless cuda_ceiling is "
+             "true (the GEMM is part of the ceiling)")
     if p.get("cuda_ceiling") and not p.get("cuda_probe"):
         fail("cuda_ceiling", p["cuda_ceiling"], "false unless cuda_probe is true (the "
              "ceiling is measured in the CUDA pass)")
@@ -839,7 +853,8 @@ def _audit(module, params, wanted):
         def probe(facts):
             return cuda.audit_pass(runner, module.get_bin_path("pct"), facts.get("lxc"),
                                    params["cuda_size_mb"], timeout=params["cuda_timeout"],
-                                   ceiling=params["cuda_ceiling"])
+                                   ceiling=params["cuda_ceiling"],
+                                   ceiling_cublas=params["cuda_ceiling_cublas"])
     result = audit.audit(params["root"], wanted, recorder=recorder, outputs=outputs,
                          cuda=params["cuda"], cuda_probe=probe)
     counts, worst = text.summary(result["findings"])

@@ -24,7 +24,7 @@ HOST_PATH_FINDINGS = (("pcie_bandwidth_low", "PCIe copy rate"),
                       ("gpu_peer_bandwidth_low", "GPU peer copy rate"),
                       ("gpu_launch_latency_high", "launch latency"))
 GPU_FINDINGS = ("gpu_compute_low", "gpu_memory_bandwidth_low")
-COMPUTE_PARTS = ("fp32", "bf16", "fp8")
+COMPUTE_PARTS = ("fp32", "bf16", "gemm", "fp8")
 
 
 def _bus(value):
@@ -50,13 +50,15 @@ def _pct(value, of):
 
 
 def _part(dev, part, row, table):
-    result = dev["ceiling"].get(part)
+    result = dev["ceiling"].get(ceiling_models.RESULT_KEYS.get(part, part))
     out = {"figure": None, "unit": ceiling_models.UNITS[part], "path": None,
            "datasheet": ceiling_models.datasheet(row, part), "datasheet_pct": None,
            "healthy": None, "healthy_pct": None, "best": None, "best_index": None,
            "best_bus_id": None, "below_best_pct": None, "skipped": None, "error": None}
     if not isinstance(result, dict):
-        out["skipped"] = dev["ceiling"].get("skipped") or "not measured"
+        out["skipped"] = dev["ceiling"].get("skipped") or (
+            "not asked (ceiling_cublas)" if part in ceiling_models.RESULT_KEYS
+            else "not measured")
         return out
     out["path"] = result.get("path")
     if result.get("skipped"):
@@ -175,7 +177,8 @@ def _cell_text(cell):
     if cell["error"]:
         return "failed: %s" % cell["error"]
     if cell["figure"] is None:
-        return "skipped" if cell["skipped"] else "-"
+        asked = cell["skipped"] and not cell["skipped"].startswith("not asked")
+        return "skipped" if asked else "-"
     text = ceiling_models.shown(cell["figure"])
     table = cell["healthy"]["figure"] if cell["healthy"] else cell["datasheet"]
     text += " / %s" % ("%g%s" % (table, "" if cell["healthy"] else " ds")

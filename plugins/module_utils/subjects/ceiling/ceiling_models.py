@@ -27,9 +27,17 @@ __metaclass__ = type
 
 import re
 
-PARTS = ("fp32", "bf16", "fp8", "memory")
-UNITS = {"fp32": "TFLOPS", "bf16": "TFLOPS", "fp8": "TFLOPS", "memory": "GB/s"}
-LABELS = {"fp32": "FP32", "bf16": "BF16", "fp8": "FP8", "memory": "memory"}
+PARTS = ("fp32", "bf16", "gemm", "fp8", "memory")
+UNITS = {"fp32": "TFLOPS", "bf16": "TFLOPS", "gemm": "TFLOPS", "fp8": "TFLOPS",
+         "memory": "GB/s"}
+LABELS = {"fp32": "FP32", "bf16": "BF16", "gemm": "BF16 GEMM", "fp8": "FP8",
+          "memory": "memory"}
+# The probe's key of a part where it is not the part's name: ``gemm`` is the optional BF16
+# GEMM through cuBLAS (cuda_probe ceiling_cublas, subjects/cuda/cuda_cublas.py).
+RESULT_KEYS = {"gemm": "cublas_bf16"}
+# A part judged by another part's datasheet figure and healthy figures: the GEMM is BF16
+# work, its healthy figure the table's BF16 entry of path ``cublas``.
+SAME_AS = {"gemm": "bf16"}
 
 # Sources (each figure verified on the page named, December 2026).
 _HPCTECH = ("NVIDIA H100 datasheet as tabled by hpctech.co.jp "
@@ -101,14 +109,14 @@ def model_row(name, table=MODELS):
 
 def datasheet(row, part):
     """``row``'s datasheet figure of ``part`` (TFLOPS; memory in GB/s), or None."""
-    return (row or {}).get("datasheet", {}).get(part)
+    return (row or {}).get("datasheet", {}).get(SAME_AS.get(part, part))
 
 
 def healthy(row, part, path):
     """``{figure, path, kind, source}``: what a healthy GPU of ``row``'s model reaches in
     ``part`` by ``path``; None when the table has no figure of that path (only the
     siblings judge then)."""
-    for entry in (row or {}).get("healthy", {}).get(part) or ():
+    for entry in (row or {}).get("healthy", {}).get(SAME_AS.get(part, part)) or ():
         if entry[1] == path:
             return {"figure": entry[0], "path": entry[1], "kind": entry[2],
                     "source": entry[3]}

@@ -77,6 +77,7 @@ def test_the_reports_view_of_a_host():
     # engines/report/views.py: what summary.md and the host page show (goldens: h200-vm)
     assert views.ceiling_view({"facts": {}, "findings": []}) is None
     view = views.ceiling_view({"facts": node([result(), result()]), "findings": []})
-    assert view["labels"] == ["FP32 TFLOPS", "BF16 TFLOPS", "FP8 TFLOPS", "memory GB/s"]
+    assert view["labels"] == ["FP32 TFLOPS", "BF16 TFLOPS", "BF16 GEMM TFLOPS", "FP8 TFLOPS",
+                              "memory GB/s"]
     assert view["line"].startswith("compute BF16 62.7 % of datasheet (node spread 0.0 %)")
     assert [row["bus_id"] for row in view["rows"]] == [bus(0), bus(1)]

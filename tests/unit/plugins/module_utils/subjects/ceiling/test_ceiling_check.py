@@ -96,6 +96,21 @@ def test_the_table_judges_only_a_healthy_figure_of_the_same_path():
                 ceiling_min_pct=70) == []
 
 
+def test_the_cublas_gemm_is_its_own_part_judged_by_the_published_matmul_figure():
+    """cuda_probe ceiling_cublas puts the GEMM under cublas_bf16 (subjects/cuda/
+    cuda_cublas.py); the lent H100 reached 775.4 TFLOPS there (torch.matmul 785.9), 97.7 %
+    of the published 794: healthy. One at 600 is low, named as the BF16 GEMM."""
+    healthy = {"tflops": 775.39, "runs_tflops": [763.94, 775.39], "checked": True,
+               "path": "cublas", "library": "libcublas.so.13", "m": 8192, "n": 8192,
+               "k": 8192}
+    h100 = "NVIDIA H100 80GB HBM3"
+    assert both(node([ceiling(bf16=666.7, cublas_bf16=healthy)], name=h100)) == []
+    slow = dict(healthy, tflops=600.0, runs_tflops=[600.0])
+    f, = both(node([ceiling(bf16=666.7, cublas_bf16=slow)], name=h100))
+    assert f["id"] == "gpu_compute_low" and "BF16 GEMM" in f["current"]
+    assert "75.6 % of the table's 794 (published cublas)" in f["current"]
+
+
 # The lent H100 80GB HBM3's own result (bench/ceiling.py, 2026-12-05, 1 s per part).
 H100_REAL = dict(fp32=65.18, bf16=666.69, fp8=1150.7, gbs=3015.75)
 
