@@ -160,7 +160,7 @@ def table(probe, torch_results):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--library", default="libcuda.so.1")
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--mb", type=int, default=1024)

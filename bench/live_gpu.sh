@@ -20,8 +20,9 @@ export ANSIBLE_COLLECTIONS_PATH=$links ANSIBLE_LOCAL_TEMP=/tmp/ansible-local
   nvidia-smi --query-gpu=index,pci.bus_id,name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv
 } > "$OUT/machine.txt" 2>&1
 nvidia-smi -q -x > "$OUT/nvidia-smi-q-x.xml" 2>&1
+read -r -a extra <<< "${GPUHOST_CEILING_ARGS:-}"
 for run in 1 2 3; do
-  python3 bench/ceiling.py ${GPUHOST_CEILING_ARGS:-} --out "$OUT/ceiling-$run.json" \
+  python3 bench/ceiling.py "${extra[@]}" --out "$OUT/ceiling-$run.json" \
     > "$OUT/ceiling-$run.txt" 2>&1
   tail -n 12 "$OUT/ceiling-$run.txt"
 done

@@ -93,7 +93,7 @@ def step_load(params, groups):
         skipped=skipped, not_in_plan=[h for h in inventory if h not in planned],
         plan=dict((h, planned[h]) for h in planned),
         meta=dict((k, doc.get(k)) for k in ("digest", "collection_version", "created_at",
-                                             "created_by", "schema")),
+                                            "created_by", "schema")),
         msg="plan %s (%s): %d host(s) to apply, %d left out, %d inventory host(s) not in "
             "the plan" % ((doc.get("digest") or "?")[:12], path, len(order), len(skipped),
                           len([h for h in inventory if h not in planned])))

@@ -42,7 +42,7 @@ description:
     on a grid sized from the GPU's multiprocessors; FLOPs are counted from the kernel
     (an FMA 2, an m16n8k16 C(mma) 2 x 16 x 8 x 16). Every result is checked: the copied
     data read back, each kernel's output compared with what the host computes, and a part
-    that did nothing or wrong is RV(devices[].ceiling.fp32.checked) false with the error
+    that did nothing or wrong is C(checked) false with the error
     and no figure, never a rate. A part the compute capability lacks is skipped with why.
     The figures are what C(mma.sync) and a plain copy reach, not a tuned GEMM (on an H100
     SXM C(mma.sync) BF16 reaches about 84 % of torch.matmul's 8192^3 figure: Hopper's full
@@ -118,7 +118,7 @@ options:
     default: 1.0
   ceiling_mb:
     description: The device-to-device copy's buffer per side in MiB (1 to 65536); less when
-      free memory does not allow it (RV(devices[].ceiling.memory.limited_by)).
+      free memory does not allow it (C(limited_by)).
     type: int
     default: 1024
   ceiling_cublas:

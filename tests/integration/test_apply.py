@@ -81,7 +81,7 @@ def managed_findings(root):
 
 def _inventory(base, names, roots):
     inventory = {"all": {"hosts": {}, "vars": {"ansible_connection": "local",
-                                                "ansible_python_interpreter": VENV_PY},
+                                               "ansible_python_interpreter": VENV_PY},
                          "children": {"rack2": {"hosts": {}}}}}
     for name in names:
         group = inventory["all"]["children"]["rack2"] if name == SKIPPED else inventory["all"]

@@ -77,7 +77,7 @@ def play(tmp_path, host, extra=None, check=False, reset=None):
     path = tmp_path / "reports" / "localhost-recover.json"
     report = json.loads(path.read_text()) if path.exists() else None
     assert report is None or "gpus" in report["result"], (report["failure"],
-                                                         proc.stdout[-3000:])
+                                                          proc.stdout[-3000:])
     return proc, calls, report, seconds
 
 

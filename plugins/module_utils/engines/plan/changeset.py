@@ -196,7 +196,7 @@ def difference(planned, now):
     got = dict(((c.get("part"), c.get("item")), c) for c in now_changes)
     out = []
     for key in sorted(set(plan) | set(got), key=lambda k: sort_key({"part": k[0],
-                                                                     "item": k[1]})):
+                                                                    "item": k[1]})):
         was, is_ = plan.get(key), got.get(key)
         if was == is_:
             continue

@@ -344,9 +344,9 @@ def html(doc, few=None):
                        _esc(group["key"][:DIGEST_CHARS]),
                        "".join("<span>%s</span>" % _esc(h) for h in group["hosts"])))
     items = "".join("<li>%d host%s: %s</li>" % (len(b), "" if len(b) == 1 else "s",
-                                                 _esc(", ".join(b))) for b in doc["batches"])
+                                                _esc(", ".join(b))) for b in doc["batches"])
     out.append("<h2>Rollout batches</h2><details><summary>%d batch%s</summary><ol>%s</ol>"
                "</details>" % (len(doc["batches"]), "" if len(doc["batches"]) == 1 else "es",
-                              items))
+                               items))
     out.append("</body></html>")
     return "\n".join(out) + "\n"

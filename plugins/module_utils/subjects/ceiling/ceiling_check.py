@@ -124,7 +124,7 @@ def _judge(facts, wanted, parts, what):
                 if why:
                     pct = "" if cell["datasheet_pct"] is None else \
                         " = %.1f %% of datasheet %g" % (cell["datasheet_pct"],
-                                                         cell["datasheet"])
+                                                        cell["datasheet"])
                     low.append("%s %s %s%s, %s" % (label, ceiling_models.shown(cell["figure"]),
                                                    cell["unit"], pct, " and ".join(why)))
         if not wrong and not low:

@@ -431,4 +431,3 @@ def measure_ceiling(drv, device, seconds=CEILING_SECONDS, ceiling_mb=CEILING_MB,
             result[part] = measure_kernel(drv, part, sm_count, seconds, repeats)
     result["seconds"] = round(time.perf_counter() - started, 3)
     return result
-

@@ -256,7 +256,7 @@ def _check_gemm(drv, c, m, n, k):
             want = cublas_expected(i, j, k)
             if values[i] != want:
                 return "cublasGemmEx wrote %r at C[%d, %d], expected %r" % (values[i], i, j,
-                                                                           want)
+                                                                            want)
     return None
 
 
@@ -351,7 +351,7 @@ def measure_cublas(found, drv, cc, seconds=CEILING_SECONDS, repeats=CEILING_REPE
         out.update(checked=False, error=str(exc))
         return out
     finally:
-        if handle.value:
+        if handle.value is not None:
             _blas(found["lib"], "cublasDestroy_v2")(handle)
         for ptr in owned:
             drv.raw("cuMemFree_v2", ptr)

@@ -72,7 +72,7 @@ def test_load_targets_the_plan_hosts_of_the_inventory_in_batch_order(tmp_path):
 def test_load_leaves_out_hosts_and_groups_by_name_and_hosts_outside_the_pattern(tmp_path):
     path, _doc = make_plan(tmp_path)
     loaded = action.step_load(params(plan=path, inventory=["gpu1", "gpu2", "vm1"],
-                                skip=["guests", "gpu2"]), {"guests": ["vm1"]})
+                                     skip=["guests", "gpu2"]), {"guests": ["vm1"]})
     assert loaded["hosts"] == ["gpu1"] and loaded["serial"] == [1]
     assert loaded["skipped"] == {
         "gpu2": "left out by gpuhost_plan_skip", "vm1": "left out by gpuhost_plan_skip",
@@ -152,8 +152,8 @@ def test_write_reports_planned_vs_done(tmp_path):
                      "__gpuhost_tune": tune_result(numa="0")}}
     dest = str(tmp_path / "reports")
     out = action.step_write(params(step="write", hosts=["gpu1", "gpu2", "gpu3"], dest=dest,
-                              result_var="__gpuhost_tune"),
-                       {"hostvars": HostVars(data)}, check_mode=False)
+                                   result_var="__gpuhost_tune"),
+                            {"hostvars": HostVars(data)}, check_mode=False)
     base = os.path.join(dest, "apply-%s" % doc["digest"][:12])
     assert out["files"] == [base + ".json", base + ".md"] and out["changed"]
     with open(base + ".json") as handle:

@@ -54,12 +54,12 @@ def test_parts_tables_come_from_the_registered_parts():
                                      "gpu_container_unpinned": "numa_pin",
                                      "device_nodes_unit_missing": "device_nodes"}
     assert tune_registry.STEPS == ("snapshot_before", "bandwidth_before", "latency_before",
-                              "ceiling_before", "sysctl", "cpuidle", "pcie", "boot_service",
-                              "nvidia_peermem",
-                              "nvidia_peermem_at_boot", "modules_load_dir", "device_nodes",
-                              "numa_pin",
-                              "snapshot_applied", "bandwidth_after", "latency_after",
-                              "ceiling_after")
+                                   "ceiling_before", "sysctl", "cpuidle", "pcie", "boot_service",
+                                   "nvidia_peermem",
+                                   "nvidia_peermem_at_boot", "modules_load_dir", "device_nodes",
+                                   "numa_pin",
+                                   "snapshot_applied", "bandwidth_after", "latency_after",
+                                   "ceiling_after")
 
 
 def test_a_part_that_breaks_the_protocol_is_refused_at_registration():

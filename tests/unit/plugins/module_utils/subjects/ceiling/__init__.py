@@ -1,1 +1,0 @@
-"""Mirror tests of plugins/module_utils/subjects/ceiling."""

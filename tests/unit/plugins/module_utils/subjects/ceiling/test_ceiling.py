@@ -16,7 +16,7 @@ def test_rows_set_each_gpu_beside_the_table_and_the_node_best():
     slow = rows[1]["parts"]["bf16"]
     assert (slow["figure"], slow["datasheet"], slow["best"], slow["best_index"],
             slow["below_best_pct"], slow["datasheet_pct"]) == (558.0, 989.5, 620.0, 0,
-                                                                 10.0, 56.4)
+                                                               10.0, 56.4)
     assert slow["healthy"] is None and slow["path"] == "ptx-mma"
     assert rows[1]["parts"]["memory"]["below_best_pct"] == 10.0
 

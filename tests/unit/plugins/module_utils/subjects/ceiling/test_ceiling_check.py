@@ -194,5 +194,5 @@ def test_host_audit_asks_the_cuda_pass_for_the_ceiling(monkeypatch):
     monkeypatch.setattr(cuda, "audit_pass", audit_pass)
     res = run_module(host_audit, {"root": "/", "cuda_probe": True, "cuda_ceiling": True})
     assert res.get("failed") is not True, res.get("msg")
-    assert seen == [{"timeout": 30, "ceiling": True}]
+    assert seen == [{"timeout": 30, "ceiling": True, "ceiling_cublas": False}]
     assert res["audit"]["cuda"][0]["devices"][1]["ceiling"]["bf16"]["tflops"] == 617.0

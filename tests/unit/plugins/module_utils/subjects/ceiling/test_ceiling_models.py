@@ -78,4 +78,4 @@ def test_figure_of_a_result():
 
 def test_shown_figures_have_one_decimal_at_most():
     assert [cm.shown(v) for v in (533.352, 620.0, 3015.75, 0.04)] == ["533.4", "620",
-                                                                     "3015.8", "0"]
+                                                                      "3015.8", "0"]
