@@ -95,6 +95,8 @@ READ_ONLY = {
     "reboot_report": "reports on the controller",
     "rollout_report": "reports on the controller",
     "recover_report": "reports on the controller",
+    "plan_report": "writes the plan on the controller (host_tune ran in check mode)",
+    "apply_report": "reads the plan and writes the apply report on the controller",
     "run_lock": "is the lock (a held lock refuses it too: see test_run_lock.py)",
 }
 
