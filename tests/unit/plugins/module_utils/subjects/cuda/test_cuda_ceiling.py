@@ -143,7 +143,7 @@ def test_one_gpu_of_eight_at_0_8_shows_80_percent_of_its_siblings(lib):
         # 80 % when the machine is quiet (79-81 measured alone); a busy one slows a copy or
         # a kernel now and then, so: clearly the slow one, and not far from 80 %
         assert 70 <= shares[3] <= 82, (part, figures)
-        assert all(s >= 88 for i, s in enumerate(shares) if i != 3), (part, figures)
+        assert all(s >= 85 for i, s in enumerate(shares) if i != 3), (part, figures)
 
 
 def test_a_driver_refusing_the_ptx_skips_the_kernels_with_the_code(lib, tmp_path):
