@@ -131,19 +131,35 @@ def test_turing_skips_both_tensor_core_loops_and_ampere_fp8(lib):
     assert ampere["fp8"] == {"skipped": "fp8 mma needs sm_89; this GPU is sm_86"}
 
 
-def test_one_gpu_of_eight_at_0_8_shows_80_percent_of_its_siblings(lib):
+def _eight_shares(lib):
+    """One probe of eight stand-in GPUs, GPU 3 at 0.8 of the rate: each part's figures and
+    each GPU's share of the node's best (percent)."""
     rc, res = run(lib, "--ceiling", "--ceiling-seconds", "0.12", "--ceiling-mb", "4",
                   devices=EIGHT, rate_scale="1,1,1,0.8,1", sm_count=2)
     assert rc == 0 and len(res["devices"]) == 8
+    out = {}
     for part, key in (("memory", "gbs"), ("fp32", "tflops"), ("bf16", "tflops"),
                       ("fp8", "tflops")):
         figures = [d["ceiling"][part][key] for d in res["devices"]]
-        best = max(figures)
-        shares = [round(100.0 * f / best) for f in figures]
-        # 80 % when the machine is quiet (79-81 measured alone); a busy one slows a copy or
-        # a kernel now and then, so: clearly the slow one, and not far from 80 %
-        assert 70 <= shares[3] <= 82, (part, figures)
-        assert all(s >= 85 for i, s in enumerate(shares) if i != 3), (part, figures)
+        out[part] = (figures, [round(100.0 * f / max(figures)) for f in figures])
+    return out
+
+
+def _slow_one_shows(shares):
+    return 70 <= shares[3] <= 82 and all(s >= 85 for i, s in enumerate(shares) if i != 3)
+
+
+def test_one_gpu_of_eight_at_0_8_shows_80_percent_of_its_siblings(lib):
+    """80 % when the machine is quiet (79-81 measured alone). A busy one slows a copy or a
+    kernel of any GPU now and then (CI's controller-next lane beside molecule's containers
+    once saw a healthy sibling at 73 %): up to three probes, one of which must show it."""
+    seen = []
+    for _attempt in range(3):
+        parts = _eight_shares(lib)
+        seen.append(parts)
+        if all(_slow_one_shows(shares) for _figures, shares in parts.values()):
+            return
+    raise AssertionError("GPU 3 never stood out at about 80 %% in 3 probes: %s" % seen)
 
 
 def test_a_driver_refusing_the_ptx_skips_the_kernels_with_the_code(lib, tmp_path):
