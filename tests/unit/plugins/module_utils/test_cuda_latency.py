@@ -59,12 +59,12 @@ def within(value, want, share=0.10):
 
 def test_the_set_launch_delay_is_reported_within_10_percent_both_ways(lib, tmp_path):
     """The stand-in spins until the set time has passed, so a busy machine can only make a
-    round trip slower: no run may be faster than 90 % of it, and one of three runs at most
+    round trip slower: no run may be faster than 90 % of it, and one of six runs at most
     must come within 10 % (two cores shared by a parallel test run preempt a spinning
     thread for milliseconds at a time)."""
     log = str(tmp_path / "fake.log")
     runs = 0
-    while runs < 3:
+    while runs < 6:        # 3 were not enough once, beside molecule's containers in CI
         runs += 1
         rc, res = run(lib, "--latency", "--latency-count", "100", devices=TWO,
                       launch_us="400,800", log=log)
