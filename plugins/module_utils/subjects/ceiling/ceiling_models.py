@@ -59,7 +59,7 @@ _B200 = ("NVIDIA HGX B200 per-GPU specification as quoted by zdszero.github.io "
 _H100_MEASURED = ("measured: this probe on a lent H100 80GB HBM3 (KVM guest, driver "
                   "580.159.04, 700 W), 2026-12-05, lowest of 3 runs")
 _MAMF = ("published: stas00/ml-engineering compute/accelerator, Maximum Achievable Matmul "
-         "FLOPS (mamf-finder, torch BF16 matmul), as quoted in issue 42")
+         "FLOPS (mamf-finder, torch BF16 matmul at 8192^3 and around it)")
 
 
 def _row(model, match, fp32, bf16, fp8, memory_gbs, source, healthy=()):
