@@ -12,7 +12,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
 # Debian packages the test tiers need (installed only when missing).
-UNIT_PKGS := pciutils gcc libc6-dev
+UNIT_PKGS := pciutils gcc libc6-dev openjdk-17-jre-headless
 # The hostile tier checks a written unit with systemd's own parser (systemd-analyze) and
 # gpuhost.prom with promtool (prometheus).
 HOSTILE_PKGS := $(UNIT_PKGS) systemd prometheus
