@@ -786,21 +786,19 @@ def rules(p):
     if not isinstance(p.get("cuda") or [], list) or \
             not all(isinstance(item, dict) for item in p.get("cuda") or []):
         fail("cuda", p.get("cuda"), "a list of cuda_probe results")
-    facts.wanted_values(p, PER_KEY)
+    return facts.wanted_values(p, PER_KEY)   # the run takes them as checked here
 
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    with check_module(module, "host_audit", rules):
-        _run(module)
+    held = check_module(module, "host_audit", rules)
+    with held:
+        _run(module, held.checked)
 
 
-def _run(module):
+def _run(module, wanted):
     params = module.params
-    try:
-        wanted = facts.wanted_values(params, PER_KEY, deprecate=_deprecate(module))
-    except ValueError as exc:
-        module.fail_json(msg="host_audit: wanted: %s" % exc)
+    facts.per_key_used(params, PER_KEY, _deprecate(module))
     if wanted["xid_window_days"] < 1:
         module.fail_json(msg="host_audit: xid_window_days must be 1 or more (days of kernel "
                              "log to count XID events over), got %s" % wanted["xid_window_days"])

@@ -422,7 +422,7 @@ def rules(p):
         sysctl_key("sysctl_at_least", key)
     inside(p, "sysctl_file")
     tune.check_options(p)  # every registered tune part's own rules
-    facts.wanted_values(p, tune.PER_KEY)
+    return facts.wanted_values(p, tune.PER_KEY)   # the run takes them as checked here
 
 
 def build_module():
@@ -431,14 +431,15 @@ def build_module():
 
 def main():
     module = build_module()
-    with check_module(module, "host_tune", rules):
-        _run(module)
+    held = check_module(module, "host_tune", rules)
+    with held:
+        _run(module, held.checked)
 
 
-def _run(module):
+def _run(module, wanted):
     try:
         result = tune.tune_run(module.params, module.check_mode, Runner(module),
-                               warn=module.warn)
+                               warn=module.warn, wanted=wanted)
     except (ValueError, OSError) as exc:
         module.fail_json(msg="%s: tune pass not started: %s" % (
             module.params["host"] or module.params["root"], exc))

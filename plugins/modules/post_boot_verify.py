@@ -189,18 +189,19 @@ def rules(p):
     validate.check_module: a ValidationError names the option, the value and what is
     allowed)."""
     common(p, skip=("audit",))
-    facts.wanted_values(p, PER_KEY)
+    wanted = facts.wanted_values(p, PER_KEY)   # the run takes them as checked here
     names("modules", p.get("modules"), what="kernel module names (letters, digits, _ . + -)")
-    for module, wanted in (p.get("module_params") or {}).items():
+    for module, module_wanted in (p.get("module_params") or {}).items():
         names("module_params", [module], what="kernel module names")
-        if not isinstance(wanted, dict):
-            fail("module_params.%s" % module, wanted, "a mapping of parameter to value")
-        names("module_params.%s" % module, list(wanted), what="parameter names")
+        if not isinstance(module_wanted, dict):
+            fail("module_params.%s" % module, module_wanted, "a mapping of parameter to value")
+        names("module_params.%s" % module, list(module_wanted), what="parameter names")
     if p.get("tuning_service") is not None and not UNIT_NAME.match(p["tuning_service"]):
         fail("tuning_service", p["tuning_service"], "a systemd unit name like "
                                                     "gpuhost-tuning.service")
     if p.get("expected_kernel"):
         names("expected_kernel", [p["expected_kernel"]], RELEASE, "a kernel release")
+    return wanted
 
 
 def main():
@@ -221,15 +222,13 @@ def main():
         ),
         supports_check_mode=True,
     )
-    with check_module(module, "post_boot_verify", rules):
-        _run(module)
+    held = check_module(module, "post_boot_verify", rules)
+    with held:
+        _run(module, held.checked)
 
 
-def _run(module):
-    try:
-        wanted = facts.wanted_values(module.params, PER_KEY, deprecate=_deprecate(module))
-    except ValueError as exc:
-        module.fail_json(msg="post_boot_verify: wanted: %s" % exc)
+def _run(module, wanted):
+    facts.per_key_used(module.params, PER_KEY, _deprecate(module))
     params = dict(module.params, **wanted)
     module.exit_json(**post_boot_verify.post_boot_run(params, Runner(module)))
 

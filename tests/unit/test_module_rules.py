@@ -26,14 +26,23 @@ def _source(name):
 
 
 def _check_calls(name):
-    """``(module name, rules expression, inside a with)`` of each check_module call."""
+    """``(module name, rules expression, inside a with)`` of each check_module call: the
+    call itself in the ``with``, or a name bound to it (``held = check_module(...)``, for
+    the ``checked`` values) that the next ``with`` holds."""
     tree = ast.parse(_source(name))
     calls = []
     with_calls = set()
+    bound = dict()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
+                len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            bound[node.targets[0].id] = id(node.value)
     for node in ast.walk(tree):
         if isinstance(node, ast.With):
             for item in node.items:
                 with_calls.add(id(item.context_expr))
+                if isinstance(item.context_expr, ast.Name) and item.context_expr.id in bound:
+                    with_calls.add(bound[item.context_expr.id])
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check_module":
             args = node.args

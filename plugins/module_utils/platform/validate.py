@@ -283,29 +283,36 @@ LOCKING = {
 
 def check(rules, params):
     """Raise ValidationError when an option in ``params`` can only be a mistake: ``rules``
-    is the module's own function (beside its spec), run on a copy of the parameters."""
+    is the module's own function (beside its spec), run on a copy of the parameters.
+    Returns what ``rules`` returns: values it checked and the run takes as they are (the
+    wanted values), so nothing is checked twice."""
     if not callable(rules):
         raise TypeError("no validation rules: every module passes its own rules function "
                         "(tests/unit/test_module_rules.py)")
-    rules(dict(params))
+    return rules(dict(params))
 
 
 def check_module(module, name, rules):
     """``check`` for an AnsibleModule: a bad value fails the task before anything runs.
-    Returns the module's run lock, a context manager (``Held``) to run the module inside::
+    Returns the module's run lock, a context manager (``Held``) to run the module inside,
+    whose ``checked`` is what ``rules`` returned::
 
         with check_module(module, "sysctl_settings", rules):
             _run(module)
+
+        held = check_module(module, "host_audit", rules)   # rules returns the wanted values
+        with held:
+            _run(module, held.checked)
 
     A module of LOCKING holds the root's lock inside the ``with`` (outside check mode) and
     releases it however the block ends: exit_json and fail_json raise SystemExit, which
     passes through."""
     try:
-        check(rules, module.params)
+        checked = check(rules, module.params)
     except ValidationError as exc:
         module.fail_json(msg="%s: %s (nothing was read or written)" % (name, exc),
                          changed=False)
-    return Held(module, name)
+    return Held(module, name, checked)
 
 
 class Held(object):
@@ -313,11 +320,13 @@ class Held(object):
     ``with`` block and released on leaving it. A lock held by another run fails the task
     naming the holder, and so does a run lock (``runlock``) whose token is not the one this
     task was given, or a lock folder that leads out of the root. Nothing is taken for a
-    read-only module, in check mode or for a state that changes nothing."""
+    read-only module, in check mode or for a state that changes nothing. ``checked`` is what
+    the module's rules returned (``check``)."""
 
-    def __init__(self, module, name):
+    def __init__(self, module, name, checked=None):
         self.module = module
         self.name = name
+        self.checked = checked
         self.lock = None
 
     def _wanted(self):

@@ -16,8 +16,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import copy
-
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import check_registry
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import (
     argspec,
@@ -75,15 +73,9 @@ def wanted_values(p, per_key=(), deprecate=None):
     the deprecated per-key options ``per_key`` over it), checked by every subject's rules and
     the operator policy's; ValidationError names the first bad value.
 
-    A module checks them in its ``rules`` (on a copy of its parameters) and takes them again
-    in its run, after Ansible's validator or the tune's made a new copy of its options: a
-    second call with equal values (option wanted, root, the per-key options) returns the
-    first's result (only the deprecation is said again), so one call fills and checks them
-    once."""
-    given = (p.get("wanted"), (p.get("root"),) + tuple(p.get(key) for key in per_key))
-    if isinstance(given[0], dict) and _LAST and _LAST[0] == given[0] and _LAST[1] == given[1]:
-        _intake_keys(p, per_key, deprecate)
-        return _LAST[2]
+    A module checks them once, in its ``rules``, and returns them from there: its run takes
+    them from ``validate.check_module``'s ``checked`` (and says the deprecation of the
+    per-key options with ``per_key_used``)."""
     try:
         w = _wanted_intake(p, per_key, deprecate)
     except ValueError as exc:
@@ -93,16 +85,10 @@ def wanted_values(p, per_key=(), deprecate=None):
         policy.check_options(w, check_registry.finding_order())
     except ValueError as exc:
         raise ValidationError(str(exc))
-    _LAST[:] = [copy.deepcopy(given[0]), given[1], w]
     return w
 
 
-# The last call's wanted values: [its option wanted (a copy), root and the per-key values,
-# the result]. A module is one process per task, so this lives for one module call.
-_LAST = []
-
-
-def _intake_keys(params, per_key, deprecate):
+def per_key_used(params, per_key, deprecate):
     """The deprecated per-key options of ``per_key`` that ``params`` set to something other
     than their default, as ``{key: value}``; ``deprecate(text)`` is told their names."""
     spec = wanted_spec() if per_key else {}
@@ -123,7 +109,7 @@ def _wanted_intake(params, per_key=(), deprecate=None):
     (it wins over ``wanted``; ``deprecate(text)`` is told its name). Typed and complete
     (``merged_wanted``); ValueError names a bad value."""
     wanted = dict(params.get("wanted") or {})
-    wanted.update(_intake_keys(params, per_key, deprecate))
+    wanted.update(per_key_used(params, per_key, deprecate))
     return merged_wanted(wanted)
 
 

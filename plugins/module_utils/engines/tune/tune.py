@@ -103,8 +103,12 @@ class Context(object):
     subjects it left), ``managed`` (finding id -> owning part), ``sections`` (the snapshot's)
     and ``files`` (every path a part may write, with these options)."""
 
-    def __init__(self, params, check_mode, runner, warn):
-        self.wanted = facts.wanted_values(params, PER_KEY, deprecate=warn)
+    def __init__(self, params, check_mode, runner, warn, wanted=None):
+        if wanted is None:
+            wanted = facts.wanted_values(params, PER_KEY, deprecate=warn)
+        else:       # checked by the module's rules: only the deprecation is said here
+            facts.per_key_used(params, PER_KEY, warn)
+        self.wanted = wanted
         self.params = dict(params, **dict((key, self.wanted[key]) for key in PER_KEY))
         self.root = params["root"]
         self.check_mode = bool(check_mode)
@@ -127,22 +131,23 @@ class Context(object):
         return audit.audit(self.root, self.wanted)
 
 
-def tune_run(params, check_mode=False, runner=None, warn=None):
+def tune_run(params, check_mode=False, runner=None, warn=None, wanted=None):
     """The tune pass for ``params`` (module host_tune's options; missing ones take its
     defaults): every registered part in order. Returns host_tune's result (see
     ``tune_failure`` for whether it failed): ``changed``, ``parts`` (each step's own
     result), ``rows``, ``failures``, ``findings_before``, ``findings_after``, ``verified``,
     ``snapshot``, ``check_mode``, ``host``, ``root``, ``diff`` and the fields parts set
-    (``peermem``, ``audit_again``)."""
+    (``peermem``, ``audit_again``). ``wanted``: the wanted values as the module's rules
+    checked them (``facts.wanted_values``); None checks them here."""
     p = _params(params)
     # the idle states read once by the audit, the snapshot and the cpuidle part (until a
     # flag is written)
     with cpu.states_held(p["root"]):
-        return _tune_run(p, check_mode, runner, warn)
+        return _tune_run(p, check_mode, runner, warn, wanted)
 
 
-def _tune_run(p, check_mode, runner, warn):
-    ctx = Context(p, check_mode, runner or Runner(), warn)
+def _tune_run(p, check_mode, runner, warn, wanted):
+    ctx = Context(p, check_mode, runner or Runner(), warn, wanted)
     # the role's guest check, here instead of a module round trip of its own: after the
     # read-only audit, before any part
     found = ctx.before.get("virt") or {}

@@ -147,6 +147,22 @@ def test_check_module_fails_before_anything_runs(tmp_path):
                              "was read or written)"}
 
 
+def test_the_run_takes_what_the_rules_checked(tmp_path):
+    # host_audit's rules return the wanted values, checked once; the run takes them from
+    # the held lock (no second check, no memo between calls)
+    seen = []
+
+    def rules(params):
+        params["wanted"] = "changed on the copy"
+        seen.append(params)
+        return {"mrrs_size": 4096}
+
+    module = _Module({"root": str(tmp_path), "wanted": {}})
+    held = validate.check_module(module, "host_audit", rules)
+    assert held.checked == {"mrrs_size": 4096}
+    assert module.params["wanted"] == {} and len(seen) == 1   # the rules saw a copy
+
+
 def _no_rules(_params):
     return None
 
