@@ -20,6 +20,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LABELS = {  # run label -> what it is, in the order the runs are made
     "ping": "floor: ansible all -m ansible.builtin.ping",
     "audit": "audit (gpuhost.tuning.audit)",
+    "plan": "plan (gpuhost.tuning.plan: tune in check mode on the untuned seed trees, and the "
+            "plan's files)",
     "tune_first": "tune, first run (gpuhost.tuning.tune)",
     "tune_again": "tune again, nothing to change",
     "audit_check": "audit --check",
@@ -35,6 +37,9 @@ LABELS = {  # run label -> what it is, in the order the runs are made
 # be at the largest N, by wall time; 1.0 = no slower).
 PEER_GOALS = (("tune_again", "tasks_again", 5.0), ("tune_again", "oneshot_again", 1.0))
 TARGETS = {"audit": 1.5, "tune_again": 2.0}  # at most this many times the floor, per host
+# At most this many times another run's CPU (controller + hosts) at the same N, the largest
+# measured: (run, against, limit). Issue 40: the plan costs at most 1.3x the audit.
+CPU_TARGETS = (("plan", "audit", 1.3),)
 
 
 def machine():
@@ -196,6 +201,22 @@ def verdicts(rows, margins, sizes):
             "at_n": big, "ratio": row["ratio_to_floor"], "marginal_ratio": m_ratio,
             "met": row["ratio_to_floor"] <= limit,
         })
+    for label, base, limit in CPU_TARGETS:
+        target = "%s <= %.1fx the %s's CPU" % (label, limit, base)
+        have = [n for n in sizes if (n, label) in rows and (n, base) in rows]
+        if not have:
+            out.append({"target": target, "met": None, "why": "not measured"})
+            continue
+        big = max(have)
+        row, other = rows[(big, label)], rows[(big, base)]
+        cpu = row["controller_cpu_s"] + row["hosts_cpu_s"]
+        base_cpu = other["controller_cpu_s"] + other["hosts_cpu_s"]
+        ratio = round(cpu / base_cpu, 2) if base_cpu else None
+        out.append({
+            "target": target, "at_n": big, "against": base, "cpu_ratio": ratio,
+            "wall_ratio": round(row["wall_s"] / other["wall_s"], 2),
+            "met": ratio is not None and ratio <= limit,
+        })
     return out
 
 
@@ -257,6 +278,11 @@ def markdown(info, rows, margins, checks, sizes, forks, others=None):
     for check in checks:
         if check["met"] is None:
             lines.append("- %s: not measured" % check["target"])
+        elif "against" in check:
+            lines.append("- %s: %s at N=%d (%sx CPU, %.2fx wall time)" % (
+                check["target"], "met" if check["met"] else "MISSED", check["at_n"],
+                "-" if check["cpu_ratio"] is None else "%.2f" % check["cpu_ratio"],
+                check["wall_ratio"]))
         else:
             marg = ("; %.2fx in the per-host slope over N" % check["marginal_ratio"]
                     if check["marginal_ratio"] is not None else "")

@@ -2,13 +2,14 @@
 # Fleet benchmark (make bench): N simulated GPU hosts on this machine, each a network namespace
 # running its own sshd on its own address with its own seed host tree as gpuhost_root; the
 # controller runs in a namespace of its own, so this machine's interfaces, addresses and routes
-# are never touched. For each N: wall time of the ping floor, audit, tune (first run and again),
-# audit --check. Results: bench/results.json, bench/RESULTS.md, bench/wall_time.png; logs and
-# per-run stats in bench/out/. Everything (sshd, namespaces, trees, keys) is removed on exit,
-# failure and Ctrl-C included.
+# are never touched. For each N: wall time of the ping floor, audit, plan (on the untuned seed
+# trees), tune (first run and again), audit --check. Results: bench/results.json,
+# bench/RESULTS.md, bench/wall_time.png; logs and per-run stats in bench/out/. Everything
+# (sshd, namespaces, trees, keys) is removed on exit, failure and Ctrl-C included.
 #
 # Settings (environment): BENCH_SIZES="1 8 32" BENCH_FORKS=8 BENCH_REPEAT=1
-#   BENCH_RUNS="ping audit tune audit_check peers" (a subset measures less; ping always runs)
+#   BENCH_RUNS="ping audit plan tune audit_check peers" (a subset measures less; ping always
+#   runs)
 #   BENCH_PEER_MAX=N: the peers (bench/peers: the seeds' one-shot script, a task-per-setting
 #   role) only for fleets up to N hosts; BENCH_TASKS_MAX=N (default 1): the task-per-setting
 #   role only up to N hosts (one host's first run took 74-91 s of CPU on this 2-core machine:
@@ -40,7 +41,7 @@ REPO=$(dirname "$HERE")
 SIZES=${BENCH_SIZES:-"1 8 32"}
 FORKS=${BENCH_FORKS:-8}
 REPEAT=${BENCH_REPEAT:-1}
-RUNS=" ${BENCH_RUNS:-ping audit tune audit_check peers} "
+RUNS=" ${BENCH_RUNS:-ping audit plan tune audit_check peers} "
 export BENCH_SUBNET=${BENCH_SUBNET:-10.250.0}
 PY=$REPO/.venv/bin/python
 OUT=${BENCH_OUT:-$HERE/out}
@@ -223,12 +224,14 @@ measure() {
   CHILD=""
 }
 
-have_audit=0; have_tune=0; have_check=0; have_peers=0
+have_audit=0; have_plan=0; have_tune=0; have_check=0; have_peers=0
 [[ $RUNS == *" peers "* ]] && have_peers=1
 [ -f "$INSTALLED/playbooks/audit.yml" ] && [[ $RUNS == *" audit "* ]] && have_audit=1
 [ -f "$INSTALLED/playbooks/audit.yml" ] && [[ $RUNS == *" audit_check "* ]] && have_check=1
+[ -f "$INSTALLED/playbooks/plan.yml" ] && [[ $RUNS == *" plan "* ]] && have_plan=1
 [ -f "$INSTALLED/playbooks/tune.yml" ] && [[ $RUNS == *" tune "* ]] && have_tune=1
 [ $have_audit = 1 ] || log "audit not measured (no playbooks/audit.yml, or not in BENCH_RUNS)"
+[ $have_plan = 1 ] || log "plan not measured (no playbooks/plan.yml, or not in BENCH_RUNS)"
 [ $have_tune = 1 ] || log "tune not measured (no playbooks/tune.yml, or not in BENCH_RUNS)"
 REPORTS=(-e "gpuhost_report_dir=$RUN/reports")
 
@@ -251,15 +254,26 @@ for n in $SIZES; do
   log "N=$n: fresh seed trees"
   "$PY" "$HERE/fleet.py" trees "$RUN" "$n"
   inv=$("$PY" "$HERE/fleet.py" inventory "$RUN" "$n")
-  # The floor and the audit alternate (ping 1, audit 1, ping 2, ...): measured one after the
-  # other, the floor always ran first on a machine that had cooled down between sizes, and
-  # the audit's ratio carried that drift.
+  # The floor, the audit and the plan alternate (ping 1, audit 1, plan 1, ping 2, ...):
+  # measured one after the other, the floor always ran first on a machine that had cooled
+  # down between sizes, and the audit's ratio carried that drift. The plan runs here, on the
+  # fresh seed trees before any tune run (the audit changes nothing on them, nor does the
+  # plan: check mode): untuned, so it has every change to plan, as the fleet it is for.
   for r in $(seq "$REPEAT"); do
     measure "$n" ping "$r" ansible all -i "$inv" -m ansible.builtin.ping
     if [ $have_audit = 1 ]; then
       measure "$n" audit "$r" ansible-playbook -i "$inv" gpuhost.tuning.audit "${REPORTS[@]}"
     fi
+    if [ $have_plan = 1 ]; then
+      measure "$n" plan "$r" ansible-playbook -i "$inv" gpuhost.tuning.plan "${REPORTS[@]}"
+    fi
   done
+  # The plans' files (gpuhost_plan_dir: <report dir>/plan, on tmpfs as the audit's reports
+  # are), kept for a look: bench/out/plan-N<n>/ (plan.md is the last repeat's).
+  if [ $have_plan = 1 ] && [ -d "$RUN/reports/plan" ]; then
+    cp -a "$RUN/reports/plan" "$OUT/plan-N$n"
+    rm -rf "$RUN/reports/plan"
+  fi
   if [ $have_tune = 1 ] && [ "$n" -le "${BENCH_TUNE_MAX:-100000}" ]; then
     measure "$n" tune_first 1 ansible-playbook -i "$inv" gpuhost.tuning.tune "${REPORTS[@]}"
     for r in $(seq "$REPEAT"); do

@@ -6,7 +6,8 @@ checks and unit-tests the rule where it is installed, and ansible-rulebook (requ
 with a Java runtime) validates the rulebook against its own schema and runs its rules on
 Alertmanager's webhook payload through a stand-in of that source
 (tests/assets/eda/alertmanager_replay.py), each action replaced by a ``debug`` that prints
-what the action would have been given."""
+what the action would have been given. The AAP/AWX examples (extensions/aap): the approved
+GPU recovery the rulebook launches, and the plan -> approval -> apply workflow."""
 
 import importlib
 import json
@@ -263,3 +264,100 @@ def test_the_approval_workflow_is_the_one_the_rulebook_launches_approval_first()
             pytest.skip("awx.awx is not in this lane's venv")
         assert options is not None, "awx.awx missing: requirements-test.txt's ansible has it"
         assert set(args) <= set(options), (module, set(args) - set(options))
+
+
+PLAN_FLOW = os.path.join(AAP, "plan_apply_workflow.yml")
+
+
+def _flow_tasks(path):
+    """The play's tasks by module (awx.awx.job_template: a list, one per template)."""
+    (play,) = _load(path)
+    tasks = {}
+    for task in play["tasks"]:
+        module = next(k for k in task if k.startswith("awx.awx."))
+        tasks.setdefault(module, []).append(task[module])
+    return play, tasks
+
+
+def _successors(node):
+    return [s["identifier"] for s in (node.get("related") or {}).get("success_nodes", [])]
+
+
+def test_the_plan_workflow_plans_then_a_person_approves_then_the_plan_is_applied():
+    play, tasks = _flow_tasks(PLAN_FLOW)
+    jobs = dict((job["name"], job) for job in tasks["awx.awx.job_template"])
+    assert sorted(jobs) == ["gpuhost apply", "gpuhost plan"]
+    (flow,) = tasks["awx.awx.workflow_job_template"]
+    nodes = dict((n["identifier"], n) for n in flow["workflow_nodes"])
+    children = [c for n in flow["workflow_nodes"] for c in _successors(n)]
+    (first,) = [n for n in flow["workflow_nodes"] if n["identifier"] not in children]
+    chain = [first]
+    while _successors(chain[-1]):
+        (after,) = _successors(chain[-1])
+        chain.append(nodes[after])
+    assert len(chain) == len(nodes) == 3
+    kinds = [n["unified_job_template"]["type"] for n in chain]
+    assert kinds == ["job_template", "workflow_approval", "job_template"]
+    assert [chain[0]["unified_job_template"]["name"],
+            chain[2]["unified_job_template"]["name"]] == ["gpuhost plan", "gpuhost apply"]
+    for node in chain:  # a failed plan, a denial or a timeout: nothing after it runs
+        assert set(node.get("related") or {}) <= {"success_nodes"}, node["identifier"]
+    approval = chain[1]["unified_job_template"]
+    assert "plan.md" in approval["description"] and "gpuhost_plan" in approval["description"]
+    # the approval waits less than a plan may age before the apply refuses it
+    max_age = _role_options("apply")["gpuhost_plan_max_age"]["default"]
+    timeout = play["vars"]["gpuhost_aap_approval_timeout"]
+    assert 0 < timeout < max_age * 3600
+    assert flow["ask_variables_on_launch"] is True
+
+
+def test_the_apply_job_gets_the_artifact_the_plan_role_sets_from_a_shared_folder():
+    play, tasks = _flow_tasks(PLAN_FLOW)
+    jobs = dict((job["name"], job) for job in tasks["awx.awx.job_template"])
+    plan_tasks = _load(os.path.join(REPO, "roles", "plan", "tasks", "main.yml"))
+    (stats,) = [t["ansible.builtin.set_stats"] for t in plan_tasks
+                if "ansible.builtin.set_stats" in t]
+    assert stats["per_host"] is False and list(stats["data"]) == ["gpuhost_plan"]
+    assert "gpuhost_plan" in _role_options("apply")
+    # plan writes the file, apply reads it: both jobs' containers see the same folder
+    dirs = play["vars"]["__gpuhost_aap_dirs"]
+    assert jobs["gpuhost plan"]["extra_vars"] == jobs["gpuhost apply"]["extra_vars"]
+    assert jobs["gpuhost plan"]["extra_vars"] == "{{ __gpuhost_aap_dirs }}"
+    assert sorted(dirs) == ["gpuhost_plan_dir", "gpuhost_report_dir"]
+    for value in dirs.values():
+        assert value.startswith("{{ gpuhost_aap_shared_dir }}/")
+    assert "gpuhost_plan_dir" in _role_options("plan")
+    assert "gpuhost_report_dir" in _role_options("tune")
+    (expose,) = tasks["awx.awx.settings"]
+    assert list(expose["settings"]) == ["AWX_ISOLATION_SHOW_PATHS"]
+    assert "gpuhost_aap_shared_dir" in expose["settings"]["AWX_ISOLATION_SHOW_PATHS"]
+    with open(PLAN_FLOW) as handle:
+        text = handle.read()
+    assert "Paths to expose to isolated jobs" in text and "pod_spec_override" in text
+    with open(os.path.join(REPO, "README.md")) as handle:  # and the README says it too
+        readme = handle.read()
+    assert "extensions/aap/plan_apply_workflow.yml" in readme
+    assert "AWX_ISOLATION_SHOW_PATHS" in readme and "pod_spec_override" in readme
+    for name, playbook in (("gpuhost plan", "plan"), ("gpuhost apply", "apply")):
+        job = jobs[name]
+        assert job["job_type"] == "run" and job["ask_variables_on_launch"] is True
+        (imported,) = _load(os.path.join(AAP, "project", job["playbook"]))
+        assert imported["ansible.builtin.import_playbook"] == "gpuhost.tuning." + playbook
+        assert os.path.isfile(os.path.join(REPO, "playbooks", playbook + ".yml"))
+
+
+def test_the_plan_workflow_gives_the_awx_modules_only_options_they_document():
+    _play, tasks = _flow_tasks(PLAN_FLOW)
+    for module, calls in tasks.items():
+        options = _awx_options(module.split(".")[-1])
+        if options is None and os.environ.get("GPUHOST_VENV_REQUIREMENTS"):
+            pytest.skip("awx.awx is not in this lane's venv")
+        assert options is not None, "awx.awx missing: requirements-test.txt's ansible has it"
+        for args in calls:
+            assert set(args) <= set(options), (module, set(args) - set(options))
+    (flow,) = tasks["awx.awx.workflow_job_template"]
+    node_options = _awx_options("workflow_job_template")["workflow_nodes"]["suboptions"]
+    for node in flow["workflow_nodes"]:
+        assert set(node) <= set(node_options), set(node) - set(node_options)
+        template = node_options["unified_job_template"]["suboptions"]
+        assert set(node["unified_job_template"]) <= set(template), node["identifier"]
