@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: report_merge
-short_description: Merge the audit reports of several folders (job slices, runs) into one
+short_description: Merge the reports and plans of several folders (job slices, runs) into one
 version_added: 0.2.0
 description:
   - "Reads the C(<host>.json) reports that M(gpuhost.tuning.audit_report) wrote in each of
@@ -28,6 +28,27 @@ description:
     C(tune-summary.md) of every host) and the rollout summaries of
     M(gpuhost.tuning.rollout_report) (one C(<name>.json) and C(.md) per name, each host's row
     from the newest summary that lists it, in the slices' order)."
+  - "The plans of M(gpuhost.tuning.plan_report) in them (a sliced plan job writes one per
+    slice) are merged into ONE plan in O(dest) - C(plan-<digest12>.json), C(plan.json),
+    C(plan.md), C(plan.html), as the plan play writes them - that
+    C(gpuhost.tuning.apply -e gpuhost_plan=<dest>/plan-<digest12>.json) applies; its groups
+    (outliers first) and rollout batches made again over the union of the hosts, its digest
+    computed again. A plan is told by its content (schema C(gpuhost.tuning/plan/1)), never by
+    its file name; a folder's C(plan.json) and C(plan-<digest12>.json) are one plan, and a
+    folder's plan is its newest (C(created_at)). One plan alone is written unchanged."
+  - "The merged plan's C(created_at) is the OLDEST slice plan's, so C(gpuhost_plan_max_age)
+    counts from when the first state was read; C(created_by) names the slices' makers,
+    C(merged_by) who merged and C(merged_from) each slice plan's file name, digest, folder,
+    C(created_at), C(created_by) and host count (named in C(plan.md) and C(plan.html)). A
+    host in two plans takes the newer plan's entry (a later folder wins a tie), named in a
+    warning; refused and unreachable hosts stay so."
+  - "Plans that disagree on C(collection_version) or on their options (tune parts, the
+    wanted values' digest, C(serial)) cannot be one approval - no plan is merged or written
+    (what O(dest) held stays), a warning names both plan files and what differs, and
+    RV(plan.refused) says it; the task does not fail and the other reports still merge. A
+    plan whose digest does not match its content (edited by hand) or that is malformed is
+    left out with a warning naming it, and RV(plan.left_out) lists it; when it is its
+    folder's newest plan, that folder adds no plan (an older one is not taken instead)."
   - "Each host's newest report is used (by its C(collected_at); a later folder wins a tie).
     A date more than 5 minutes ahead of the controller's clock is not trusted: the file is
     named in a warning with its date, every report dated in the past ranks above it, and
@@ -42,7 +63,8 @@ description:
     and in RV(stale)."
   - "Folders without host reports (a slice whose limit left it no host) add nothing; when no
     folder has any, nothing is written and the task does not fail. Every C(*.json) is
-    read once and told apart by its content (an audit, tune, reboot or rollout document),
+    read and told apart by its content (an audit, tune, reboot or rollout document; the
+    plan part reads them again and parses only a file whose text holds the plan schema),
     never by a suffix of its name, so any inventory host name is kept (C(lab-tune),
     C(db-reboot)). Reboot reports and JSON that is no report are passed over; a file that
     is unreadable, not a regular file, nested deeper than 64 levels, holds NaN or
@@ -84,6 +106,13 @@ seealso:
 """
 
 EXAMPLES = r"""
+- name: Merge the plans of a sliced plan job into one plan to approve and apply
+  gpuhost.tuning.report_merge:
+    folders: [/srv/plans/slice-1, /srv/plans/slice-2]
+    dest: /srv/plans/fleet
+  register: merged
+  failed_when: merged.plan is not defined or merged.plan.refused is defined
+
 - name: Merge the four slices' reports into one fleet report
   gpuhost.tuning.report_merge:
     folders:
@@ -136,15 +165,28 @@ rollout:
   returned: when a folder had a rollout summary
   type: dict
   sample: {"rollout": {"done": 64, "stopped": 0, "not reached": 0}}
+plan:
+  description: The plans merged - C(merged_from) (the plan files taken, one per folder),
+    C(left_out) (plan files left out - edited by hand or malformed), and C(file) (the merged
+    C(plan-<digest12>.json) in O(dest)), C(digest), C(hosts) (how many) and C(headline)
+    when a plan was written, or C(refused) (why none was - the plans disagree, or none is
+    good).
+  returned: when a folder held a plan
+  type: dict
+  sample: {"merged_from": ["/srv/plans/slice-1/plan.json", "/srv/plans/slice-2/plan.json"],
+           "left_out": [], "file": "/srv/plans/fleet/plan-0123456789ab.json",
+           "digest": "0123456789ab...", "hosts": 64,
+           "headline": "64 hosts in 3 groups - 62 to change, ..."}
 msg:
   description: Why nothing was written, when no folder had a report of any kind.
-  returned: when no folder had a host report, a tune report or a rollout summary
+  returned: when no folder had a host report, a tune report, a rollout summary or a plan
   type: str
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import check_module  # noqa: E402
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.plan import plan_merge  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report_options  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report  # noqa: E402
 
@@ -162,7 +204,7 @@ def main():
 
 def _run(module):
     try:
-        result = report.merge_run(module.params, module.check_mode)
+        result = plan_merge.merge_run(module.params, module.check_mode)
     except report.ReportError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)

@@ -4,7 +4,9 @@ numa_balancing already 0, its swappiness 30: a change set of its own), gpu13 an 
 (host_tune refuses a guest), plus gpu21 unreachable (ssh to a closed port) when an ssh
 client is there. The plan's files, its digest in the file name and on plan.md's first line,
 the groups (the odd host first, the 18 alike last), nothing changed on any tree, and a
-re-plan giving the same groups and fingerprints. Durations are printed
+re-plan giving the same groups and fingerprints; two plans over the two halves (a sliced
+job) merged by report_merge into the one plan's groups and fingerprints, which apply
+--check takes. Durations are printed
 (GPUHOST_PLAN_HOSTS=200 times a bigger fleet of seed trees by hand)."""
 
 import json
@@ -189,3 +191,78 @@ def test_a_replan_gives_the_same_groups_and_fingerprints(first, fleet):
                 for h, e in one["hosts"].items()) == dict(
         (h, dict((k, v) for k, v in e.items() if k not in strip))
         for h, e in two["hosts"].items())
+
+
+def _playbook(fleet, args, label):
+    started = time.time()
+    proc = subprocess.run([PLAYBOOK] + args, cwd=REPO, env=_env(), capture_output=True,
+                          text=True, timeout=900, check=False)
+    DURATIONS[label] = round(time.time() - started, 1)
+    return proc
+
+
+def test_two_half_plans_merged_equal_the_one_plan_and_apply_takes_it(first, fleet):
+    """A sliced plan job: the plan play over each half of the inventory (``--limit``, the
+    unreachable host in the second), report_merge of the two folders into one plan equal
+    in groups and per-host fingerprints to the plan over all hosts, and apply in check
+    mode accepting the merged plan (its digest, version and age) for every planned host."""
+    names = list(fleet["roots"]) + ([DEAD] if fleet["dead"] else [])
+    halves = [names[:COUNT // 2], names[COUNT // 2:]]
+    folders = []
+    for index, half in enumerate(halves, 1):
+        folder = str(fleet["base"] / ("slice-%d" % index))
+        proc = _playbook(fleet, ["gpuhost.tuning.plan", "-i", fleet["inventory"], "-f", "10",
+                                 "--limit", ",".join(half), "-e",
+                                 "gpuhost_plan_dir=%s" % folder],
+                         "plan of slice %d (%d hosts)" % (index, len(half)))
+        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+        folders.append(folder)
+    dest = str(fleet["base"] / "merged")
+    proc = _playbook(fleet, ["gpuhost.tuning.report_merge", "-e", json.dumps(
+        {"gpuhost_merge_folders": folders, "gpuhost_merge_dest": dest})],
+        "report_merge of the 2 slice plans")
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    names_out = sorted(os.listdir(dest))
+    assert names_out[1:] == ["plan.html", "plan.json", "plan.md"], names_out
+    merged = planfile.load(os.path.join(dest, names_out[0]))
+    whole = planfile.load(os.path.join(first[0], "plan.json"))
+    slices = [planfile.load(os.path.join(f, "plan.json")) for f in folders]
+    assert names_out[0] == planfile.file_name(merged)
+    assert "plan %s:" % os.path.join(dest, names_out[0]) in proc.stdout, proc.stdout[-3000:]
+    assert "0 host(s) merged" not in proc.stdout  # no audit report: no fleet report line
+    assert [g["hosts"] for g in merged["groups"]] == [g["hosts"] for g in whole["groups"]]
+    assert [g["key"] for g in merged["groups"]] == [g["key"] for g in whole["groups"]]
+    assert [g["summary"] for g in merged["groups"]] == [g["summary"] for g in whole["groups"]]
+    assert dict((h, (e["status"], e["fingerprint"], e["group"]))
+                for h, e in merged["hosts"].items()) == dict(
+        (h, (e["status"], e["fingerprint"], e["group"])) for h, e in whole["hosts"].items())
+    assert merged["batches"] == whole["batches"] and merged["options"] == whole["options"]
+    assert merged["created_at"] == min(s["created_at"] for s in slices)
+    assert [(m["file"], m["digest"]) for m in merged["merged_from"]] == [
+        (planfile.file_name(s), s["digest"]) for s in slices]
+    with open(os.path.join(dest, "plan.md")) as handle:
+        assert handle.readline() == "# Plan %s\n" % merged["digest"]
+
+    # apply --check over one host of each slice and the odd one (the others skipped by
+    # name: a check-mode apply of all 20 takes 30 s and proves no more)
+    reports = str(fleet["base"] / "apply-reports")
+    applied = ["gpu01", ODD, names[-2], GUEST]
+    before = tree_snapshot(fleet["roots"]["gpu01"])
+    proc = _playbook(fleet, ["gpuhost.tuning.apply", "-i", fleet["inventory"], "--check",
+                             "-e", json.dumps({"gpuhost_plan": os.path.join(dest, names_out[0]),
+                                               "gpuhost_report_dir": reports,
+                                               "gpuhost_plan_skip": [
+                                                   h for h in names if h not in applied],
+                                               "gpuhost_max_fail_percentage": 100})],
+                     "apply --check of the merged plan (%d hosts)" % len(applied))
+    out = proc.stdout
+    assert "the plan was edited" not in out and "make a new plan" not in out, out[-4000:]
+    with open(os.path.join(reports, "apply-%s.json" % merged["digest"][:12])) as handle:
+        rep = json.load(handle)
+    assert rep["plan_digest"] == merged["digest"] and rep["check_mode"], rep
+    statuses = dict((h, rep["hosts"][h]["status"]) for h in applied)
+    assert statuses == {"gpu01": "applied", ODD: "applied", names[-2]: "applied",
+                        GUEST: "refused"}, dict((h, rep["hosts"][h]) for h in applied)
+    assert set(r["status"] for h, r in rep["hosts"].items() if h not in applied) == {
+        "skipped"}
+    assert tree_snapshot(fleet["roots"]["gpu01"]) == before  # check mode: nothing changed

@@ -97,13 +97,17 @@ def host_entry(host, result):
     """One host's entry from its host_tune check-mode result (None or ``{}``: none)."""
     refused = changeset.refusal(result)
     changes = changeset.changes(result)
-    if refused:
+    status = _status(result, refused)
+    if status == "unreachable":
+        # one group, whatever each message says (Ansible's names the host's own address)
+        group = changeset.sha256(changeset.canonical(["unreachable"]))
+    elif refused:
         # the reason without the host's own name, so hosts refused alike group together
         group = changeset.sha256(changeset.canonical(
             ["refused: " + refused.replace(str(host), "<host>")]))
     else:
         group = changeset.group_key(changes)
-    return {"status": _status(result, refused), "changes": changes,
+    return {"status": status, "changes": changes,
             "fingerprint": changeset.fingerprint(changes), "group": group,
             "refused": refused,
             "reboot": bool(isinstance(result, dict) and any(result.get(k)
@@ -113,7 +117,11 @@ def host_entry(host, result):
 def _group(key, members, entries):
     first = entries[members[0]]
     refused = first["refused"]
-    if refused:
+    alike = set(entries[h]["refused"].replace(h, "<host>") for h in members) if refused else ()
+    if len(alike) > 1:      # unreachable hosts whose messages differ (their addresses)
+        lines = ["refused: unreachable (each host's own message is in its entry of the "
+                 "plan's JSON; the first: %s)" % refused]
+    elif refused:
         lines = ["refused: " + refused.replace(members[0], "<host>") if len(members) > 1
                  else "refused: " + refused]
     else:
@@ -161,6 +169,18 @@ def _versus(group, groups):
         index, len(groups[index - 1]["hosts"]), ", ".join(parts) or "the same lines")
 
 
+def grouped(order, entries):
+    """The groups of host ``entries`` (host -> its entry), each group's hosts in ``order``:
+    outliers first (``group_order``), each compared with the largest (``compare``)."""
+    members = {}
+    for host in order:
+        members.setdefault(entries[host]["group"], []).append(host)
+    groups = sorted((_group(key, hosts, entries) for key, hosts in members.items()),
+                    key=group_order)
+    compare(groups)
+    return groups
+
+
 def build(results, meta):
     """The plan document of ``results`` (host -> its host_tune check-mode result; None or
     ``{}`` for a host that gave none) and ``meta``: ``collection_version``, ``created_at``
@@ -170,19 +190,13 @@ def build(results, meta):
     order = list(meta.get("hosts") or sorted(results))
     order += sorted(h for h in results if h not in order)
     entries = dict((host, host_entry(host, results.get(host))) for host in order)
-    members = {}
-    for host in order:
-        members.setdefault(entries[host]["group"], []).append(host)
-    groups = sorted((_group(key, hosts, entries) for key, hosts in members.items()),
-                    key=group_order)
-    compare(groups)
     wanted = dict((k, v) for k, v in (meta.get("wanted") or {}).items() if k != "host")
     doc = {"schema": SCHEMA, "collection_version": meta.get("collection_version"),
            "created_at": meta.get("created_at"), "created_by": meta.get("created_by"),
            "options": {"parts": list(meta.get("parts") or []),
                        "wanted_digest": changeset.sha256(changeset.canonical(wanted)),
                        "serial": meta.get("serial")},
-           "hosts": entries, "groups": groups,
+           "hosts": entries, "groups": grouped(order, entries),
            "batches": batches(order, meta.get("serial"))}
     doc["digest"] = digest(doc)
     return doc
@@ -195,6 +209,12 @@ def text(data, origin="the plan"):
         doc = json.loads(data)
     except ValueError as exc:
         raise ValueError("%s is not JSON (%s)" % (origin, exc))
+    return checked(doc, origin)
+
+
+def checked(doc, origin="the plan"):
+    """``doc`` (parsed JSON) when it is a plan whose digest matches; ValueError as ``text``
+    says otherwise."""
     if not isinstance(doc, dict):
         raise ValueError("%s is not a plan: a JSON object with schema %s" % (origin, SCHEMA))
     if doc.get("schema") != SCHEMA:
@@ -238,11 +258,13 @@ def headline(doc):
             sizes[-1][1] += 1
         else:
             sizes.append([len(batch), 1])
-    return ("%d hosts in %d group%s: %d to change, %d with nothing to change, %d refused, "
-            "%d unreachable, %d not reached; %d reboots; %d rollout batch%s (%s)"
-            % (len(doc["hosts"]), len(doc["groups"]), "" if len(doc["groups"]) == 1 else "s",
+    return ("%d host%s in %d group%s: %d to change, %d with nothing to change, %d refused, "
+            "%d unreachable, %d not reached; %d reboot%s; %d rollout batch%s (%s)"
+            % (len(doc["hosts"]), "" if len(doc["hosts"]) == 1 else "s",
+               len(doc["groups"]), "" if len(doc["groups"]) == 1 else "s",
                change, n["planned"] - change,
-               n["refused"], n["unreachable"], n["not reached"], reboots, len(doc["batches"]),
+               n["refused"], n["unreachable"], n["not reached"], reboots,
+               "" if reboots == 1 else "s", len(doc["batches"]),
                "" if len(doc["batches"]) == 1 else "es",
                ", ".join("%d x %d" % (size, times) if times > 1 else str(size)
                          for size, times in sizes) or "none"))
@@ -260,6 +282,18 @@ def _md(value):
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def merged_line(doc):
+    """The line naming the slice plans a merged plan (report_merge) was made of, or None."""
+    parts = doc.get("merged_from")
+    parts = [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+    if not parts:
+        return None
+    return "Merged by %s from %d slice plans: %s" % (
+        doc.get("merged_by") or "report_merge", len(parts), ", ".join(
+            "%s (%s, %s hosts, made %s)" % (p.get("file"), p.get("folder"), p.get("hosts"),
+                                            p.get("created_at")) for p in parts))
+
+
 def markdown(doc):
     """plan.md: the digest on the first line; the groups, outliers first (host count,
     summary lines, reboots); then the hosts of each group."""
@@ -267,9 +301,11 @@ def markdown(doc):
            "Made %s by %s with gpuhost.tuning %s; tune parts: %s." % (
                doc["created_at"], doc["created_by"], doc["collection_version"],
                ", ".join(doc["options"]["parts"]) or "(default)"),
-           "", headline(doc) + ".", "",
-           "Apply exactly this plan: `ansible-playbook gpuhost.tuning.apply -e "
-           "gpuhost_plan=%s`." % file_name(doc), "", "## Groups (outliers first)"]
+           "", headline(doc) + ".", ""]
+    if merged_line(doc):
+        out += [_md(merged_line(doc)) + ".", ""]
+    out += ["Apply exactly this plan: `ansible-playbook gpuhost.tuning.apply -e "
+            "gpuhost_plan=%s`." % file_name(doc), "", "## Groups (outliers first)"]
     for index, group in enumerate(doc["groups"], 1):
         out += ["", "### %s" % _title(index, group), ""]
         out += ["- %s" % _md(line) for line in group["summary"]]
@@ -304,8 +340,9 @@ section.refused{border-color:#b00020;background:#fff5f5}
 section.few{border-color:#b26a00;background:#fffaf0}
 h3{font-size:1.05em;margin:.6em 0}ul{margin:.3em 0;padding-left:1.3em}
 details{margin-top:.4em}summary{cursor:pointer}
-.hosts{columns:14em;font-family:ui-monospace,monospace;font-size:.9em;margin:.4em 0}
+.hosts{columns:24em;font-family:ui-monospace,monospace;font-size:.9em;margin:.4em 0}
 .hosts span{display:block;overflow-wrap:anywhere}.meta{color:#555}
+.batch span{white-space:nowrap}
 code{overflow-wrap:anywhere}.versus{font-weight:600;overflow-wrap:anywhere}
 """
 
@@ -325,9 +362,11 @@ def html(doc, few=None):
                _esc(doc["created_at"]), _esc(doc["created_by"]),
                _esc(doc["collection_version"]),
                _esc(", ".join(doc["options"]["parts"]) or "(default)")),
-           "<p>%s.</p>" % _esc(headline(doc)),
-           "<p>Apply: <code>ansible-playbook gpuhost.tuning.apply -e gpuhost_plan=%s</code>"
-           "</p>" % _esc(file_name(doc)), "<h2>Groups (outliers first)</h2>"]
+           "<p>%s.</p>" % _esc(headline(doc))]
+    if merged_line(doc):
+        out.append('<p class="meta">%s.</p>' % _esc(merged_line(doc)))
+    out += ["<p>Apply: <code>ansible-playbook gpuhost.tuning.apply -e gpuhost_plan=%s</code>"
+            "</p>" % _esc(file_name(doc)), "<h2>Groups (outliers first)</h2>"]
     for index, group in enumerate(doc["groups"], 1):
         kind = "refused" if group["refused"] else (
             "few" if len(group["hosts"]) <= few else "many")
@@ -343,8 +382,11 @@ def html(doc, few=None):
                        "" if len(group["hosts"]) == 1 else "s",
                        _esc(group["key"][:DIGEST_CHARS]),
                        "".join("<span>%s</span>" % _esc(h) for h in group["hosts"])))
-    items = "".join("<li>%d host%s: %s</li>" % (len(b), "" if len(b) == 1 else "s",
-                                                _esc(", ".join(b))) for b in doc["batches"])
+    # each host name whole on its line (a name breaks at its hyphens otherwise)
+    items = "".join('<li class="batch">%d host%s: %s</li>' % (
+        len(b), "" if len(b) == 1 else "s",
+        " ".join("<span>%s%s</span>" % (_esc(h), "," if i < len(b) - 1 else "")
+                 for i, h in enumerate(b))) for b in doc["batches"])
     out.append("<h2>Rollout batches</h2><details><summary>%d batch%s</summary><ol>%s</ol>"
                "</details>" % (len(doc["batches"]), "" if len(doc["batches"]) == 1 else "es",
                                items))

@@ -72,6 +72,21 @@ def test_hosts_refused_alike_share_a_group():
     assert doc["groups"][0]["summary"] == ["refused: unreachable: ssh to <host>: timed out"]
 
 
+def test_unreachable_hosts_are_one_group_whatever_their_messages():
+    # Ansible's message names each host's own address: 40 unreachable hosts are one group
+    results = dict(("h%02d" % i, {"unreachable": True, "msg": "Failed to connect to the host "
+                                  "via ssh: connect to host 10.0.0.%d port 22" % i})
+                   for i in range(40))
+    results["ok"] = seed_result()
+    doc = planfile.build(results, META)
+    assert [len(g["hosts"]) for g in doc["groups"]] == [1, 40]
+    assert doc["groups"][1]["summary"][0].startswith("refused: unreachable (each host's own")
+    assert doc["hosts"]["h07"]["refused"].endswith("10.0.0.7 port 22")
+    assert planfile.headline(doc).startswith("41 hosts in 2 groups: 1 to change")
+    one = planfile.build({"solo": seed_result()}, META)
+    assert planfile.headline(one).startswith("1 host in 1 group: 1 to change")
+
+
 def test_batches_as_ansible_serial_makes_them():
     hosts = ["h%d" % i for i in range(10)]
     assert planfile.batches(hosts) == [hosts]
