@@ -25,6 +25,9 @@ LABELS = {  # run label -> what it is, in the order the runs are made
     "tune_first": "tune, first run (gpuhost.tuning.tune)",
     "tune_again": "tune again, nothing to change",
     "audit_check": "audit --check",
+    "apply": "apply (gpuhost.tuning.apply of the plan run's last plan, on fresh seed trees like "
+             "the ones it was made on: every host's fingerprint matches)",
+    "replan": "plan again after the apply (its plan.json must have nothing left to change)",
     "oneshot_first": "peer: the seeds' one-shot fix script (bench/peers/fix-runtime.sh) as one "
                      "ansible.builtin.script task, first run on fresh trees",
     "oneshot_again": "peer: the one-shot script again (it re-applies everything)",

@@ -8,8 +8,8 @@
 # (sshd, namespaces, trees, keys) is removed on exit, failure and Ctrl-C included.
 #
 # Settings (environment): BENCH_SIZES="1 8 32" BENCH_FORKS=8 BENCH_REPEAT=1
-#   BENCH_RUNS="ping audit plan tune audit_check peers" (a subset measures less; ping always
-#   runs)
+#   BENCH_RUNS="ping audit plan tune audit_check apply peers" (a subset measures less; ping
+#   always runs; apply: the plan run's plan applied on fresh trees, then planned again)
 #   BENCH_PEER_MAX=N: the peers (bench/peers: the seeds' one-shot script, a task-per-setting
 #   role) only for fleets up to N hosts; BENCH_TASKS_MAX=N (default 1): the task-per-setting
 #   role only up to N hosts (one host's first run took 74-91 s of CPU on this 2-core machine:
@@ -41,7 +41,7 @@ REPO=$(dirname "$HERE")
 SIZES=${BENCH_SIZES:-"1 8 32"}
 FORKS=${BENCH_FORKS:-8}
 REPEAT=${BENCH_REPEAT:-1}
-RUNS=" ${BENCH_RUNS:-ping audit plan tune audit_check peers} "
+RUNS=" ${BENCH_RUNS:-ping audit plan tune audit_check apply peers} "
 export BENCH_SUBNET=${BENCH_SUBNET:-10.250.0}
 PY=$REPO/.venv/bin/python
 OUT=${BENCH_OUT:-$HERE/out}
@@ -224,12 +224,14 @@ measure() {
   CHILD=""
 }
 
-have_audit=0; have_plan=0; have_tune=0; have_check=0; have_peers=0
+have_audit=0; have_plan=0; have_tune=0; have_check=0; have_peers=0; have_apply=0
 [[ $RUNS == *" peers "* ]] && have_peers=1
 [ -f "$INSTALLED/playbooks/audit.yml" ] && [[ $RUNS == *" audit "* ]] && have_audit=1
 [ -f "$INSTALLED/playbooks/audit.yml" ] && [[ $RUNS == *" audit_check "* ]] && have_check=1
 [ -f "$INSTALLED/playbooks/plan.yml" ] && [[ $RUNS == *" plan "* ]] && have_plan=1
 [ -f "$INSTALLED/playbooks/tune.yml" ] && [[ $RUNS == *" tune "* ]] && have_tune=1
+[ -f "$INSTALLED/playbooks/apply.yml" ] && [ $have_plan = 1 ] && [[ $RUNS == *" apply "* ]] \
+  && have_apply=1
 [ $have_audit = 1 ] || log "audit not measured (no playbooks/audit.yml, or not in BENCH_RUNS)"
 [ $have_plan = 1 ] || log "plan not measured (no playbooks/plan.yml, or not in BENCH_RUNS)"
 [ $have_tune = 1 ] || log "tune not measured (no playbooks/tune.yml, or not in BENCH_RUNS)"
@@ -272,6 +274,7 @@ for n in $SIZES; do
   # are), kept for a look: bench/out/plan-N<n>/ (plan.md is the last repeat's).
   if [ $have_plan = 1 ] && [ -d "$RUN/reports/plan" ]; then
     cp -a "$RUN/reports/plan" "$OUT/plan-N$n"
+    cp "$RUN/reports/plan/plan.json" "$RUN/plan-N$n.json"
     rm -rf "$RUN/reports/plan"
   fi
   if [ $have_tune = 1 ] && [ "$n" -le "${BENCH_TUNE_MAX:-100000}" ]; then
@@ -285,6 +288,29 @@ for n in $SIZES; do
       measure "$n" audit_check "$r" ansible-playbook -i "$inv" gpuhost.tuning.audit --check \
         "${REPORTS[@]}"
     done
+  fi
+  # The plan approved and applied (issue 40's flow at this size): fresh seed trees, the same
+  # state the plan above was made from, so every host's fingerprint matches and the apply
+  # changes each host as planned; then a new plan must find nothing left to change.
+  if [ $have_apply = 1 ] && [ -f "$RUN/plan-N$n.json" ]; then
+    log "N=$n: fresh seed trees for apply (the state the plan was made from)"
+    "$PY" "$HERE/fleet.py" trees "$RUN" "$n"
+    measure "$n" apply 1 ansible-playbook -i "$inv" gpuhost.tuning.apply "${REPORTS[@]}" \
+      -e "gpuhost_plan=$RUN/plan-N$n.json"
+    measure "$n" replan 1 ansible-playbook -i "$inv" gpuhost.tuning.plan "${REPORTS[@]}"
+    cp -a "$RUN/reports/plan" "$OUT/replan-N$n"
+    rm -rf "$RUN/reports/plan"
+    "$PY" - "$OUT/replan-N$n/plan.json" "$n" <<'PYEOF'
+import json
+import sys
+doc = json.load(open(sys.argv[1]))
+left = sorted(h for h, e in doc["hosts"].items() if e["changes"] or e["refused"])
+if left or len(doc["hosts"]) != int(sys.argv[2]):
+    sys.exit("bench: the plan after the apply still has work or refusals on %d of %d hosts: %s"
+             % (len(left), len(doc["hosts"]), ", ".join(left[:10])))
+print("bench: the plan after the apply: %d hosts, nothing to change" % len(doc["hosts"]),
+      file=sys.stderr)
+PYEOF
   fi
   # The one-shot peer on the same hosts, from fresh seed trees: the seeds' one-shot script as
   # one ansible.builtin.script task; first run, then again.
