@@ -128,7 +128,9 @@ def step_check(params, task_vars):
         idle = refused is None and apply_check.nothing_to_do(now)
     else:
         refused = apply_check.check_planned(doc, host, *args)
+    entry = (doc.get("hosts") or {}).get(host) or {}
     return dict(changed=False, refused=refused, nothing_to_do=idle, host=host,
+                planned=entry.get("changes") or [],
                 msg=refused or ("%s: %s" % (host, apply_check.NOTHING_TO_DO) if idle
                                 else "%s: the plan holds" % host))
 

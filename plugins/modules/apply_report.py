@@ -129,6 +129,14 @@ refused:
   description: None, or why this host is refused (O(step=check)).
   returned: step check
   type: str
+planned:
+  description:
+    - This host's change set in the plan (O(step=check); empty when it is not in the plan).
+      Role C(apply) passes it to M(gpuhost.tuning.host_tune) (O(gpuhost.tuning.host_tune#module:planned_changes)),
+      which compares it again inside its run lock before the first change.
+  returned: step check
+  type: list
+  elements: dict
 files:
   description: Paths of the report files (O(step=write)).
   returned: step write

@@ -125,6 +125,16 @@ options:
     type: str
     choices: [allow, warn, refuse]
     default: allow
+  planned_changes:
+    description:
+      - The change set a saved plan holds for this host (its entry's C(changes) in the plan of
+        playbook C(gpuhost.tuning.plan); role C(apply) passes it). Outside check mode,
+        host_tune first makes its check-mode pass inside its run lock and refuses the host,
+        changing nothing, when that pass is not exactly this change set (RV(plan_moved)
+        names what moved); so nothing can move between the apply's comparison and the
+        change. Unset, no such pass is made.
+    type: list
+    elements: dict
   cpuidle_deeper_than:
     description: Deprecated, use O(wanted.cpuidle_deeper_than).
     type: str
@@ -266,6 +276,15 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+plan_moved:
+  description:
+    - With O(planned_changes), outside check mode, when the host's change set now is not the
+      planned one - the lines naming what moved (C(state moved since the plan -
+      kernel.numa_balancing is now 0 (planned 1 -> 0))). The task fails and nothing was
+      changed.
+  returned: when refused for it
+  type: list
+  elements: str
 changed:
   description: Whether any part changed the host (planned changes in check mode).
   returned: always
@@ -403,11 +422,13 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     check_module,
     common,
+    fail,
     inside,
     non_empty_list,
     sysctl_key,
 )
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.plan import changeset  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.runner import Runner  # noqa: E402
 
@@ -422,6 +443,10 @@ def rules(p):
         sysctl_key("sysctl_at_least", key)
     inside(p, "sysctl_file")
     tune.check_options(p)  # every registered tune part's own rules
+    for index, change in enumerate(p.get("planned_changes") or []):
+        if not isinstance(change, dict) or not all(k in change for k in changeset.CHANGE_KEYS):
+            fail("planned_changes[%d]" % index, change, "a change of a saved plan: a mapping "
+                 "with %s" % ", ".join(changeset.CHANGE_KEYS))
     return facts.wanted_values(p, tune.PER_KEY)   # the run takes them as checked here
 
 
@@ -437,6 +462,8 @@ def main():
 
 
 def _run(module, wanted):
+    if module.params["planned_changes"] is not None and not module.check_mode:
+        _refuse_moved(module, wanted)
     try:
         result = tune.tune_run(module.params, module.check_mode, Runner(module),
                                warn=module.warn, wanted=wanted)
@@ -449,6 +476,22 @@ def _run(module, wanted):
     if msg:
         module.fail_json(msg=msg, **result)
     module.exit_json(**result)
+
+
+def _refuse_moved(module, wanted):
+    """The saved plan's gate inside the run lock: the check-mode pass now against the
+    planned change set; any difference (or a refusal of the pass) fails the task before
+    anything is changed."""
+    name = wanted["host"] or module.params["root"]
+    try:
+        now = tune.tune_run(module.params, True, Runner(module), wanted=wanted)
+    except (ValueError, OSError) as exc:
+        module.fail_json(msg="%s: tune pass not started: %s" % (name, exc))
+    moved = changeset.difference(module.params["planned_changes"], now)
+    refused = changeset.refusal(now)
+    if refused or moved:
+        module.fail_json(msg="%s: refused, nothing was changed: %s" % (
+            name, refused or "; ".join(moved)), changed=False, plan_moved=moved or [refused])
 
 
 if __name__ == "__main__":

@@ -57,6 +57,8 @@ COMMON_OPTIONS = dict(
     parts=dict(type="list", elements="str", choices=list(PARTS), default=list(DEFAULT_PARTS)),
     mrrs_include_upstream=dict(type="bool", default=True),
     guest=dict(type="str", choices=["allow", "warn", "refuse"], default="allow"),
+    # a saved plan's change set for this host: module host_tune compares it under its lock
+    planned_changes=dict(type="list", elements="dict"),
 )
 COMMON_OPTIONS.update(facts.per_key_spec(PER_KEY))
 COMMON_OPTIONS.update(argspec.root())

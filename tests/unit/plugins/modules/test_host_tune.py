@@ -256,7 +256,7 @@ def test_ansible_doc_renders_and_matches_the_spec(seed):
         "sysctl_file", "snapshot_dir", "boot_service_start", "nvidia_peermem",
         "lxc_config_dir", "numa_pin_vmids", "bandwidth_size_mb", "bandwidth_repeats",
         "latency_count", "latency_gap_us", "bandwidth_timeout", "cuda_library", "wanted",
-        "guest", "ceiling_seconds", "ceiling_mb"}
+        "guest", "ceiling_seconds", "ceiling_mb", "planned_changes"}
     for name, spec in tune.argument_spec().items():  # every part's own option documented
         assert doc["doc"]["options"][name].get("default") == spec.get("default"), name
     root, _built = seed
@@ -373,3 +373,33 @@ def test_guest_refuse_lets_a_proxmox_node_through(seed):
     result = run(root, check_mode=True, guest="refuse")
     assert not result.get("failed"), result.get("msg")
     assert "is a vm guest" not in " ".join(str(w) for w in result.get("warnings") or [])
+
+
+def test_planned_changes_are_compared_inside_the_lock_before_any_change(seed):
+    """Role apply passes the saved plan's change set: host_tune's own check-mode pass under
+    its run lock must be exactly it, else the host is refused with nothing changed (the
+    state may move between the apply's comparison and the tune)."""
+    from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.plan import changeset
+
+    root, _built = seed
+    planned = changeset.changes(run(root, check_mode=True))
+    assert planned
+    # moved after the plan: numa_balancing set by hand
+    numa = os.path.join(root, "proc/sys/kernel/numa_balancing")
+    with open(numa, "w") as handle:
+        handle.write("0\n")
+    before = _digest(root)
+    refused = run(root, planned_changes=planned)
+    assert refused["failed"] and not refused["changed"]
+    moved = "state moved since the plan: kernel.numa_balancing is now 0 (planned 1 -> 0)"
+    assert refused["plan_moved"] == [moved]
+    assert refused["msg"] == "gpu01: refused, nothing was changed: " + moved
+    assert _digest(root) == before
+    # the plan made from this state: applied, exactly it
+    planned = changeset.changes(run(root, check_mode=True))
+    done = run(root, planned_changes=planned)
+    assert not done.get("failed"), done.get("msg")
+    assert changeset.difference(planned, changeset.changes(done)) == []
+    # a change set that is no plan's is refused before anything is read
+    bad = run(root, planned_changes=[{"part": "sysctl"}])
+    assert bad["failed"] and "planned_changes[0]" in bad["msg"]
