@@ -132,8 +132,9 @@ refused:
 planned:
   description:
     - This host's change set in the plan (O(step=check); empty when it is not in the plan).
-      Role C(apply) passes it to M(gpuhost.tuning.host_tune) (O(gpuhost.tuning.host_tune#module:planned_changes)),
-      which compares it again inside its run lock before the first change.
+      Role C(apply) passes it to M(gpuhost.tuning.host_tune)
+      (O(gpuhost.tuning.host_tune#module:planned_changes)), which compares it again inside
+      its run lock before the first change.
   returned: step check
   type: list
   elements: dict

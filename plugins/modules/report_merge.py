@@ -45,10 +45,11 @@ description:
   - "Plans that disagree on C(collection_version) or on their options (tune parts, the
     wanted values' digest, C(serial)) cannot be one approval - no plan is merged or written
     (what O(dest) held stays), a warning names both plan files and what differs, and
-    RV(plan.refused) says it; the task does not fail and the other reports still merge. A
-    plan whose digest does not match its content (edited by hand) or that is malformed is
-    left out with a warning naming it, and RV(plan.left_out) lists it; when it is its
-    folder's newest plan, that folder adds no plan (an older one is not taken instead)."
+    RV(plan) says it (its C(refused)); the task does not fail and the other reports still
+    merge. A plan whose digest does not match its content (edited by hand) or that is
+    malformed is left out with a warning naming it, and RV(plan) lists it (its C(left_out));
+    when it is its folder's newest plan, that folder adds no plan (an older one is not taken
+    instead)."
   - "Each host's newest report is used (by its C(collected_at); a later folder wins a tie).
     A date more than 5 minutes ahead of the controller's clock is not trusted: the file is
     named in a warning with its date, every report dated in the past ranks above it, and

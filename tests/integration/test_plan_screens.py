@@ -23,7 +23,7 @@ import time
 
 import pytest
 from fixtures import hosts
-from test_report_screens import MEASURE, _args, browser  # noqa: F401 (browser: a fixture)
+from test_report_screens import MEASURE, _args, _chromium
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.plan import planfile
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.tune import tune
@@ -51,6 +51,13 @@ SECTIONS = r"""
   document.body.appendChild(pre);
 })();
 """
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = _chromium()
+    assert path, "chromium is not installed (scripts/apt-ensure.sh chromium)"
+    return path
 
 
 def _name(index):
@@ -105,8 +112,7 @@ def _dump(chromium, page, width, profile, script, marker):
 
 
 @pytest.mark.parametrize("width", (800, 1400))
-def test_a_thousand_host_plan_reads_at_every_width(plan_page, browser, tmp_path,  # noqa: F811
-                                                   width):
+def test_a_thousand_host_plan_reads_at_every_width(plan_page, browser, tmp_path, width):
     page, doc = plan_page
     assert page.stat().st_size < 1024 * 1024
     measured, seconds = _dump(browser, page, width, tmp_path / "profile", MEASURE, "measured")
@@ -114,7 +120,7 @@ def test_a_thousand_host_plan_reads_at_every_width(plan_page, browser, tmp_path,
     assert measured["pageWidth"] <= width, "the page scrolls sideways"
     assert measured["broken"] == [], "words split across lines"
     assert seconds < 60, "Chromium took %.1f s to lay the plan out" % seconds
-    sections, _ = _dump(browser, page, width, tmp_path / "profile", SECTIONS, "sections")
+    sections, _seconds = _dump(browser, page, width, tmp_path / "profile", SECTIONS, "sections")
     sizes = [s["hosts"] for s in sections]
     assert sizes == [2, 2, 3, HOSTS - 7]    # unreachable, refused guests, tuned by hand
     assert sizes == sorted(sizes), "outliers first: the fewest hosts first"
