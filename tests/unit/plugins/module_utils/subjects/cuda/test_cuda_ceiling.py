@@ -152,14 +152,20 @@ def _slow_one_shows(shares):
 def test_one_gpu_of_eight_at_0_8_shows_80_percent_of_its_siblings(lib):
     """80 % when the machine is quiet (79-81 measured alone). A busy one slows a copy or a
     kernel of any GPU now and then (CI's controller-next lane beside molecule's containers
-    once saw a healthy sibling at 73 %): up to three probes, one of which must show it."""
+    saw a healthy sibling at 73 %, and once at 55 % in one part while the other three parts
+    of the same probe were clean): up to four probes, and each part must show it in one of
+    them (a GPU 3 that is not at about 80 % in a part never shows it there)."""
     seen = []
-    for _attempt in range(3):
+    shown = set()
+    for _attempt in range(4):
         parts = _eight_shares(lib)
         seen.append(parts)
-        if all(_slow_one_shows(shares) for _figures, shares in parts.values()):
+        shown |= set(part for part, (_figures, shares) in parts.items()
+                     if _slow_one_shows(shares))
+        if shown == set(parts):
             return
-    raise AssertionError("GPU 3 never stood out at about 80 %% in 3 probes: %s" % seen)
+    raise AssertionError("GPU 3 never stood out at about 80 %% in %s over %d probes: %s" % (
+        ", ".join(sorted(set(seen[0]) - shown)), len(seen), seen))
 
 
 def test_a_driver_refusing_the_ptx_skips_the_kernels_with_the_code(lib, tmp_path):
