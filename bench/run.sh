@@ -145,7 +145,9 @@ LogLevel ERROR
 EOF
   if [[ $PY313_HOSTS == *" $i "* ]]; then
     # A private mount namespace (it ends with the sshd): a tmpfs on the root's /dev/shm,
-    # the host folder bound at its own path, the keys read-only; then sshd chrooted.
+    # the host folder bound at its own path, the keys read-only, the host's own
+    # ~/.ansible (remote tmp, the modules' bytecode cache: each host compiles once, as a
+    # real host does); then sshd chrooted.
     # shellcheck disable=SC2016  # expanded by the inner shell
     ip netns exec "$ns" unshare --mount --propagation private sh -ec '
       t=$1 dir=$2 keys=$3
@@ -154,6 +156,8 @@ EOF
       mount --bind "$dir" "$t$dir"
       mount --bind "$keys" "$t$keys"
       mount -o remount,bind,ro "$t$keys"
+      mkdir -p "$dir/dot-ansible" "$t/root/.ansible"
+      mount --bind "$dir/dot-ansible" "$t/root/.ansible"
       chroot "$t" /usr/sbin/sshd -t -f "$dir/sshd_config"
       exec chroot "$t" /usr/sbin/sshd -f "$dir/sshd_config" -E "$dir/sshd.log"
     ' sh "$TRIXIE" "$dir" "$RUN/ssh"
@@ -161,7 +165,9 @@ EOF
     # Debian's bash sources ~/.bashrc for every command sshd runs (SSH_SOURCE_BASHRC), and
     # this machine's /root/.bashrc runs `pyenv init` (0.17 s of CPU per session, every module
     # round trip): a private mount namespace gives the host base-files' root .bashrc, as a
-    # fresh Debian root has (the 3.13 hosts' root has it too). The real file is untouched.
+    # fresh Debian root has (the 3.13 hosts' root has it too), and the host's own
+    # ~/.ansible (remote tmp, the modules' bytecode cache, empty at the start: each host
+    # compiles once, as a real host does). The real files are untouched.
     # shellcheck disable=SC2016  # expanded by the inner shell
     ip netns exec "$ns" unshare --mount --propagation private sh -ec '
       dir=$1
@@ -169,6 +175,8 @@ EOF
           [ -f /usr/share/base-files/dot.bashrc ]; then
         mount --bind -o ro /usr/share/base-files/dot.bashrc /root/.bashrc
       fi
+      mkdir -p "$dir/dot-ansible" /root/.ansible
+      mount --bind "$dir/dot-ansible" /root/.ansible
       /usr/sbin/sshd -t -f "$dir/sshd_config"
       exec /usr/sbin/sshd -f "$dir/sshd_config" -E "$dir/sshd.log"
     ' sh "$dir"

@@ -63,6 +63,12 @@ if os.environ.get("GPUHOST_TEST_TMP") != "disk" and "PYTEST_DEBUG_TEMPROOT" not 
         os.environ["PYTEST_DEBUG_TEMPROOT"] = _root
 
 
+# The modules' bytecode cache on a host (platform/codecache.py) is this checkout's test
+# output folder for every module a test runs through Ansible on this machine, never the
+# tester's ~/.ansible; a test of the cache itself names its own folder.
+os.environ.setdefault("GPUHOST_TUNING_CODE_CACHE", os.path.join(TESTS, "output", "pycache"))
+
+
 def install_collection(env):
     """``make collection`` (the checkout into ./collections) once per test run: every
     pytest-xdist worker of one run shares it, and no worker reinstalls it while another's

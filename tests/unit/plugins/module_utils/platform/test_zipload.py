@@ -50,7 +50,7 @@ class Virtual:  # like six's meta path importer: serves a module no file holds
 
 
 sys.meta_path.append(Virtual)
-from ansible_collections.gpuhost.tuning.plugins.module_utils.core import zipload
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import zipload
 installed = zipload.install() if sys.argv[1] == "on" else False
 again = zipload.install() if sys.argv[1] == "on" else False
 from ansible_collections.gpuhost.tuning.plugins.module_utils import leaf_a
@@ -69,27 +69,36 @@ for name in sorted(names):
         "origin": spec.origin, "locations": spec.submodule_search_locations and
         list(spec.submodule_search_locations), "loader": type(spec.loader).__name__,
         "package": mod.__package__, "has_location": spec.has_location}
+store = [f.store for f in sys.meta_path if type(f).__name__ == "_CompileOnce"]
 print(json.dumps({"counts": counts, "installed": installed, "again": again, "attrs": attrs,
                   "values": [leaf_a.VALUE, leaf_b.VALUE, sub.VALUE, leaf_c.VALUE,
-                             virtual.VALUE]}))
+                             virtual.VALUE],
+                  "where": leaf_a.where(), "loader_is_zip": isinstance(
+                      leaf_a.__loader__, __import__("zipimport").zipimporter),
+                  "hits": store[0].hits if store and store[0] else None,
+                  "writes": store[0].writes if store and store[0] else None}))
 """
 
 
-def _zipload_source():
-    from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import zipload
+def _platform_source(name):
+    from ansible_collections.gpuhost.tuning.plugins.module_utils import platform
 
-    return zipload.__file__
+    return os.path.join(os.path.dirname(platform.__file__), name)
 
 
-def make_zip(path):
+LEAF_A = "import sys\nVALUE = %r\n\n\ndef where():\n    return sys._getframe().f_code.co_filename\n"
+
+
+def make_zip(path, leaf_a="a"):
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         for part in ("ansible_collections", "ansible_collections/gpuhost",
                      "ansible_collections/gpuhost/tuning",
                      "ansible_collections/gpuhost/tuning/plugins", PKG):
             zf.writestr(part + "/__init__.py", "")
-        zf.writestr(PKG + "/core/__init__.py", "")
-        zf.write(_zipload_source(), PKG + "/core/zipload.py")
-        zf.writestr(PKG + "/leaf_a.py", "VALUE = 'a'\n")
+        zf.writestr(PKG + "/platform/__init__.py", "")
+        for name in ("zipload.py", "codecache.py"):
+            zf.write(_platform_source(name), PKG + "/platform/" + name)
+        zf.writestr(PKG + "/leaf_a.py", LEAF_A % leaf_a)
         zf.writestr(PKG + "/sub/__init__.py", "VALUE = 'sub'\n")
         zf.writestr(PKG + "/sub/leaf_b.py",
                     "from %s import leaf_a\nVALUE = leaf_a.VALUE + 'b'\n" % DOTTED)
@@ -99,9 +108,11 @@ def make_zip(path):
     return path
 
 
-def probe(tmp_path, mode):
-    archive = make_zip(str(tmp_path / "payload.zip"))
-    env = dict(os.environ, PYTHONPATH=archive, PYTHONDONTWRITEBYTECODE="1")
+def probe(tmp_path, mode, cache="off", leaf_a="a", zip_name="payload.zip"):
+    """One module-like run from a fresh zip; ``cache``: GPUHOST_TUNING_CODE_CACHE's value."""
+    archive = make_zip(str(tmp_path / zip_name), leaf_a)
+    env = dict(os.environ, PYTHONPATH=archive, PYTHONDONTWRITEBYTECODE="1",
+               GPUHOST_TUNING_CODE_CACHE=str(cache))
     out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True,
                          env=env, timeout=60, check=True, cwd=str(tmp_path))
     return json.loads(out.stdout)
@@ -136,6 +147,16 @@ def test_modules_look_as_zipimport_makes_them(tmp_path):
         str(tmp_path / "payload.zip") + "/" + PKG + "/sub"]
     assert once[DOTTED + ".leaf_a"]["loader"] == "zipimporter"
     assert once["ansible.module_utils.leaf_c"]["loader"] == "zipimporter"
+    cached = probe(tmp_path, "on", cache=tmp_path / "cache")
+    cached_attrs = cached["attrs"]
+    for name in plain:   # with the host's bytecode cache: the same modules, a zip importer
+        want, got = dict(plain[name]), dict(cached_attrs[name])
+        if want["loader"] == "zipimporter":   # the packages imported before install() keep it
+            assert got.pop("loader") in ("zipimporter", "_CachedZip"), name
+            want.pop("loader")
+        assert got == want, name
+    assert cached_attrs[DOTTED + ".leaf_a"]["loader"] == "_CachedZip"
+    assert cached["loader_is_zip"] is True
     assert once["ansible.module_utils.virtual"]["loader"] == "type"   # its own finder's
 
 
@@ -146,3 +167,54 @@ def test_not_from_a_zip_it_installs_nothing():
     assert zipload.from_zip() is False
     assert zipload.install() is False
     assert sys.meta_path == before
+
+
+# The host's bytecode cache (platform/codecache.py): what a host sees over module calls.
+OURS = [PKG + "/leaf_a.py", PKG + "/sub/leaf_b.py", PKG + "/sub/__init__.py",
+        "ansible/module_utils/leaf_c.py"]
+
+
+def test_the_second_call_on_a_host_compiles_nothing_and_names_its_own_zip(tmp_path):
+    cache = tmp_path / "cache"
+    first = probe(tmp_path, "on", cache=cache, zip_name="call1.zip")
+    assert [first["counts"].get(name, 0) for name in OURS] == [1, 1, 1, 1]
+    assert first["writes"] >= 4 and first["hits"] == 0
+    assert oct(os.stat(str(cache)).st_mode & 0o777) == "0o700"
+    second = probe(tmp_path, "on", cache=cache, zip_name="call2.zip")
+    assert [second["counts"].get(name, 0) for name in OURS] == [0, 0, 0, 0]
+    assert second["writes"] == 0 and second["hits"] >= 4
+    assert second["values"] == ["a", "ab", "sub", "c", "virtual"]
+    # a traceback of the second call names the second call's file, not the first's
+    assert second["where"] == str(tmp_path / "call2.zip") + "/" + PKG + "/leaf_a.py"
+
+
+def test_a_changed_file_is_compiled_again_and_runs_its_new_code(tmp_path):
+    cache = tmp_path / "cache"
+    probe(tmp_path, "on", cache=cache, zip_name="old.zip")
+    new = probe(tmp_path, "on", cache=cache, leaf_a="a2", zip_name="new.zip")
+    assert new["values"][:2] == ["a2", "a2b"]
+    assert new["counts"].get(PKG + "/leaf_a.py", 0) == 1          # the changed file only
+    assert new["counts"].get(PKG + "/sub/leaf_b.py", 0) == 0
+    back = probe(tmp_path, "on", cache=cache, zip_name="old-again.zip")
+    assert back["values"][:2] == ["a", "ab"] and back["counts"].get(PKG + "/leaf_a.py", 0) == 0
+
+
+def test_a_tampered_entry_is_compiled_from_the_zip(tmp_path):
+    cache = tmp_path / "cache"
+    probe(tmp_path, "on", cache=cache, zip_name="call1.zip")
+    for entry in os.listdir(str(cache)):        # another file's code under every name
+        with open(str(cache / entry), "r+b") as handle:
+            data = bytearray(handle.read())
+            data[-8:] = b"\xff" * 8
+            handle.seek(0)
+            handle.write(bytes(data))
+    again = probe(tmp_path, "on", cache=cache, zip_name="call2.zip")
+    assert again["values"] == ["a", "ab", "sub", "c", "virtual"]
+
+
+def test_cache_off_compiles_every_call_and_writes_nothing(tmp_path):
+    for name in ("call1.zip", "call2.zip"):
+        run = probe(tmp_path, "on", cache="off", zip_name=name)
+        assert [run["counts"].get(n, 0) for n in OURS] == [1, 1, 1, 1]
+        assert run["hits"] is None
+    assert sorted(os.listdir(str(tmp_path))) == ["call1.zip", "call2.zip"]
