@@ -1,8 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.tuning developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter for role common's preflight: the gpuhost_* variables no part of the collection
-reads, each with the nearest name it knows.
+"""Filters over the roles' argument specs, read from the collection's own files: the gpuhost_*
+variables no part of the collection reads, each with the nearest name it knows
+(``unknown_variables``, role common's preflight), and every play host's values checked
+against one role's spec in one controller step (``role_argument_errors``, the playbooks).
 
 A misspelled variable (``-e gpuhost_tune_pcei=false``) is otherwise silently ignored and
 the role does what the user meant to turn off. The known names are read from the
@@ -20,6 +22,7 @@ import difflib
 import os
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 try:
     import yaml
@@ -31,6 +34,7 @@ ROLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 SPEC_LIMIT = 4 << 20  # one role's spec or vars file; the largest is about 60 KiB
 
 _KNOWN = {}
+_SPECS = {}
 
 
 def _load(path):
@@ -80,6 +84,52 @@ def unknown_variables(names, prefix="gpuhost_", roles=ROLES):
     return out
 
 
+def role_spec(role, entry_point="main", roles=ROLES):
+    """The options of ``role``'s entry point ``entry_point`` (cached)."""
+    key = (roles, role, entry_point)
+    if key not in _SPECS:
+        path = os.path.join(roles, str(role), "meta", "argument_specs.yml")
+        if os.sep in str(role) or not os.path.isfile(path):
+            raise AnsibleFilterError("role_argument_errors: %r is not a role of this collection "
+                                     "with an argument spec" % (role,))
+        entry = (_load(path).get("argument_specs") or {}).get(entry_point)
+        if not isinstance(entry, dict):
+            raise AnsibleFilterError("role_argument_errors: role %s has no entry point %r"
+                                     % (role, entry_point))
+        _SPECS[key] = entry.get("options") or {}
+    return _SPECS[key]
+
+
+def role_argument_errors(hosts, role, hostvars, entry_point="main", roles=ROLES):
+    """``["<host>: <error>", ...]``: each host's values of ``role``'s variables (as
+    ``hostvars`` gives them: inventory, extra vars, facts) checked against the role's argument
+    spec by ansible-core's own validator, the check ansible-core makes as a task per host."""
+    if isinstance(hosts, str) or not hasattr(hosts, "__iter__"):
+        raise AnsibleFilterError("role_argument_errors: a list of host names is needed, not %r"
+                                 % (hosts,))
+    spec = role_spec(role, entry_point, roles)
+    out = []
+    for host in hosts:
+        values, errors = {}, []
+        try:
+            host_vars = hostvars[host]
+        except KeyError:
+            out.append("%s: not in the inventory" % host)
+            continue
+        for name in spec:
+            if name not in host_vars:
+                continue
+            try:
+                values[name] = host_vars[name]
+            except Exception as exc:  # an undefined name in the value's template
+                errors.append("%s: %s" % (name, exc))
+        result = ArgumentSpecValidator(spec).validate(values)
+        errors.extend(result.error_messages)
+        out.extend("%s: %s" % (host, error) for error in errors)
+    return out
+
+
 class FilterModule(object):
     def filters(self):
-        return {"unknown_variables": unknown_variables}
+        return {"unknown_variables": unknown_variables,
+                "role_argument_errors": role_argument_errors}

@@ -463,3 +463,49 @@ def test_infiniband_host_gets_nvidia_peermem_at_boot_and_revert_removes_it(seed)
     revert = playbook("revert", root, reports, label="revert (seed with InfiniBand)")
     assert revert.returncode == 0, revert.stdout[-4000:]
     assert not os.path.exists(conf)
+
+
+def test_a_wrong_value_on_one_host_stops_the_play_before_anything_ran(tmp_path):
+    """The playbook checks every host's values against role tune's argument spec in one step
+    (role common's role_arguments.yml, ansible-core's validator): a wrong type on one host and
+    a value outside the choices on another name both hosts and their variables, and no host
+    was tuned (trees byte-identical, no report); the same fleet with good values runs."""
+    roots = {}
+    for name in ("gpu1", "gpu2", "gpu3"):
+        roots[name] = str(tmp_path / name)
+        hosts.seed_host(roots[name])
+    before = {name: tree_snapshot(root) for name, root in roots.items()}
+    bad = {"gpu1": " gpuhost_mrrs_size=huge", "gpu2": "",
+           "gpu3": " gpuhost_tune_mrrs_method=poke"}
+    inventory = str(tmp_path / "inventory.ini")
+
+    def write(extra):
+        with open(inventory, "w") as handle:
+            handle.write("[gpuhosts]\n")
+            for name, root in roots.items():
+                handle.write("%s gpuhost_root=%s%s\n" % (name, root, extra.get(name, "")))
+            handle.write("\n[all:vars]\nansible_connection=local\n"
+                         "ansible_python_interpreter=%s\n" % VENV_PY)
+
+    write(bad)
+    reports = str(tmp_path / "reports")
+    proc = subprocess.run(
+        [PLAYBOOK, "gpuhost.tuning.tune", "-i", inventory, "-f", "3",
+         "-e", "gpuhost_report_dir=%s" % reports],
+        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600, check=False)
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "Validation of arguments failed against role tune's argument spec" in out, out[-3000:]
+    assert re.search(r"gpu1: .*gpuhost_mrrs_size", out), out[-3000:]
+    assert re.search(r"gpu3: .*gpuhost_tune_mrrs_method.*poke", out), out[-3000:]
+    assert "gpu2:" not in out.split("Validation of arguments failed")[1].split("PLAY RECAP")[0]
+    assert "Tune the host in one module call" not in proc.stdout   # no host reached host_tune
+    assert not os.path.exists(reports)
+    for name, root in roots.items():
+        assert tree_snapshot(root) == before[name], name
+    write({})
+    good = subprocess.run(
+        [PLAYBOOK, "gpuhost.tuning.tune", "-i", inventory, "-f", "3", "--check",
+         "-e", "gpuhost_report_dir=%s" % reports],
+        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600, check=False)
+    assert good.returncode == 0, good.stdout[-3000:]

@@ -64,3 +64,58 @@ def test_known_names_come_from_the_specs_only(tmp_path):
     assert uv.known_names(str(tmp_path)) == {"gpuhost_alpha", "gpuhost_old"}
     assert uv.unknown_variables(["gpuhost_alpah", "gpuhost_old"], roles=str(tmp_path)) == [
         {"name": "gpuhost_alpah", "nearest": "gpuhost_alpha"}]
+
+
+# role_argument_errors: the playbooks' one-step check of a role's variables for every host.
+class HostVars(dict):
+    """Like the play's hostvars: host name -> that host's variables."""
+
+
+def test_good_values_of_every_host_pass_and_role_defaults_are_good():
+    import yaml
+
+    with open(os.path.join(REPO, "roles", "tune", "defaults", "main.yml")) as handle:
+        defaults = {k: v for k, v in yaml.safe_load(handle).items() if k.startswith("gpuhost_")}
+    hostvars = HostVars(gpu1=dict(defaults), gpu2={"gpuhost_mrrs_size": 4096, "unrelated": 1})
+    assert uv.role_argument_errors(["gpu1", "gpu2"], "tune", hostvars) == []
+    for role in ("audit", "tune", "reboot_verify", "driver_upgrade", "gpu_recover"):
+        assert uv.role_argument_errors(["gpu2"], role, hostvars) == [], role
+
+
+def test_each_error_names_its_host_and_variable_in_host_order():
+    hostvars = HostVars(gpu1={"gpuhost_mrrs_size": "huge"}, gpu2={},
+                        gpu3={"gpuhost_tune_mrrs_method": "poke", "gpuhost_tune_pcie": "maybe"})
+    errors = uv.role_argument_errors(["gpu3", "gpu1", "gpu2"], "tune", hostvars)
+    # gpu1's value is neither an int nor one of the choices: two errors, as ansible-core says
+    assert [e.split(":")[0] for e in errors] == ["gpu3", "gpu3", "gpu1", "gpu1"]
+    assert any("gpuhost_tune_mrrs_method" in e and "poke" in e for e in errors)
+    assert any("gpuhost_tune_pcie" in e for e in errors)
+    assert "gpuhost_mrrs_size" in errors[2]
+
+
+def test_the_same_errors_as_ansible_cores_own_role_check():
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    spec = uv.role_spec("tune")
+    values = {"gpuhost_mrrs_size": "huge", "gpuhost_tune_mrrs_method": "poke"}
+    want = ArgumentSpecValidator(spec).validate(values).error_messages
+    got = uv.role_argument_errors(["h"], "tune", HostVars(h=values))
+    assert got == ["h: " + message for message in want] and len(got) == 3
+
+
+def test_a_value_that_cannot_be_read_is_an_error_of_that_host():
+    class Broken(dict):
+        def __getitem__(self, key):
+            raise ValueError("'nope' is undefined")
+
+    errors = uv.role_argument_errors(["h"], "tune", HostVars(h=Broken(gpuhost_root="x")))
+    assert errors == ["h: gpuhost_root: 'nope' is undefined"]
+
+
+@pytest.mark.parametrize("role, entry", [("nosuch", "main"), ("../tune", "main"),
+                                         ("tune", "nosuch")])
+def test_an_unknown_role_or_entry_point_is_refused(role, entry):
+    with pytest.raises(AnsibleFilterError):
+        uv.role_argument_errors(["h"], role, HostVars(h={}), entry_point=entry)
+    with pytest.raises(AnsibleFilterError):
+        uv.role_argument_errors("h", "tune", HostVars(h={}))
