@@ -41,8 +41,11 @@ LABELS = {  # run label -> what it is, in the order the runs are made
 PEER_GOALS = (("tune_again", "tasks_again", 5.0), ("tune_again", "oneshot_again", 1.0))
 TARGETS = {"audit": 1.5, "tune_again": 2.0}  # at most this many times the floor, per host
 # At most this many times another run's CPU (controller + hosts) at the same N, the largest
-# measured: (run, against, limit). Issue 40: the plan costs at most 1.3x the audit.
-CPU_TARGETS = (("plan", "audit", 1.3),)
+# measured: (run, against, limit). Issue 40: the plan costs at most 1.3x the audit. Issue 39:
+# the audit at most 1.4x and the no-change tune at most 1.5x the ping floor's CPU (at 64
+# hosts, 3 repeats: the first audit of a run compiles the modules' code on each host, the
+# others find it in the host's cache; the medians count both).
+CPU_TARGETS = (("plan", "audit", 1.3), ("audit", "ping", 1.4), ("tune_again", "ping", 1.5))
 
 
 def machine():
