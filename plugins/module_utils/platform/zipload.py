@@ -12,8 +12,9 @@ it; ``exec_module`` then compiles it again. On host_audit's zip that second pass
 
 :func:`install` puts a finder in front of ``sys.meta_path`` that answers for the
 collection's own files and ansible's ``module_utils`` inside the zip (``PREFIXES``; a
-module calls it before it imports ``ansible.module_utils.basic``, whose imports are about a
-third of the files: 0.045 s of CPU per host_tune run on the seed tree, 2026-12-02): the
+module calls it before its other imports; ansible-core 2.19's AnsiballZ loader has imported
+``ansible.module_utils.basic`` and about 55 files under it before any module runs, ping's
+too, and those are compiled by ``zipimport`` as usual): the
 same spec ``zipimport`` would build (same loader, origin, package path), with the origin
 named from the zip's listing
 (``is_package`` reads the listing, it compiles nothing), so the code is compiled once, by
