@@ -218,7 +218,7 @@ class Store:
                         os.unlink(entry.path)
                     elif entry.name.endswith(SUFFIX):
                         kept.append((info.st_mtime, entry.path))
-            for _, path in sorted(kept)[:max(0, len(kept) - ENTRIES_MAX)]:
+            for _mtime, path in sorted(kept)[:max(0, len(kept) - ENTRIES_MAX)]:
                 os.unlink(path)
         except OSError:
             pass
