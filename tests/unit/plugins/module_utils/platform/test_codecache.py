@@ -146,3 +146,23 @@ def test_a_folder_that_cannot_be_made_only_means_no_cache(tmp_path):
     assert store.save(INNER, SOURCE, code_of()) is False
     assert store.load(INNER, SOURCE) is None
     assert (tmp_path / "c").read_bytes() == b"not a folder"
+
+
+def test_a_folder_or_entry_of_another_user_is_not_used(tmp_path):
+    """A cache another user could have written (as root here: chown to nobody) is never
+    loaded: its code would run as this user."""
+    if os.geteuid() != 0:
+        return  # only root can make a file of another user here; the mode cases cover others
+    nobody = pwd.getpwnam("nobody").pw_uid
+    folder = tmp_path / "c"
+    codecache.Store(str(folder)).save(INNER, SOURCE, code_of())
+    (name,) = os.listdir(str(folder))
+    os.chown(str(folder / name), nobody, -1)
+    assert codecache.Store(str(folder)).load(INNER, SOURCE) is None
+    os.chown(str(folder / name), 0, -1)
+    assert codecache.Store(str(folder)).load(INNER, SOURCE) is not None
+    os.chown(str(folder), nobody, -1)
+    theirs = codecache.Store(str(folder))
+    assert theirs.load(INNER, SOURCE) is None
+    assert theirs.save(INNER, b"VALUE = 7\n", code_of(b"VALUE = 7\n")) is False
+    assert os.listdir(str(folder)) == [name]
