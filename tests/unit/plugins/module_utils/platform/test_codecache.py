@@ -9,6 +9,8 @@ import os
 import pwd
 import time
 
+import pytest
+
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import codecache
 
 SOURCE = b"VALUE = 41 + 1\n"
@@ -152,7 +154,7 @@ def test_a_folder_or_entry_of_another_user_is_not_used(tmp_path):
     """A cache another user could have written (as root here: chown to nobody) is never
     loaded: its code would run as this user."""
     if os.geteuid() != 0:
-        return  # only root can make a file of another user here; the mode cases cover others
+        pytest.skip("only root can make a file of another user here")
     nobody = pwd.getpwnam("nobody").pw_uid
     folder = tmp_path / "c"
     codecache.Store(str(folder)).save(INNER, SOURCE, code_of())
