@@ -181,6 +181,10 @@ summary:
            "low": 9, "info": 1}}
 """
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import zipload  # noqa: E402
+
+zipload.install()  # before the collection's imports: compiled once per host and version
+
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import check_module  # noqa: E402
 

@@ -167,6 +167,10 @@ commands:
 """
 
 # Imports follow the documentation blocks (Ansible module layout), hence E402.
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import zipload  # noqa: E402
+
+zipload.install()  # before the collection's imports: compiled once per host and version
+
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     EXEC_PATH,

@@ -332,6 +332,10 @@ commands:
   elements: list
 """
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import zipload  # noqa: E402
+
+zipload.install()  # before the collection's imports: compiled once per host and version
+
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 from ansible_collections.gpuhost.tuning.plugins.module_utils.subjects.driver.driver_stage import (  # noqa: E402

@@ -121,6 +121,10 @@ problems:
   elements: str
 """
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import zipload  # noqa: E402
+
+zipload.install()  # before the collection's imports: compiled once per host and version
+
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.audit import facts  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import cmdout  # noqa: E402

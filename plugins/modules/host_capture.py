@@ -107,6 +107,10 @@ dest:
   type: str
 """
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import zipload  # noqa: E402
+
+zipload.install()  # before the collection's imports: compiled once per host and version
+
 import base64  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402

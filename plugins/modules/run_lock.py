@@ -148,14 +148,18 @@ holder:
     token: 3f0c9a1e5b7d4c2a9e8f6a1b2c3d4e5f
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import zipload  # noqa: E402
 
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import run_lock
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import (
+zipload.install()  # before the collection's imports: compiled once per host and version
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import run_lock  # noqa: E402
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.hostfs import (  # noqa: E402
     LockError,
     PathError,
 )
-from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     TOKEN,
     check_module,
     common,

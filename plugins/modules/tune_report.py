@@ -103,6 +103,10 @@ failed_hosts:
   elements: str
 """
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import zipload  # noqa: E402
+
+zipload.install()  # before the collection's imports: compiled once per host and version
+
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import check_module  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.engines.report import report_options  # noqa: E402

@@ -132,6 +132,10 @@ problems:
   sample: ["vm 202 (vdi-202): qm start 202 exited 255: start failed: QEMU exited with code 1"]
 """
 
+from ansible_collections.gpuhost.tuning.plugins.module_utils.platform import zipload  # noqa: E402
+
+zipload.install()  # before the collection's imports: compiled once per host and version
+
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpuhost.tuning.plugins.module_utils.platform.validate import (  # noqa: E402
     VMID_RANGE,

@@ -218,3 +218,27 @@ def test_cache_off_compiles_every_call_and_writes_nothing(tmp_path):
         assert [run["counts"].get(n, 0) for n in OURS] == [1, 1, 1, 1]
         assert run["hits"] is None
     assert sorted(os.listdir(str(tmp_path))) == ["call1.zip", "call2.zip"]
+
+
+def test_every_module_installs_the_loader_before_its_other_imports():
+    """Each module file's first import (after ``__future__``) is zipload and its next
+    statement ``zipload.install()``: every module a host runs finds its code in the host's
+    cache (a module that imported first would compile those files on every call)."""
+    import ast
+
+    from conftest import REPO
+
+    folder = os.path.join(REPO, "plugins", "modules")
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".py") and n != "__init__.py")
+    assert len(names) > 20
+    for name in names:
+        with open(os.path.join(folder, name)) as handle:
+            body = ast.parse(handle.read()).body
+        imports = [i for i, node in enumerate(body)
+                   if isinstance(node, (ast.Import, ast.ImportFrom))
+                   and getattr(node, "module", None) != "__future__"]
+        first = body[imports[0]]
+        assert isinstance(first, ast.ImportFrom) and first.module.endswith(
+            "module_utils.platform") and [a.name for a in first.names] == ["zipload"], name
+        call = body[imports[0] + 1]
+        assert ast.unparse(call) == "zipload.install()", name
